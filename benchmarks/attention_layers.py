@@ -1,0 +1,98 @@
+"""Forward+backward time of one attention layer for every preset, as a ratio to `standard`.
+
+    python benchmarks/attention_layers.py                       # B=8, T=256, d=512, h=8
+    python benchmarks/attention_layers.py --seq-lens 64 256 1024 --dims 256 512 768
+
+Every variant is timed in the same run, interleaved, and reported as the median of several
+repeats; the FLOP ratio next to it is DESIGN.md §3's cost model, so the two columns say whether
+the measured saving matches the arithmetic one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import time
+
+import torch
+
+from lit_attention.attention import MultiHeadAttention, attention_flops, list_presets
+
+
+def hardware(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {torch.get_num_threads()} threads"
+
+
+def time_layer(layer, x, steps: int, device: torch.device) -> float:
+    """Seconds per forward+backward call, averaged over `steps` calls."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(steps):
+        layer(x).sum().backward()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return (time.perf_counter() - start) / steps
+
+
+def benchmark(batch, seq_len, dim, heads, causal, dtype, device, warmup, steps, repeats):
+    layers = {}
+    for name in list_presets():
+        torch.manual_seed(0)
+        layers[name] = MultiHeadAttention(dim, heads, name, max_len=seq_len, causal=causal).to(device, dtype)
+    x = torch.randn(batch, seq_len, dim, device=device, dtype=dtype, requires_grad=True)
+    for layer in layers.values():
+        time_layer(layer, x, warmup, device)
+    samples = {name: [] for name in layers}
+    for _ in range(repeats):  # interleave variants so drift in machine load hits all of them alike
+        for name, layer in layers.items():
+            samples[name].append(time_layer(layer, x, steps, device))
+    times = {name: statistics.median(s) for name, s in samples.items()}
+    flops = {name: attention_flops(name, seq_len, dim) for name in layers}
+    return [
+        (name, times[name], times[name] / times["standard"], flops[name] / flops["standard"])
+        for name in layers
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--seq-lens", type=int, nargs="+", default=[256])
+    parser.add_argument("--dims", type=int, nargs="+", default=[512])
+    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--causal", action="store_true", help="causal self-attention (decoder)")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=5, help="calls per timed repeat")
+    parser.add_argument("--repeats", type=int, default=7, help="timed repeats; the median is reported")
+    args = parser.parse_args()
+    device, dtype = torch.device(args.device), getattr(torch, args.dtype)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+    print(f"# attention layer forward+backward, {args.dtype}, causal={args.causal}, on {hardware(device)}")
+    print(f"# torch {torch.__version__}; median of {args.repeats} repeats x {args.steps} calls")
+    print()
+    print("| B | T | d | h | variant | ms / call | time ratio | FLOP ratio |")
+    print("|---|---|---|---|---|---|---|---|")
+    for dim in args.dims:
+        for seq_len in args.seq_lens:
+            rows = benchmark(args.batch, seq_len, dim, args.heads, args.causal, dtype, device,
+                             args.warmup, args.steps, args.repeats)
+            for name, seconds, ratio, flop_ratio in rows:
+                print(f"| {args.batch} | {seq_len} | {dim} | {args.heads} | {name} | "
+                      f"{seconds * 1e3:.2f} | {ratio:.2f} | {flop_ratio:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

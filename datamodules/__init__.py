@@ -1,0 +1,1 @@
+"""LightningDataModules for every task of lit-attention, with offline embedded defaults."""

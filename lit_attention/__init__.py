@@ -1,0 +1,19 @@
+"""lit-attention: compare attention variants across modalities with PyTorch Lightning."""
+
+from lit_attention.attention import (
+    PRESETS,
+    AttentionSpec,
+    MultiHeadAttention,
+    count_attention_parameters,
+    list_presets,
+    resolve_spec,
+)
+
+__all__ = [
+    "PRESETS",
+    "AttentionSpec",
+    "MultiHeadAttention",
+    "count_attention_parameters",
+    "list_presets",
+    "resolve_spec",
+]

@@ -1,0 +1,365 @@
+"""Multi-head attention with every variant of DESIGN.md §3 in one module.
+
+Notation: input X is (B, T, d), h heads of width d_h = d / h, X_i the i-th slice of d_h columns.
+Each variant is a point on three axes plus one flag:
+
+    query      linear        Q_i = X W_Q,i
+               identity      Q_i = X_i
+               residual      Q   = X + X W_Q
+               residual_mlp  Q   = X + LN(GELU(RMSNorm(X) W_1) W_2), W_1: d->r, W_2: r->d,
+                             scores scaled by 1 / (2 sqrt(d_h)), i.e. the paper's (X + f(X)) / 2
+    key        linear        K_i = X W_K,i
+               identity      K_i = X_i
+    value      linear        V_i = X W_V,i
+               identity      V_i = X_i
+    value_mix  on            V_i <- W_A V_i, W_A (l x l) mixes positions, one per layer, all heads
+
+    Y = concat_i softmax(s Q_i K_i^T + mask) V_i  W_O        (softmax over the *key* axis)
+
+Masking rules for W_A (the ones published code gets wrong):
+  * causal: W_A is used lower-triangular, so V_t only mixes positions <= t;
+  * padding: the columns of W_A at padded positions are zeroed, so padding never leaks in;
+  * T < l uses the top-left T x T block; T > l is an error.
+
+Two paths compute the same thing: the fused one (one input projection, views for identity axes,
+`F.scaled_dot_product_attention`) used for training, and a plain-math reference path (explicit
+scores, explicit masks, explicit softmax) kept so tests can prove the fused one right.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+QUERY_OPTIONS = ("linear", "identity", "residual", "residual_mlp")
+KEY_OPTIONS = ("linear", "identity")
+VALUE_OPTIONS = ("linear", "identity")
+VALUE_MIX_INITS = ("identity", "normal")
+
+
+@dataclass(frozen=True)
+class AttentionSpec:
+    """Where a variant sits on the query / key / value axes, and whether W_A mixes values."""
+
+    query: str = "linear"
+    key: str = "linear"
+    value: str = "linear"
+    value_mix: bool = False
+
+    def __post_init__(self) -> None:
+        for axis, options in (("query", QUERY_OPTIONS), ("key", KEY_OPTIONS), ("value", VALUE_OPTIONS)):
+            choice = getattr(self, axis)
+            if choice not in options:
+                raise ValueError(
+                    f"Unknown {axis} option {choice!r}; valid {axis} options are {', '.join(options)}."
+                )
+        if not isinstance(self.value_mix, bool):
+            raise ValueError(f"value_mix must be true or false, got {self.value_mix!r}.")
+
+    @property
+    def name(self) -> str:
+        """The preset name when the spec is a preset, else a compact `axis=option` string."""
+        for preset, spec in PRESETS.items():
+            if spec == self:
+                return preset
+        return ",".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self)).lower()
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+PRESETS: dict[str, AttentionSpec] = {
+    "standard": AttentionSpec("linear", "linear", "linear"),
+    "optimized": AttentionSpec("linear", "linear", "identity"),
+    "efficient": AttentionSpec("linear", "identity", "identity"),
+    "super": AttentionSpec("linear", "identity", "identity", value_mix=True),
+    "identity_query": AttentionSpec("identity", "linear", "linear"),
+    "residual_query": AttentionSpec("residual", "linear", "linear"),
+    "nonlinear_query": AttentionSpec("residual_mlp", "linear", "linear"),
+}
+
+
+def list_presets() -> list[str]:
+    """Names of the named variants, in the order of DESIGN.md's table."""
+    return list(PRESETS)
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "on", "1", "yes"):
+        return True
+    if lowered in ("false", "off", "0", "no"):
+        return False
+    raise ValueError(f"value_mix must be true or false, got {text!r}.")
+
+
+def resolve_spec(variant: str | dict | AttentionSpec) -> AttentionSpec:
+    """Turn a preset name, an `axis=option,...` string, a dict or a spec into an AttentionSpec."""
+    if isinstance(variant, AttentionSpec):
+        return variant
+    if isinstance(variant, dict):
+        unknown = set(variant) - {f.name for f in fields(AttentionSpec)}
+        if unknown:
+            raise ValueError(
+                f"Unknown attention axis {sorted(unknown)[0]!r}; valid axes are query, key, value, value_mix."
+            )
+        spec = dict(variant)
+        if isinstance(spec.get("value_mix"), str):
+            spec["value_mix"] = _parse_bool(spec["value_mix"])
+        return AttentionSpec(**spec)
+    if isinstance(variant, str):
+        if variant in PRESETS:
+            return PRESETS[variant]
+        if "=" in variant:
+            pairs = [item.split("=", 1) for item in variant.split(",") if item.strip()]
+            return resolve_spec({k.strip(): v.strip() for k, v in pairs})
+        raise ValueError(
+            f"Unknown attention variant {variant!r}; valid presets are {', '.join(PRESETS)} "
+            "(or an axes spec such as 'query=residual_mlp,key=identity,value=identity,value_mix=true')."
+        )
+    raise ValueError(
+        f"Attention variant must be a preset name, a dict or an AttentionSpec, got {type(variant).__name__}."
+    )
+
+
+class QueryMLP(nn.Module):
+    """f(X) = LN(GELU(RMSNorm(X) W_1) W_2): the nonlinear part of the residual query, no biases."""
+
+    def __init__(self, dim: int, hidden: int) -> None:
+        super().__init__()
+        self.norm_in = nn.RMSNorm(dim)
+        self.up = nn.Linear(dim, hidden, bias=False)
+        self.down = nn.Linear(hidden, dim, bias=False)
+        self.norm_out = nn.LayerNorm(dim, bias=False)  # weight-only LN
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm_out(self.down(F.gelu(self.up(self.norm_in(x)))))
+
+
+class MultiHeadAttention(nn.Module):
+    """Self- or cross-attention for every preset and every combination of the axes.
+
+    Args:
+        dim: model width d; must divide by `num_heads`.
+        num_heads: h.
+        variant: preset name (see `list_presets()`), `axis=option,...` string, dict or AttentionSpec.
+        max_len: l, the size of W_A; required when the variant mixes values. For cross-attention it
+            is the memory (source) length.
+        causal: mask future keys (self-attention only).
+        bias: biases on the projections.
+        dropout: dropout on attention weights and on the output.
+        cross_attention: keys and values come from `memory` passed to `forward`.
+        query_hidden: r for the `residual_mlp` query (default d / 2).
+        value_mix_init: `identity` (the default: `super` starts out as `efficient`) or `normal`.
+        fused: use `F.scaled_dot_product_attention`; False selects the plain-math reference path.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        variant: str | dict | AttentionSpec = "standard",
+        max_len: int | None = None,
+        causal: bool = False,
+        bias: bool = False,
+        dropout: float = 0.0,
+        cross_attention: bool = False,
+        query_hidden: int | None = None,
+        value_mix_init: str = "identity",
+        fused: bool = True,
+    ) -> None:
+        super().__init__()
+        self.spec = resolve_spec(variant)
+        if num_heads < 1 or dim % num_heads != 0:
+            raise ValueError(f"dim={dim} is not divisible by num_heads={num_heads}; choose num_heads among the divisors of dim.")
+        if causal and cross_attention:
+            raise ValueError("causal=True is for self-attention; cross-attention sees the whole memory.")
+        if self.spec.value_mix and (max_len is None or max_len < 1):
+            raise ValueError(
+                f"max_len={max_len} is invalid: variant {self.spec.name!r} mixes values with W_A "
+                "and needs max_len, a positive sequence length."
+            )
+        if value_mix_init not in VALUE_MIX_INITS:
+            raise ValueError(f"Unknown value_mix_init {value_mix_init!r}; valid choices are {', '.join(VALUE_MIX_INITS)}.")
+        self.dim, self.num_heads, self.head_dim = dim, num_heads, dim // num_heads
+        self.max_len, self.causal, self.cross_attention = max_len, causal, cross_attention
+        self.dropout = dropout
+        self.fused = fused
+
+        # Which of W_Q, W_K, W_V exist, and which input each one reads.
+        wants_q = self.spec.query in ("linear", "residual")
+        wants_k = self.spec.key == "linear"
+        wants_v = self.spec.value == "linear"
+        from_x = [n for n, keep in (("q", wants_q), ("k", wants_k), ("v", wants_v)) if keep and (n == "q" or not cross_attention)]
+        from_memory = [n for n, keep in (("k", wants_k), ("v", wants_v)) if keep and cross_attention]
+        self._from_x, self._from_memory = tuple(from_x), tuple(from_memory)
+        # One fused projection for the kept matrices that read x (never one Linear per head).
+        self.in_proj = nn.Linear(dim, len(from_x) * dim, bias=bias) if from_x else None
+        self.memory_proj = nn.Linear(dim, len(from_memory) * dim, bias=bias) if from_memory else None
+        self.query_mlp = QueryMLP(dim, query_hidden or dim // 2) if self.spec.query == "residual_mlp" else None
+        self.out_proj = nn.Linear(dim, dim, bias=bias)  # W_O is kept in every variant
+
+        if self.spec.value_mix:
+            init = torch.eye(max_len) if value_mix_init == "identity" else torch.randn(max_len, max_len) / math.sqrt(max_len)
+            self.value_mix = nn.Parameter(init)
+        else:
+            self.register_parameter("value_mix", None)
+
+        # (X + f(X)) / 2 folded into the softmax scale, as in the nonlinear-query paper.
+        self.scale = 1.0 / math.sqrt(self.head_dim)
+        if self.spec.query == "residual_mlp":
+            self.scale /= 2.0
+
+    # ------------------------------------------------------------------ projections
+
+    def _project(self, x: torch.Tensor, memory: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Return Q, K, V as (B, T, d) tensors; identity axes are the inputs themselves (no copy)."""
+        source = x if memory is None else memory
+        parts: dict[str, torch.Tensor] = {}
+        if self.in_proj is not None:
+            parts.update(zip(self._from_x, self.in_proj(x).split(self.dim, dim=-1)))
+        if self.memory_proj is not None:
+            parts.update(zip(self._from_memory, self.memory_proj(source).split(self.dim, dim=-1)))
+        query = self.spec.query
+        if query == "linear":
+            q = parts["q"]
+        elif query == "identity":
+            q = x
+        elif query == "residual":
+            q = x + parts["q"]
+        else:  # residual_mlp
+            q = x + self.query_mlp(x)
+        k = parts.get("k", source)
+        v = parts.get("v", source)
+        return q, k, v
+
+    def _split_heads(self, t: torch.Tensor) -> torch.Tensor:
+        """(B, T, d) -> (B, h, T, d_h) as a view: head i is the i-th slice of d_h columns."""
+        b, n, _ = t.shape
+        return t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
+
+    def _value_mix_block(self, length: int) -> torch.Tensor:
+        """Top-left length x length block of W_A, lower-triangular when causal."""
+        if length > self.max_len:
+            raise ValueError(
+                f"Sequence length {length} exceeds max_len={self.max_len} of W_A; "
+                f"use sequences of at most {self.max_len} positions or build the model with a larger max_len."
+            )
+        block = self.value_mix[:length, :length]
+        return torch.tril(block) if self.causal else block
+
+    def _allowed(self, t_q: int, t_k: int, key_padding_mask: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:
+        """Boolean (B or 1, 1, T_q, T_k) mask, True where a query may attend to a key; None if all may."""
+        allowed = None
+        if self.causal:
+            allowed = torch.ones(t_q, t_k, dtype=torch.bool, device=device).tril()[None, None]
+        if key_padding_mask is not None:
+            keep = ~key_padding_mask[:, None, None, :]
+            allowed = keep if allowed is None else allowed & keep
+            if self.cross_attention:
+                # A query whose keys are all padding (an empty source) would softmax over nothing
+                # and give NaN; let it attend everywhere instead: its output is padding anyway.
+                allowed = allowed | ~allowed.any(dim=-1, keepdim=True)
+            else:
+                # Real positions always see themselves; padded ones would see nothing under
+                # left padding + causal. The diagonal keeps every row finite and adds no path
+                # from padding into a real position.
+                allowed = allowed | torch.eye(t_q, t_k, dtype=torch.bool, device=device)
+        return allowed
+
+    # ------------------------------------------------------------------ forward
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        key_padding_mask: torch.Tensor | None = None,
+        memory: torch.Tensor | None = None,
+        memory_padding_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Attend from `x` (B, T, d) to itself, or to `memory` (B, S, d) for cross-attention.
+
+        `key_padding_mask` / `memory_padding_mask`: bool (B, T) / (B, S), True marks padding
+        (the torch.nn.MultiheadAttention convention).
+        """
+        if self.cross_attention != (memory is not None):
+            raise ValueError(
+                "memory must be given exactly when the module was built with cross_attention=True."
+            )
+        kv_padding = memory_padding_mask if self.cross_attention else key_padding_mask
+        q, k, v = self._project(x, memory)
+        if self.value_mix is not None:
+            w = self._value_mix_block(v.shape[1])
+            if self.fused:
+                # Zeroing padded rows of V is zeroing padded columns of W_A, without a (B, T, T) copy.
+                if kv_padding is not None:
+                    v = v.masked_fill(kv_padding[..., None], 0.0)
+                v = torch.matmul(w, v)  # one product for all heads
+            else:
+                v = self._reference_value_mix(w, v, kv_padding)
+        q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)
+        attend = self._fused_attention if self.fused else self._reference_attention
+        y = attend(q, k, v, kv_padding)
+        y = y.transpose(1, 2).reshape(x.shape[0], x.shape[1], self.dim)
+        return F.dropout(self.out_proj(y), self.dropout, self.training)
+
+    def _fused_attention(self, q, k, v, kv_padding):
+        dropout_p = self.dropout if self.training else 0.0
+        if kv_padding is None and self.causal and q.shape[-2] == k.shape[-2]:
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=self.scale)
+        mask = self._allowed(q.shape[-2], k.shape[-2], kv_padding, q.device)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=self.scale)
+
+    # ------------------------------------------------------------------ reference path
+
+    def _reference_value_mix(self, w: torch.Tensor, v: torch.Tensor, kv_padding: torch.Tensor | None) -> torch.Tensor:
+        """V' = W_A V with W_A's padded columns zeroed, written as the math reads."""
+        if kv_padding is not None:
+            w = w[None] * (~kv_padding)[:, None, :].to(w.dtype)  # (B, T, T): column j zero if j is padding
+        return w @ v
+
+    def attention_weights(self, q, k, kv_padding) -> torch.Tensor:
+        """softmax(s Q K^T + mask) over the key axis, explicitly; (B, h, T_q, T_k)."""
+        scores = (q @ k.transpose(-2, -1)) * self.scale
+        allowed = self._allowed(q.shape[-2], k.shape[-2], kv_padding, q.device)
+        if allowed is not None:
+            scores = scores.masked_fill(~allowed, float("-inf"))
+        return scores.softmax(dim=-1)
+
+    def _reference_attention(self, q, k, v, kv_padding):
+        weights = self.attention_weights(q, k, kv_padding)
+        weights = F.dropout(weights, self.dropout, self.training)
+        return weights @ v
+
+    def extra_repr(self) -> str:
+        return (
+            f"dim={self.dim}, num_heads={self.num_heads}, variant={self.spec.name!r}, "
+            f"max_len={self.max_len}, causal={self.causal}, cross_attention={self.cross_attention}"
+        )
+
+
+def count_attention_parameters(module: nn.Module) -> int:
+    """Number of parameters inside every MultiHeadAttention of `module` (the module itself included)."""
+    return sum(
+        p.numel() for m in module.modules() if isinstance(m, MultiHeadAttention) for p in m.parameters()
+    )
+
+
+def attention_flops(variant: str | dict | AttentionSpec, seq_len: int, dim: int, query_hidden: int | None = None) -> int:
+    """Forward FLOPs of one self-attention layer on one sequence (DESIGN.md §3 cost model).
+
+    2·T·d² per kept matrix among W_Q, W_K, W_V, W_O (the residual MLP query: 2·T·d·r·2),
+    4·T²·d for the scores and the weighted sum, 2·T²·d for the W_A value mix.
+    """
+    spec = resolve_spec(variant)
+    t, d = seq_len, dim
+    kept = 1 + (spec.query in ("linear", "residual")) + (spec.key == "linear") + (spec.value == "linear")
+    flops = kept * 2 * t * d * d + 4 * t * t * d
+    if spec.query == "residual_mlp":
+        flops += 2 * t * d * (query_hidden or d // 2) * 2
+    if spec.value_mix:
+        flops += 2 * t * t * d
+    return flops
