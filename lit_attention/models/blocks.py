@@ -1,0 +1,101 @@
+"""Pre-norm transformer blocks shared by every model family."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from lit_attention.attention import AttentionSpec, MultiHeadAttention, count_attention_parameters
+
+
+class DropPath(nn.Module):
+    """Stochastic depth: drop a whole residual branch per sample while training."""
+
+    def __init__(self, p: float = 0.0) -> None:
+        super().__init__()
+        self.p = p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.p == 0.0 or not self.training:
+            return x
+        keep = x.new_empty(x.shape[0], *([1] * (x.dim() - 1))).bernoulli_(1.0 - self.p)
+        return x * keep / (1.0 - self.p)
+
+
+class MLP(nn.Module):
+    def __init__(self, dim: int, hidden: int, dropout: float = 0.0, bias: bool = True) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(dim, hidden, bias=bias)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(hidden, dim, bias=bias)  # a residual projection (scaled init in GPT)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.fc2(self.act(self.fc1(x))))
+
+
+class TransformerBlock(nn.Module):
+    """x + attn(LN(x)), then x + MLP(LN(x)); with `cross_attention`, a cross-attention sub-layer
+    on the encoder memory sits between the two (the decoder block of an encoder–decoder)."""
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        attention: str | dict | AttentionSpec = "standard",
+        max_len: int | None = None,
+        causal: bool = False,
+        mlp_ratio: float = 4.0,
+        dropout: float = 0.0,
+        drop_path: float = 0.0,
+        bias: bool = True,
+        cross_attention: bool = False,
+        memory_max_len: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, bias=bias)
+        self.attn = MultiHeadAttention(dim, num_heads, attention, max_len=max_len, causal=causal, bias=bias, dropout=dropout)
+        if cross_attention:
+            self.norm_cross = nn.LayerNorm(dim, bias=bias)
+            self.cross_attn = MultiHeadAttention(
+                dim, num_heads, attention, max_len=memory_max_len, bias=bias, dropout=dropout, cross_attention=True
+            )
+        else:
+            self.norm_cross = self.cross_attn = None
+        self.norm2 = nn.LayerNorm(dim, bias=bias)
+        self.mlp = MLP(dim, int(dim * mlp_ratio), dropout, bias)
+        self.drop_path = DropPath(drop_path)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        padding_mask: torch.Tensor | None = None,
+        memory: torch.Tensor | None = None,
+        memory_padding_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        x = x + self.drop_path(self.attn(self.norm1(x), key_padding_mask=padding_mask))
+        if self.cross_attn is not None:
+            x = x + self.drop_path(
+                self.cross_attn(self.norm_cross(x), memory=memory, memory_padding_mask=memory_padding_mask)
+            )
+        return x + self.drop_path(self.mlp(self.norm2(x)))
+
+
+def drop_path_rates(drop_path: float, depth: int) -> list[float]:
+    """Stochastic depth growing linearly with depth, as in DeiT."""
+    return [drop_path * i / max(depth - 1, 1) for i in range(depth)]
+
+
+def parameter_counts(model: nn.Module, embedding_parameters: list[nn.Parameter]) -> dict[str, int]:
+    """Total, non-embedding (without token/position/patch embeddings) and attention parameters.
+
+    Parameters are de-duplicated, so a head tied to the token embedding counts once.
+    """
+    unique = {id(p): p for p in model.parameters()}
+    embedding = {id(p) for p in embedding_parameters}
+    total = sum(p.numel() for p in unique.values())
+    return {
+        "total": total,
+        "non_embedding": total - sum(p.numel() for i, p in unique.items() if i in embedding),
+        "attention": count_attention_parameters(model),
+    }

@@ -1,0 +1,93 @@
+"""GPT decoder: causal pre-norm blocks, weight-tied head, sampling with temperature / top-k."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lit_attention.attention import AttentionSpec
+from lit_attention.models.blocks import TransformerBlock, drop_path_rates, parameter_counts
+
+
+class GPT(nn.Module):
+    """A nanoGPT-style language model whose attention is any variant (W_A lower-triangular for `super`)."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        max_len: int,
+        dim: int = 384,
+        depth: int = 6,
+        num_heads: int = 6,
+        mlp_ratio: float = 4.0,
+        attention: str | dict | AttentionSpec = "standard",
+        dropout: float = 0.0,
+        drop_path: float = 0.0,
+        bias: bool = False,
+        tie_weights: bool = True,
+    ) -> None:
+        super().__init__()
+        self.vocab_size, self.max_len = vocab_size, max_len
+        self.token_embed = nn.Embedding(vocab_size, dim)
+        self.pos_embed = nn.Embedding(max_len, dim)
+        self.dropout = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(
+            TransformerBlock(dim, num_heads, attention, max_len=max_len, causal=True, mlp_ratio=mlp_ratio,
+                             dropout=dropout, drop_path=rate, bias=bias)
+            for rate in drop_path_rates(drop_path, depth)
+        )
+        self.norm = nn.LayerNorm(dim, bias=bias)
+        self.lm_head = nn.Linear(dim, vocab_size, bias=False)
+        if tie_weights:
+            self.lm_head.weight = self.token_embed.weight
+
+        # nanoGPT init: N(0, 0.02) everywhere, residual projections scaled by 1/sqrt(2 * depth)
+        # so the residual stream's variance does not grow with depth.
+        self.apply(_init_weights)
+        for block in self.blocks:
+            for proj in (block.attn.out_proj, block.mlp.fc2):
+                nn.init.normal_(proj.weight, std=0.02 / math.sqrt(2 * depth))
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens (B, T) with T <= max_len -> logits (B, T, vocab_size)."""
+        t = tokens.shape[1]
+        if t > self.max_len:
+            raise ValueError(f"Sequence length {t} exceeds max_len={self.max_len}; use at most {self.max_len} tokens of context.")
+        x = self.dropout(self.token_embed(tokens) + self.pos_embed.weight[:t])
+        for block in self.blocks:
+            x = block(x)
+        return self.lm_head(self.norm(x))
+
+    @torch.no_grad()
+    def generate(
+        self, tokens: torch.Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None
+    ) -> torch.Tensor:
+        """Append `max_new_tokens` sampled tokens to `tokens` (B, T); temperature 0 means greedy."""
+        for _ in range(max_new_tokens):
+            context = tokens[:, -self.max_len :]
+            logits = self(context)[:, -1]
+            if temperature == 0:
+                next_token = logits.argmax(dim=-1, keepdim=True)
+            else:
+                logits = logits / temperature
+                if top_k is not None:
+                    kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]
+                    logits = logits.masked_fill(logits < kth, float("-inf"))
+                next_token = torch.multinomial(logits.softmax(dim=-1), num_samples=1)
+            tokens = torch.cat([tokens, next_token], dim=1)
+        return tokens
+
+    def parameter_counts(self) -> dict[str, int]:
+        return parameter_counts(self, [self.token_embed.weight, self.pos_embed.weight])
+
+
+def _init_weights(module: nn.Module) -> None:
+    if isinstance(module, nn.Linear):
+        nn.init.normal_(module.weight, std=0.02)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.Embedding):
+        nn.init.normal_(module.weight, std=0.02)

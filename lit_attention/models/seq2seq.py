@@ -1,0 +1,171 @@
+"""Encoder–decoder transformer for translation, with greedy and beam-search decoding."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lit_attention.attention import AttentionSpec
+from lit_attention.models.blocks import TransformerBlock, drop_path_rates, parameter_counts
+
+
+class Seq2SeqTransformer(nn.Module):
+    """Bidirectional encoder, causal decoder with cross-attention; the attention variant applies to
+    all three kinds of attention. In cross-attention, identity keys/values are slices of the encoder
+    memory and `super`'s W_A mixes memory positions (l = max_src_len, padded sources masked)."""
+
+    def __init__(
+        self,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        max_src_len: int,
+        max_tgt_len: int,
+        dim: int = 256,
+        encoder_depth: int = 3,
+        decoder_depth: int = 3,
+        num_heads: int = 4,
+        mlp_ratio: float = 4.0,
+        attention: str | dict | AttentionSpec = "standard",
+        dropout: float = 0.0,
+        drop_path: float = 0.0,
+        bias: bool = True,
+        tie_weights: bool = True,
+        pad_id: int = 0,
+        bos_id: int = 1,
+        eos_id: int = 2,
+    ) -> None:
+        super().__init__()
+        self.max_src_len, self.max_tgt_len = max_src_len, max_tgt_len
+        self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
+        self.src_embed = nn.Embedding(src_vocab_size, dim)
+        self.src_pos = nn.Embedding(max_src_len, dim)
+        self.tgt_embed = nn.Embedding(tgt_vocab_size, dim)
+        self.tgt_pos = nn.Embedding(max_tgt_len, dim)
+        self.dropout = nn.Dropout(dropout)
+        self.encoder = nn.ModuleList(
+            TransformerBlock(dim, num_heads, attention, max_len=max_src_len, mlp_ratio=mlp_ratio,
+                             dropout=dropout, drop_path=rate, bias=bias)
+            for rate in drop_path_rates(drop_path, encoder_depth)
+        )
+        self.decoder = nn.ModuleList(
+            TransformerBlock(dim, num_heads, attention, max_len=max_tgt_len, causal=True, mlp_ratio=mlp_ratio,
+                             dropout=dropout, drop_path=rate, bias=bias, cross_attention=True,
+                             memory_max_len=max_src_len)
+            for rate in drop_path_rates(drop_path, decoder_depth)
+        )
+        self.encoder_norm = nn.LayerNorm(dim, bias=bias)
+        self.decoder_norm = nn.LayerNorm(dim, bias=bias)
+        self.lm_head = nn.Linear(dim, tgt_vocab_size, bias=False)
+        if tie_weights:
+            self.lm_head.weight = self.tgt_embed.weight
+        for embedding in (self.src_embed, self.src_pos, self.tgt_embed, self.tgt_pos):
+            nn.init.normal_(embedding.weight, std=0.02)
+
+    # ------------------------------------------------------------------ encoder / decoder
+
+    def encode(self, src: torch.Tensor, src_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        _check_length("source", src.shape[1], self.max_src_len)
+        x = self.dropout(self.src_embed(src) + self.src_pos.weight[: src.shape[1]])
+        for block in self.encoder:
+            x = block(x, padding_mask=src_padding_mask)
+        return self.encoder_norm(x)
+
+    def decode(
+        self,
+        tgt_in: torch.Tensor,
+        memory: torch.Tensor,
+        src_padding_mask: torch.Tensor | None = None,
+        tgt_padding_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        _check_length("target", tgt_in.shape[1], self.max_tgt_len)
+        x = self.dropout(self.tgt_embed(tgt_in) + self.tgt_pos.weight[: tgt_in.shape[1]])
+        for block in self.decoder:
+            x = block(x, padding_mask=tgt_padding_mask, memory=memory, memory_padding_mask=src_padding_mask)
+        return self.lm_head(self.decoder_norm(x))
+
+    def forward(
+        self,
+        src: torch.Tensor,
+        tgt_in: torch.Tensor,
+        src_padding_mask: torch.Tensor | None = None,
+        tgt_padding_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Teacher-forced logits (B, T, tgt_vocab) for target inputs `tgt_in` (starting with bos)."""
+        memory = self.encode(src, src_padding_mask)
+        return self.decode(tgt_in, memory, src_padding_mask, tgt_padding_mask)
+
+    # ------------------------------------------------------------------ decoding
+
+    @torch.no_grad()
+    def generate(
+        self,
+        src: torch.Tensor,
+        src_padding_mask: torch.Tensor | None = None,
+        max_new_tokens: int | None = None,
+        beam_size: int = 1,
+        length_penalty: float = 1.0,
+    ) -> torch.Tensor:
+        """Translate `src` (B, S). Returns generated ids (B, L) without bos, padded with pad_id after eos.
+
+        beam_size 1 decodes greedily; larger beams keep the `beam_size` best prefixes by summed
+        log-probability and return the hypothesis with the best score / length**length_penalty.
+        """
+        max_new_tokens = min(max_new_tokens or self.max_tgt_len, self.max_tgt_len)
+        memory = self.encode(src, src_padding_mask)
+        if beam_size == 1:
+            return self._greedy(memory, src_padding_mask, max_new_tokens)
+        return self.beam_search(memory, src_padding_mask, max_new_tokens, beam_size, length_penalty)
+
+    def _greedy(self, memory, src_padding_mask, max_new_tokens: int) -> torch.Tensor:
+        seqs = torch.full((memory.shape[0], 1), self.bos_id, dtype=torch.long, device=memory.device)
+        finished = torch.zeros(memory.shape[0], dtype=torch.bool, device=memory.device)
+        for _ in range(max_new_tokens):
+            token = self.decode(seqs, memory, src_padding_mask)[:, -1].argmax(dim=-1)
+            token = token.masked_fill(finished, self.pad_id)
+            seqs = torch.cat([seqs, token[:, None]], dim=1)
+            finished |= token == self.eos_id
+            if finished.all():
+                break
+        return seqs[:, 1:]
+
+    def beam_search(self, memory, src_padding_mask, max_new_tokens: int, beam_size: int, length_penalty: float = 1.0) -> torch.Tensor:
+        """Beam search over encoder `memory` (B, S, d); see `generate`."""
+        batch, device = memory.shape[0], memory.device
+        memory = memory.repeat_interleave(beam_size, dim=0)
+        if src_padding_mask is not None:
+            src_padding_mask = src_padding_mask.repeat_interleave(beam_size, dim=0)
+        seqs = torch.full((batch * beam_size, 1), self.bos_id, dtype=torch.long, device=device)
+        # Every beam starts identical: keep only the first alive, or step one picks k copies.
+        scores = torch.full((batch, beam_size), float("-inf"), device=device)
+        scores[:, 0] = 0.0
+        finished = torch.zeros(batch * beam_size, dtype=torch.bool, device=device)
+        lengths = torch.zeros(batch * beam_size, device=device)
+        offsets = torch.arange(batch, device=device)[:, None] * beam_size
+        for _ in range(max_new_tokens):
+            log_probs = F.log_softmax(self.decode(seqs, memory, src_padding_mask)[:, -1].float(), dim=-1)
+            # A finished hypothesis can only be extended by padding, at no cost.
+            log_probs[finished] = float("-inf")
+            log_probs[finished, self.pad_id] = 0.0
+            vocab = log_probs.shape[-1]
+            candidates = (scores.view(-1, 1) + log_probs).view(batch, beam_size * vocab)
+            scores, flat = candidates.topk(beam_size, dim=-1)
+            parent = (flat // vocab + offsets).view(-1)
+            token = (flat % vocab).view(-1)
+            seqs = torch.cat([seqs[parent], token[:, None]], dim=1)
+            lengths = lengths[parent] + (~finished[parent]).float()
+            finished = finished[parent] | (token == self.eos_id)
+            if finished.all():
+                break
+        normalised = scores / lengths.view(batch, beam_size).clamp(min=1.0) ** length_penalty
+        best = normalised.argmax(dim=-1) + offsets.view(-1)
+        return seqs[best, 1:]
+
+    def parameter_counts(self) -> dict[str, int]:
+        embedding = [self.src_embed.weight, self.src_pos.weight, self.tgt_embed.weight, self.tgt_pos.weight]
+        return parameter_counts(self, embedding)
+
+
+def _check_length(side: str, length: int, max_len: int) -> None:
+    if length > max_len:
+        raise ValueError(f"The {side} sequence length {length} exceeds its maximum {max_len}; truncate it or build the model with a larger maximum.")

@@ -1,0 +1,75 @@
+"""What every task shares: AdamW with warmup + cosine, parameter counts in the HParams tab, compile."""
+
+from __future__ import annotations
+
+import math
+
+import lightning as L
+import torch
+from torch import nn
+
+from lit_attention.attention import resolve_spec
+
+# 2-D parameters that are still kept out of weight decay: positions and the CLS token are lookup
+# tables, and W_A starts at the identity, so decay would drag `super` toward zero mixing.
+NO_DECAY_NAMES = ("pos_embed", "src_pos", "tgt_pos", "cls_token", "value_mix")
+
+
+class TaskModule(L.LightningModule):
+    """Base LightningModule. Subclasses build `self.model` (a plain nn.Module with
+    `parameter_counts()`) after calling `self.save_hyperparameters()` with these optimizer arguments:
+    lr, weight_decay, betas, warmup_steps, max_steps, min_lr_ratio, compile."""
+
+    model: nn.Module
+
+    def _record_model_facts(self) -> None:
+        """Add the variant's name and parameter counts to the hyper-parameters the logger sees.
+
+        They go to `hparams_initial` only (what Lightning logs), not to `hparams` (what
+        `load_from_checkpoint` passes back to `__init__`).
+        """
+        self.param_counts = self.model.parameter_counts()
+        facts = {f"params/{name}": count for name, count in self.param_counts.items()}
+        facts["attention_name"] = resolve_spec(self.hparams.attention).name
+        self._hparams_initial.update(facts)
+
+    def configure_model(self) -> None:
+        # Compile the inner nn.Module in place: parameter names, and so checkpoints, stay the same.
+        if self.hparams.get("compile") and not getattr(self, "_compiled", False):
+            self.model.compile()
+            self._compiled = True
+
+    def configure_optimizers(self):
+        decay, no_decay = [], []
+        for name, param in self.model.named_parameters():
+            if not param.requires_grad:
+                continue
+            keep_out = param.dim() < 2 or any(part in name for part in NO_DECAY_NAMES)
+            (no_decay if keep_out else decay).append(param)
+        hp = self.hparams
+        optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": hp.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=hp.lr,
+            betas=tuple(hp.betas),
+            fused=self.device.type == "cuda",
+        )
+        total = hp.max_steps or int(self.trainer.estimated_stepping_batches)
+        schedule = warmup_cosine(hp.warmup_steps, total, hp.min_lr_ratio)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def log_learning_rate(self) -> None:
+        self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], on_step=True, on_epoch=False)
+
+
+def warmup_cosine(warmup_steps: int, total_steps: int, min_ratio: float):
+    """Multiplier of the peak learning rate: linear from ~0 to 1 over `warmup_steps`, then cosine
+    down to `min_ratio` at `total_steps`, flat afterwards."""
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+        return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+    return factor

@@ -1,0 +1,110 @@
+"""Seq2SeqTranslator: an encoder–decoder trained with teacher forcing, scored with SacreBLEU."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torchmetrics.text import SacreBLEUScore
+
+from lit_attention.models import Seq2SeqTransformer
+from lit_attention.tasks.base import TaskModule
+
+
+class Seq2SeqTranslator(TaskModule):
+    """Translation. Batches are dicts with `src`, `src_padding_mask`, `tgt_in` (starting with bos),
+    `tgt_out` (ending with eos, padded with pad_id) and `tgt_padding_mask`.
+
+    Validation decodes greedily on the first `bleu_batches` batches; test decodes every batch with
+    `beam_size`. Texts come from the DataModule's `decode(ids)`; without one, ids are compared as words.
+    """
+
+    monitor, monitor_mode = "val/bleu", "max"
+
+    def __init__(
+        self,
+        vocab_size: int = 8000,
+        max_src_len: int = 64,
+        max_tgt_len: int = 64,
+        pad_id: int = 0,
+        bos_id: int = 1,
+        eos_id: int = 2,
+        dim: int = 256,
+        encoder_depth: int = 3,
+        decoder_depth: int = 3,
+        num_heads: int = 4,
+        mlp_ratio: float = 4.0,
+        attention: str | dict = "standard",
+        dropout: float = 0.1,
+        drop_path: float = 0.0,
+        label_smoothing: float = 0.1,
+        beam_size: int = 4,
+        bleu_batches: int = 4,
+        lr: float = 5e-4,
+        weight_decay: float = 0.01,
+        betas: tuple[float, float] = (0.9, 0.98),
+        warmup_steps: int = 200,
+        max_steps: int | None = None,
+        min_lr_ratio: float = 0.01,
+        compile: bool = False,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.model = Seq2SeqTransformer(
+            src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, max_src_len=max_src_len,
+            max_tgt_len=max_tgt_len, dim=dim, encoder_depth=encoder_depth, decoder_depth=decoder_depth,
+            num_heads=num_heads, mlp_ratio=mlp_ratio, attention=attention, dropout=dropout,
+            drop_path=drop_path, pad_id=pad_id, bos_id=bos_id, eos_id=eos_id,
+        )
+        self.val_bleu, self.test_bleu = SacreBLEUScore(), SacreBLEUScore()
+        self._record_model_facts()
+
+    def forward(self, src, tgt_in, src_padding_mask=None, tgt_padding_mask=None):
+        return self.model(src, tgt_in, src_padding_mask, tgt_padding_mask)
+
+    def _loss(self, batch, stage: str) -> torch.Tensor:
+        logits = self.model(batch["src"], batch["tgt_in"], batch["src_padding_mask"], batch["tgt_padding_mask"])
+        smoothing = self.hparams.label_smoothing if stage == "train" else 0.0
+        loss = F.cross_entropy(
+            logits.flatten(0, 1).float(), batch["tgt_out"].flatten(),
+            ignore_index=self.hparams.pad_id, label_smoothing=smoothing,
+        )
+        self.log(f"{stage}/loss", loss, on_step=stage == "train", on_epoch=True, prog_bar=True,
+                 batch_size=batch["src"].shape[0])
+        return loss
+
+    def _texts(self, ids: torch.Tensor) -> list[str]:
+        decode = getattr(self.trainer.datamodule, "decode", None) if self._trainer is not None else None
+        texts = []
+        for row in ids.tolist():
+            if self.hparams.eos_id in row:
+                row = row[: row.index(self.hparams.eos_id)]
+            row = [i for i in row if i not in (self.hparams.pad_id, self.hparams.bos_id)]
+            texts.append(decode(row) if decode else " ".join(map(str, row)))
+        return texts
+
+    def _score(self, batch, metric: SacreBLEUScore, beam_size: int) -> None:
+        hypotheses = self.model.generate(batch["src"], batch["src_padding_mask"], beam_size=beam_size)
+        references = [[text] for text in self._texts(batch["tgt_out"])]
+        metric.update(self._texts(hypotheses), references)
+
+    def training_step(self, batch, batch_idx):
+        self.log_learning_rate()
+        return self._loss(batch, "train")
+
+    def validation_step(self, batch, batch_idx):
+        self._loss(batch, "val")
+        if batch_idx < self.hparams.bleu_batches:
+            self._score(batch, self.val_bleu, beam_size=1)
+            self.log("val/bleu", self.val_bleu, on_epoch=True, prog_bar=True)
+
+    def test_step(self, batch, batch_idx):
+        self._loss(batch, "test")
+        self._score(batch, self.test_bleu, beam_size=self.hparams.beam_size)
+        self.log("test/bleu", self.test_bleu, on_epoch=True)
+
+    def on_validation_epoch_end(self) -> None:
+        if self.hparams.bleu_batches > 0:
+            self.log("hp_metric", self.val_bleu.compute())
+
+    def predict_step(self, batch, batch_idx):
+        return self.model.generate(batch["src"], batch["src_padding_mask"], beam_size=self.hparams.beam_size)

@@ -1,0 +1,168 @@
+"""LightningModules through a real Trainer on tiny in-memory data."""
+
+import math
+
+import lightning as L
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from lit_attention.tasks import CausalLanguageModel, ImageClassifier, Seq2SeqTranslator, TextClassifier
+from lit_attention.tasks.base import warmup_cosine
+
+SMALL = dict(dim=32, num_heads=4, mlp_ratio=2.0)
+
+
+class ListDataset(Dataset):
+    def __init__(self, items):
+        self.items = items
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        return self.items[i]
+
+
+def image_setup(attention):
+    g = torch.Generator().manual_seed(0)
+    items = [(torch.randn(1, 8, 8, generator=g), i % 10) for i in range(16)]
+    module = ImageClassifier(num_classes=10, image_size=8, in_channels=1, patch_size=2, depth=2, attention=attention, **SMALL)
+    return module, items
+
+
+def text_setup(attention):
+    g = torch.Generator().manual_seed(0)
+    items = []
+    for i in range(16):
+        length = 3 + i % 10
+        tokens = torch.zeros(12, dtype=torch.long)
+        tokens[:length] = torch.randint(3, 50, (length,), generator=g)
+        items.append({"tokens": tokens, "padding_mask": tokens == 0, "labels": i % 2})
+    module = TextClassifier(vocab_size=50, max_len=12, num_classes=2, depth=2, attention=attention, **SMALL)
+    return module, items
+
+
+def lm_setup(attention):
+    g = torch.Generator().manual_seed(0)
+    # Counting sequences (start + 3t mod 40): learnable from one token of context.
+    starts = torch.randint(0, 40, (16,), generator=g)
+    windows = [(start + 3 * torch.arange(13)) % 40 for start in starts]
+    items = [(w[:-1], w[1:]) for w in windows]
+    module = CausalLanguageModel(vocab_size=40, max_len=12, depth=2, attention=attention, **SMALL)
+    return module, items
+
+
+def translation_setup(attention):
+    g = torch.Generator().manual_seed(0)
+    items = []
+    for i in range(16):
+        src = torch.zeros(10, dtype=torch.long)
+        src[: 4 + i % 6] = torch.randint(3, 30, (4 + i % 6,), generator=g)
+        body = src[src != 0].flip(0)  # "translation" = reversed source
+        tgt = torch.zeros(12, dtype=torch.long)
+        tgt[0], tgt[1 : 1 + len(body)], tgt[1 + len(body)] = 1, body, 2
+        items.append({"src": src, "src_padding_mask": src == 0, "tgt_in": tgt[:-1], "tgt_out": tgt[1:],
+                      "tgt_padding_mask": tgt[:-1] == 0})
+    module = Seq2SeqTranslator(vocab_size=30, max_src_len=10, max_tgt_len=11, encoder_depth=1, decoder_depth=1,
+                               attention=attention, beam_size=2, **SMALL)
+    return module, items
+
+
+SETUPS = {"image": image_setup, "text": text_setup, "lm": lm_setup, "translation": translation_setup}
+
+
+def trainer(tmp_path, **kwargs):
+    defaults = dict(default_root_dir=tmp_path, accelerator="cpu", devices=1, logger=False,
+                    enable_progress_bar=False, enable_model_summary=False)
+    return L.Trainer(**{**defaults, **kwargs})
+
+
+def first_batch(items):
+    return next(iter(DataLoader(ListDataset(items), batch_size=4)))
+
+
+def predict(module, batch):
+    module.eval()
+    with torch.no_grad():
+        if isinstance(module, (ImageClassifier, CausalLanguageModel)):
+            return module(batch[0])
+        if isinstance(module, TextClassifier):
+            return module(batch["tokens"], batch["padding_mask"])
+        return module(batch["src"], batch["tgt_in"], batch["src_padding_mask"], batch["tgt_padding_mask"])
+
+
+@pytest.mark.parametrize("attention", ["standard", "super"])
+@pytest.mark.parametrize("task", SETUPS)
+def test_fast_dev_run_and_checkpoint_round_trip(task, attention, tmp_path):
+    torch.manual_seed(0)
+    module, items = SETUPS[task](attention)
+    loader = DataLoader(ListDataset(items), batch_size=4)
+    run = trainer(tmp_path, fast_dev_run=True)
+    run.fit(module, loader, loader)
+    assert math.isfinite(run.callback_metrics["val/loss"].item())
+    run.test(module, loader, verbose=False)
+    expected = {"image": "test/acc_top5", "text": "test/f1_macro", "lm": "test/ppl", "translation": "test/bleu"}[task]
+    assert math.isfinite(run.callback_metrics[expected].item())
+    path = tmp_path / "model.ckpt"
+    run.save_checkpoint(path)
+    restored = type(module).load_from_checkpoint(path)
+    batch = first_batch(items)
+    torch.testing.assert_close(predict(restored, batch), predict(module, batch), rtol=0, atol=0)
+
+
+def plain_loss(module, batch):
+    logits = predict(module, batch)
+    if isinstance(module, (ImageClassifier, TextClassifier)):
+        labels = batch[1] if isinstance(module, ImageClassifier) else batch["labels"]
+        return torch.nn.functional.cross_entropy(logits, labels).item()
+    targets = batch[1] if isinstance(module, CausalLanguageModel) else batch["tgt_out"]
+    return torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=0 if
+                                             isinstance(module, Seq2SeqTranslator) else -100).item()
+
+
+@pytest.mark.parametrize("task", SETUPS)
+def test_training_through_lightning_lowers_the_loss(task, tmp_path):
+    torch.manual_seed(0)
+    module, items = SETUPS[task]("efficient")
+    module.hparams.lr, module.hparams.warmup_steps = 3e-3, 1
+    batch = first_batch(items)
+    before = plain_loss(module, batch)
+    module.train()
+    run = trainer(tmp_path, max_steps=60, enable_checkpointing=False, limit_val_batches=0)
+    run.fit(module, DataLoader(ListDataset(items), batch_size=16))
+    assert plain_loss(module, batch) < 0.7 * before
+
+
+def test_hyperparameters_carry_parameter_counts_but_checkpoints_stay_loadable():
+    module = CausalLanguageModel(vocab_size=40, max_len=12, depth=2, attention="nonlinear_query", **SMALL)
+    logged = module.hparams_initial
+    assert logged["attention_name"] == "nonlinear_query"
+    assert logged["params/total"] == sum(p.numel() for p in module.model.parameters())  # tied head once
+    assert logged["params/attention"] == 2 * (4 * 32 * 32 + 2 * 32)
+    assert "params/total" not in module.hparams  # load_from_checkpoint passes hparams back to __init__
+
+
+def test_weight_decay_skips_norms_biases_positions_and_value_mix(tmp_path):
+    module = ImageClassifier(num_classes=10, image_size=8, in_channels=1, patch_size=2, depth=1, attention="super", **SMALL)
+    run = trainer(tmp_path, max_steps=1)
+    module.trainer = run
+    config = module.configure_optimizers()
+    decay, no_decay = config["optimizer"].param_groups
+    names = {id(p): n for n, p in module.model.named_parameters()}
+    decayed = {names[id(p)] for p in decay["params"]}
+    kept_out = {names[id(p)] for p in no_decay["params"]}
+    assert "blocks.0.attn.in_proj.weight" in decayed and "head.weight" in decayed
+    assert {"pos_embed", "cls_token", "blocks.0.attn.value_mix", "blocks.0.norm1.weight", "head.bias"} <= kept_out
+    assert decay["weight_decay"] == module.hparams.weight_decay and no_decay["weight_decay"] == 0.0
+
+
+def test_warmup_then_cosine_schedule():
+    factor = warmup_cosine(warmup_steps=10, total_steps=110, min_ratio=0.1)
+    assert factor(0) == pytest.approx(0.1)
+    assert factor(9) == pytest.approx(1.0)
+    assert factor(60) == pytest.approx(0.1 + 0.9 * 0.5)
+    assert factor(110) == pytest.approx(0.1)
+    assert factor(500) == pytest.approx(0.1)
+    values = [factor(s) for s in range(10, 111)]
+    assert all(a >= b for a, b in zip(values, values[1:]))
