@@ -35,6 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lit_attention.errors import ConfigError
+
 QUERY_OPTIONS = ("linear", "identity", "residual", "residual_mlp")
 KEY_OPTIONS = ("linear", "identity")
 VALUE_OPTIONS = ("linear", "identity")
@@ -54,11 +56,11 @@ class AttentionSpec:
         for axis, options in (("query", QUERY_OPTIONS), ("key", KEY_OPTIONS), ("value", VALUE_OPTIONS)):
             choice = getattr(self, axis)
             if choice not in options:
-                raise ValueError(
+                raise ConfigError(
                     f"Unknown {axis} option {choice!r}; valid {axis} options are {', '.join(options)}."
                 )
         if not isinstance(self.value_mix, bool):
-            raise ValueError(f"value_mix must be true or false, got {self.value_mix!r}.")
+            raise ConfigError(f"value_mix must be true or false, got {self.value_mix!r}.")
 
     @property
     def name(self) -> str:
@@ -94,7 +96,7 @@ def _parse_bool(text: str) -> bool:
         return True
     if lowered in ("false", "off", "0", "no"):
         return False
-    raise ValueError(f"value_mix must be true or false, got {text!r}.")
+    raise ConfigError(f"value_mix must be true or false, got {text!r}.")
 
 
 def resolve_spec(variant: str | dict | AttentionSpec) -> AttentionSpec:
@@ -104,7 +106,7 @@ def resolve_spec(variant: str | dict | AttentionSpec) -> AttentionSpec:
     if isinstance(variant, dict):
         unknown = set(variant) - {f.name for f in fields(AttentionSpec)}
         if unknown:
-            raise ValueError(
+            raise ConfigError(
                 f"Unknown attention axis {sorted(unknown)[0]!r}; valid axes are query, key, value, value_mix."
             )
         spec = dict(variant)
@@ -117,11 +119,11 @@ def resolve_spec(variant: str | dict | AttentionSpec) -> AttentionSpec:
         if "=" in variant:
             pairs = [item.split("=", 1) for item in variant.split(",") if item.strip()]
             return resolve_spec({k.strip(): v.strip() for k, v in pairs})
-        raise ValueError(
+        raise ConfigError(
             f"Unknown attention variant {variant!r}; valid presets are {', '.join(PRESETS)} "
             "(or an axes spec such as 'query=residual_mlp,key=identity,value=identity,value_mix=true')."
         )
-    raise ValueError(
+    raise ConfigError(
         f"Attention variant must be a preset name, a dict or an AttentionSpec, got {type(variant).__name__}."
     )
 
@@ -175,20 +177,23 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         self.spec = resolve_spec(variant)
         if num_heads < 1 or dim % num_heads != 0:
-            raise ValueError(f"dim={dim} is not divisible by num_heads={num_heads}; choose num_heads among the divisors of dim.")
+            raise ConfigError(f"dim={dim} is not divisible by num_heads={num_heads}; choose num_heads among the divisors of dim.")
         if causal and cross_attention:
-            raise ValueError("causal=True is for self-attention; cross-attention sees the whole memory.")
+            raise ConfigError("causal=True is for self-attention; cross-attention sees the whole memory.")
         if self.spec.value_mix and (max_len is None or max_len < 1):
-            raise ValueError(
+            raise ConfigError(
                 f"max_len={max_len} is invalid: variant {self.spec.name!r} mixes values with W_A "
                 "and needs max_len, a positive sequence length."
             )
         if value_mix_init not in VALUE_MIX_INITS:
-            raise ValueError(f"Unknown value_mix_init {value_mix_init!r}; valid choices are {', '.join(VALUE_MIX_INITS)}.")
+            raise ConfigError(f"Unknown value_mix_init {value_mix_init!r}; valid choices are {', '.join(VALUE_MIX_INITS)}.")
         self.dim, self.num_heads, self.head_dim = dim, num_heads, dim // num_heads
         self.max_len, self.causal, self.cross_attention = max_len, causal, cross_attention
         self.dropout = dropout
         self.fused = fused
+        # Set by tools that draw attention maps: the reference path then keeps its weights here.
+        self.record_weights = False
+        self.recorded_weights: torch.Tensor | None = None
 
         # Which of W_Q, W_K, W_V exist, and which input each one reads.
         wants_q = self.spec.query in ("linear", "residual")
@@ -245,7 +250,7 @@ class MultiHeadAttention(nn.Module):
     def _value_mix_block(self, length: int) -> torch.Tensor:
         """Top-left length x length block of W_A, lower-triangular when causal."""
         if length > self.max_len:
-            raise ValueError(
+            raise ConfigError(
                 f"Sequence length {length} exceeds max_len={self.max_len} of W_A; "
                 f"use sequences of at most {self.max_len} positions or build the model with a larger max_len."
             )
@@ -286,7 +291,7 @@ class MultiHeadAttention(nn.Module):
         (the torch.nn.MultiheadAttention convention).
         """
         if self.cross_attention != (memory is not None):
-            raise ValueError(
+            raise ConfigError(
                 "memory must be given exactly when the module was built with cross_attention=True."
             )
         kv_padding = memory_padding_mask if self.cross_attention else key_padding_mask
@@ -331,6 +336,8 @@ class MultiHeadAttention(nn.Module):
 
     def _reference_attention(self, q, k, v, kv_padding):
         weights = self.attention_weights(q, k, kv_padding)
+        if self.record_weights:
+            self.recorded_weights = weights.detach()
         weights = F.dropout(weights, self.dropout, self.training)
         return weights @ v
 

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lit_attention.attention import AttentionSpec
+from lit_attention.errors import ConfigError
 from lit_attention.models.blocks import TransformerBlock, drop_path_rates, parameter_counts
 
 
@@ -55,7 +56,7 @@ class GPT(nn.Module):
         """tokens (B, T) with T <= max_len -> logits (B, T, vocab_size)."""
         t = tokens.shape[1]
         if t > self.max_len:
-            raise ValueError(f"Sequence length {t} exceeds max_len={self.max_len}; use at most {self.max_len} tokens of context.")
+            raise ConfigError(f"Sequence length {t} exceeds max_len={self.max_len}; use at most {self.max_len} tokens of context.")
         x = self.dropout(self.token_embed(tokens) + self.pos_embed.weight[:t])
         for block in self.blocks:
             x = block(x)

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lit_attention.attention import AttentionSpec
+from lit_attention.errors import ConfigError
 from lit_attention.models.blocks import TransformerBlock, drop_path_rates, parameter_counts
 
 
@@ -168,4 +169,4 @@ class Seq2SeqTransformer(nn.Module):
 
 def _check_length(side: str, length: int, max_len: int) -> None:
     if length > max_len:
-        raise ValueError(f"The {side} sequence length {length} exceeds its maximum {max_len}; truncate it or build the model with a larger maximum.")
+        raise ConfigError(f"The {side} sequence length {length} exceeds its maximum {max_len}; truncate it or build the model with a larger maximum.")

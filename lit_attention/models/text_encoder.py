@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from lit_attention.attention import AttentionSpec
+from lit_attention.errors import ConfigError
 from lit_attention.models.blocks import TransformerBlock, drop_path_rates, parameter_counts
 
 POOLS = ("cls", "mean")
@@ -37,7 +38,7 @@ class TextEncoderClassifier(nn.Module):
     ) -> None:
         super().__init__()
         if pool not in POOLS:
-            raise ValueError(f"Unknown pool {pool!r}; valid choices are {', '.join(POOLS)}.")
+            raise ConfigError(f"Unknown pool {pool!r}; valid choices are {', '.join(POOLS)}.")
         self.vocab_size, self.max_len, self.pool, self.pad_id = vocab_size, max_len, pool, pad_id
         num_positions = max_len + (pool == "cls")
         self.token_embed = nn.Embedding(vocab_size, dim)
@@ -58,7 +59,7 @@ class TextEncoderClassifier(nn.Module):
         """tokens (B, T) with T <= max_len; key_padding_mask (B, T), True at padding
         (derived from `pad_id` when not given)."""
         if tokens.shape[1] > self.max_len:
-            raise ValueError(f"Sequence length {tokens.shape[1]} exceeds max_len={self.max_len}; truncate inputs to max_len tokens.")
+            raise ConfigError(f"Sequence length {tokens.shape[1]} exceeds max_len={self.max_len}; truncate inputs to max_len tokens.")
         if key_padding_mask is None:
             key_padding_mask = tokens == self.pad_id
         x = self.token_embed(tokens)

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from lit_attention.attention import AttentionSpec
+from lit_attention.errors import ConfigError
 from lit_attention.models.blocks import TransformerBlock, drop_path_rates, parameter_counts
 
 POOLS = ("cls", "mean")
@@ -33,12 +34,12 @@ class VisionTransformer(nn.Module):
     ) -> None:
         super().__init__()
         if image_size % patch_size != 0:
-            raise ValueError(
+            raise ConfigError(
                 f"image_size={image_size} is not divisible by patch_size={patch_size}; "
                 "choose a patch size that divides the image size."
             )
         if pool not in POOLS:
-            raise ValueError(f"Unknown pool {pool!r}; valid choices are {', '.join(POOLS)}.")
+            raise ConfigError(f"Unknown pool {pool!r}; valid choices are {', '.join(POOLS)}.")
         self.pool = pool
         num_patches = (image_size // patch_size) ** 2
         self.num_tokens = num_patches + (pool == "cls")

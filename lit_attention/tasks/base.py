@@ -6,6 +6,8 @@ import math
 
 import lightning as L
 import torch
+from lightning.fabric.utilities.apply_func import apply_to_collection
+from lightning.fabric.utilities.throughput import measure_flops
 from torch import nn
 
 from lit_attention.attention import resolve_spec
@@ -21,6 +23,38 @@ class TaskModule(L.LightningModule):
     lr, weight_decay, betas, warmup_steps, max_steps, min_lr_ratio, compile."""
 
     model: nn.Module
+    monitor: str  # the validation metric that ranks runs and checkpoints
+    monitor_mode: str  # "max" or "min"
+
+    def build_model(self) -> nn.Module:
+        """The plain model described by `self.hparams`."""
+        raise NotImplementedError
+
+    @staticmethod
+    def forward_batch(model: nn.Module, batch):
+        """The model's output for a batch (logits); used for FLOP counting and attention maps."""
+        raise NotImplementedError
+
+    @staticmethod
+    def batch_size_of(batch) -> int:
+        raise NotImplementedError
+
+    @staticmethod
+    def tokens_of(batch) -> int | None:
+        """Tokens (or other sequence items) in a batch, for items/s; None for images."""
+        return None
+
+    def on_train_batch_start(self, batch, batch_idx: int) -> None:
+        # FLOPs of one training step (forward + backward) counted by torch's FlopCounterMode on a
+        # meta-device copy, from the real batch shape: Lightning's ThroughputMonitor reads
+        # `flops_per_batch` to log FLOP/s and, on GPUs, MFU.
+        if not hasattr(self, "flops_per_batch"):
+            with torch.device("meta"):
+                meta_model = self.build_model()
+            meta_batch = apply_to_collection(batch, torch.Tensor, lambda t: t.to("meta"))
+            self.flops_per_batch = measure_flops(
+                meta_model, lambda: self.forward_batch(meta_model, meta_batch), lambda out: out.float().sum()
+            )
 
     def _record_model_facts(self) -> None:
         """Add the variant's name and parameter counts to the hyper-parameters the logger sees.

@@ -31,8 +31,11 @@ class ClassificationTask(TaskModule):
         self.val_metrics = metrics.clone(prefix="val/")
         self.test_metrics = metrics.clone(prefix="test/")
 
-    def logits_and_labels(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
+    def labels_of(self, batch) -> torch.Tensor:
         raise NotImplementedError
+
+    def logits_and_labels(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.forward_batch(self.model, batch), self.labels_of(batch)
 
     def _step(self, batch, stage: str) -> torch.Tensor:
         logits, labels = self.logits_and_labels(batch)

@@ -37,17 +37,29 @@ class ImageClassifier(ClassificationTask):
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
-        self.model = VisionTransformer(
-            image_size=image_size, patch_size=patch_size, in_channels=in_channels, num_classes=num_classes,
-            dim=dim, depth=depth, num_heads=num_heads, mlp_ratio=mlp_ratio, attention=attention, pool=pool,
-            dropout=dropout, drop_path=drop_path,
-        )
+        self.model = self.build_model()
         self._build_metrics(num_classes)
         self._record_model_facts()
+
+    def build_model(self) -> VisionTransformer:
+        hp = self.hparams
+        return VisionTransformer(
+            image_size=hp.image_size, patch_size=hp.patch_size, in_channels=hp.in_channels,
+            num_classes=hp.num_classes, dim=hp.dim, depth=hp.depth, num_heads=hp.num_heads,
+            mlp_ratio=hp.mlp_ratio, attention=hp.attention, pool=hp.pool, dropout=hp.dropout,
+            drop_path=hp.drop_path,
+        )
 
     def forward(self, images):
         return self.model(images)
 
-    def logits_and_labels(self, batch):
-        images, labels = batch
-        return self.model(images), labels
+    @staticmethod
+    def forward_batch(model, batch):
+        return model(batch[0])
+
+    @staticmethod
+    def batch_size_of(batch) -> int:
+        return batch[0].shape[0]
+
+    def labels_of(self, batch):
+        return batch[1]

@@ -42,22 +42,38 @@ class CausalLanguageModel(TaskModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
-        self.model = GPT(
-            vocab_size=vocab_size, max_len=max_len, dim=dim, depth=depth, num_heads=num_heads,
-            mlp_ratio=mlp_ratio, attention=attention, dropout=dropout, drop_path=drop_path, bias=bias,
-            tie_weights=tie_weights,
-        )
+        self.model = self.build_model()
         for stage in ("train", "val", "test"):
             setattr(self, f"{stage}_accuracy", MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE))
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
         self._record_model_facts()
 
+    def build_model(self) -> GPT:
+        hp = self.hparams
+        return GPT(
+            vocab_size=hp.vocab_size, max_len=hp.max_len, dim=hp.dim, depth=hp.depth, num_heads=hp.num_heads,
+            mlp_ratio=hp.mlp_ratio, attention=hp.attention, dropout=hp.dropout, drop_path=hp.drop_path,
+            bias=hp.bias, tie_weights=hp.tie_weights,
+        )
+
     def forward(self, tokens):
         return self.model(tokens)
 
+    @staticmethod
+    def forward_batch(model, batch):
+        return model(batch[0])
+
+    @staticmethod
+    def batch_size_of(batch) -> int:
+        return batch[0].shape[0]
+
+    @staticmethod
+    def tokens_of(batch) -> int:
+        return batch[0].numel()
+
     def _loss(self, batch, stage: str) -> tuple[torch.Tensor, int]:
         inputs, targets = batch
-        logits = self.model(inputs)
+        logits = self.forward_batch(self.model, batch)
         loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE)
         accuracy = getattr(self, f"{stage}_accuracy")
         accuracy.update(logits.detach().argmax(dim=-1), targets)

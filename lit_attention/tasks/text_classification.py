@@ -36,16 +36,32 @@ class TextClassifier(ClassificationTask):
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
-        self.model = TextEncoderClassifier(
-            vocab_size=vocab_size, max_len=max_len, num_classes=num_classes, dim=dim, depth=depth,
-            num_heads=num_heads, mlp_ratio=mlp_ratio, attention=attention, pool=pool, pad_id=pad_id,
-            dropout=dropout, drop_path=drop_path,
-        )
+        self.model = self.build_model()
         self._build_metrics(num_classes)
         self._record_model_facts()
+
+    def build_model(self) -> TextEncoderClassifier:
+        hp = self.hparams
+        return TextEncoderClassifier(
+            vocab_size=hp.vocab_size, max_len=hp.max_len, num_classes=hp.num_classes, dim=hp.dim,
+            depth=hp.depth, num_heads=hp.num_heads, mlp_ratio=hp.mlp_ratio, attention=hp.attention,
+            pool=hp.pool, pad_id=hp.pad_id, dropout=hp.dropout, drop_path=hp.drop_path,
+        )
 
     def forward(self, tokens, padding_mask=None):
         return self.model(tokens, padding_mask)
 
-    def logits_and_labels(self, batch):
-        return self.model(batch["tokens"], batch["padding_mask"]), batch["labels"]
+    @staticmethod
+    def forward_batch(model, batch):
+        return model(batch["tokens"], batch["padding_mask"])
+
+    @staticmethod
+    def batch_size_of(batch) -> int:
+        return batch["tokens"].shape[0]
+
+    @staticmethod
+    def tokens_of(batch) -> int:
+        return int((~batch["padding_mask"]).sum())
+
+    def labels_of(self, batch):
+        return batch["labels"]

@@ -49,20 +49,37 @@ class Seq2SeqTranslator(TaskModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
-        self.model = Seq2SeqTransformer(
-            src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, max_src_len=max_src_len,
-            max_tgt_len=max_tgt_len, dim=dim, encoder_depth=encoder_depth, decoder_depth=decoder_depth,
-            num_heads=num_heads, mlp_ratio=mlp_ratio, attention=attention, dropout=dropout,
-            drop_path=drop_path, pad_id=pad_id, bos_id=bos_id, eos_id=eos_id,
-        )
+        self.model = self.build_model()
         self.val_bleu, self.test_bleu = SacreBLEUScore(), SacreBLEUScore()
         self._record_model_facts()
+
+    def build_model(self) -> Seq2SeqTransformer:
+        hp = self.hparams
+        return Seq2SeqTransformer(
+            src_vocab_size=hp.vocab_size, tgt_vocab_size=hp.vocab_size, max_src_len=hp.max_src_len,
+            max_tgt_len=hp.max_tgt_len, dim=hp.dim, encoder_depth=hp.encoder_depth,
+            decoder_depth=hp.decoder_depth, num_heads=hp.num_heads, mlp_ratio=hp.mlp_ratio,
+            attention=hp.attention, dropout=hp.dropout, drop_path=hp.drop_path, pad_id=hp.pad_id,
+            bos_id=hp.bos_id, eos_id=hp.eos_id,
+        )
 
     def forward(self, src, tgt_in, src_padding_mask=None, tgt_padding_mask=None):
         return self.model(src, tgt_in, src_padding_mask, tgt_padding_mask)
 
+    @staticmethod
+    def forward_batch(model, batch):
+        return model(batch["src"], batch["tgt_in"], batch["src_padding_mask"], batch["tgt_padding_mask"])
+
+    @staticmethod
+    def batch_size_of(batch) -> int:
+        return batch["src"].shape[0]
+
+    @staticmethod
+    def tokens_of(batch) -> int:
+        return int((~batch["src_padding_mask"]).sum() + (~batch["tgt_padding_mask"]).sum())
+
     def _loss(self, batch, stage: str) -> torch.Tensor:
-        logits = self.model(batch["src"], batch["tgt_in"], batch["src_padding_mask"], batch["tgt_padding_mask"])
+        logits = self.forward_batch(self.model, batch)
         smoothing = self.hparams.label_smoothing if stage == "train" else 0.0
         loss = F.cross_entropy(
             logits.flatten(0, 1).float(), batch["tgt_out"].flatten(),
