@@ -1,0 +1,115 @@
+"""Hub datasets and tokenizers that are neither cached nor reachable fail at once, in one sentence.
+
+No test here touches the network: offline mode is on, or the hub endpoint points at a closed local port.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import time
+
+import datasets
+import huggingface_hub
+import pytest
+
+from datamodules import DataError, LanguageModelingDataModule, TextClassificationDataModule, TranslationDataModule
+from datamodules.hub import hub_is_offline
+
+OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
+PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+DEAD_ENDPOINT = "http://127.0.0.1:9"  # the discard port: nothing listens, connections are refused at once
+
+
+@pytest.fixture
+def empty_caches(tmp_path, monkeypatch):
+    """Nothing cached, whatever this machine has downloaded before."""
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    return str(tmp_path / "datasets")
+
+
+@pytest.fixture
+def offline(monkeypatch, empty_caches):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # set after import: the data package must still honour it
+    return empty_caches
+
+
+@pytest.fixture
+def unreachable_hub(monkeypatch, empty_caches):
+    """Offline mode off, but the hub's host refuses connections (a machine without internet)."""
+    for name in OFFLINE_VARIABLES + PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", DEAD_ENDPOINT)
+    monkeypatch.setattr(datasets.config, "HF_ENDPOINT", DEAD_ENDPOINT)
+    return empty_caches
+
+
+def fails_fast(make, *fragments):
+    start = time.monotonic()
+    with pytest.raises(DataError) as caught:
+        make()
+    elapsed = time.monotonic() - start
+    message = str(caught.value)
+    assert elapsed < 20, f"took {elapsed:.1f} s"
+    assert "\n" not in message and message.endswith(".") and not re.search(r"\.\s+[A-Z]", message), message
+    for fragment in fragments:
+        assert fragment in message, message
+    return message
+
+
+def test_text_classification_hub_name_offline(offline):
+    dm = TextClassificationDataModule(dataset="stanfordnlp/imdb", hf_cache_dir=offline)  # init needs no data
+    assert dm.num_classes == 2
+    message = fails_fast(dm.prepare_data, "'stanfordnlp/imdb'", "not cached", "offline", "data_files")
+    assert message.startswith("Dataset 'stanfordnlp/imdb' is not cached and the hub cannot be reached")
+
+
+@pytest.mark.parametrize(
+    "name, config", [("roneneldan/TinyStories", None), ("Salesforce/wikitext", "wikitext-103-raw-v1")]
+)
+def test_language_modeling_hub_name_offline(offline, tmp_path, name, config):
+    dm = LanguageModelingDataModule(dataset=name, data_dir=str(tmp_path / "data"), hf_cache_dir=offline)
+    assert dm.config == config  # WikiText gets its 103M-token raw configuration by default
+    fails_fast(dm.prepare_data, f"'{name}'", "offline", "data_files")
+    assert not any((tmp_path / "data").rglob("meta.json"))  # no half-built cache left behind
+
+
+def test_translation_hub_name_offline(offline):
+    dm = TranslationDataModule(hf_cache_dir=offline)
+    fails_fast(dm.setup, "'Helsinki-NLP/opus_books' (config 'en-es')", "offline", "data_files")
+
+
+def test_pretrained_tokenizer_offline(offline):
+    fails_fast(lambda: LanguageModelingDataModule(tokenizer="gpt2"), "Tokenizer 'gpt2'", "offline", "tokenizer='bytes'")
+
+
+def test_unreachable_hub_is_treated_as_offline(unreachable_hub):
+    assert hub_is_offline()
+    dm = TextClassificationDataModule(dataset="fancyzhx/ag_news", hf_cache_dir=unreachable_hub)
+    assert dm.num_classes == 4 and dm.text_column == "text"
+    fails_fast(dm.prepare_data, "'fancyzhx/ag_news'", "offline")
+    # The libraries' own offline flags are restored afterwards.
+    assert datasets.config.HF_HUB_OFFLINE is False and huggingface_hub.constants.HF_HUB_OFFLINE is False
+
+
+def test_offline_variable_set_before_start(tmp_path):
+    """As a user runs it: HF_HUB_OFFLINE exported in the shell, then a fresh Python process."""
+    script = textwrap.dedent("""
+        import time
+        from datamodules import DataError, TextClassificationDataModule
+        dm = TextClassificationDataModule(dataset="stanfordnlp/sst2")
+        start = time.monotonic()
+        try:
+            dm.prepare_data()
+        except DataError as error:
+            print(f"{time.monotonic() - start:.2f}|{error}")
+    """)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home")}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    elapsed, message = done.stdout.strip().splitlines()[-1].split("|", 1)
+    assert float(elapsed) < 20
+    assert message.startswith("Dataset 'stanfordnlp/sst2' is not cached and the hub cannot be reached (offline)")
