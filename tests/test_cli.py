@@ -1,0 +1,195 @@
+"""The `lit-attention` command as a user runs it: subprocesses, real files, a real TensorBoard server."""
+
+import csv
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-m", "lit_attention.cli"]
+VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
+GPT = str(ROOT / "recipes/quickstart/gpt_stdlib.yaml")
+TINY_VIT = [
+    "--trainer.max_epochs=1", "--trainer.limit_train_batches=4", "--trainer.limit_val_batches=2",
+    "--trainer.enable_progress_bar=false", "--trainer.log_every_n_steps=1", "--model.dim=32", "--model.depth=1",
+]
+
+
+def run(args, cwd, timeout=240, env=None):
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **(env or {})}
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=environment)
+
+
+def only_run_dir(root: Path, pattern: str) -> Path:
+    found = sorted(root.glob(pattern))
+    assert len(found) == 1, found
+    return found[0]
+
+
+def scalars(run_dir: Path) -> dict[str, list[float]]:
+    events = EventAccumulator(str(run_dir))
+    events.Reload()
+    return {tag: [e.value for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+
+
+def test_vit_quickstart_writes_checkpoints_config_and_readable_scalars(tmp_path):
+    result = run([*CLI, "fit", "--config", VIT, *TINY_VIT, "--model.attention=super", "--run.attention_maps=true"], tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dir = only_run_dir(tmp_path, "runs/quickstart/vit_digits/super/seed_0/version_*")
+    assert (run_dir / "checkpoints/last.ckpt").is_file()
+    assert list((run_dir / "checkpoints").glob("best-*.ckpt"))
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert config["model"]["init_args"]["attention"] == "super"
+    assert config["model"]["init_args"]["image_size"] == 8  # copied from the DataModule
+    logged = scalars(run_dir)
+    for tag in ("train/loss_step", "val/loss", "val/acc", "val/f1_macro", "val/acc_top5", "train/lr", "hp_metric"):
+        assert tag in logged, sorted(logged)
+    assert 0.0 <= logged["val/acc"][-1] <= 1.0
+    hparams = yaml.safe_load((run_dir / "hparams.yaml").read_text())
+    assert hparams["attention_name"] == "super" and hparams["params/attention"] > 0
+    assert hparams["data/dataset"] == "digits"
+    events = EventAccumulator(str(run_dir), size_guidance={"images": 0})
+    events.Reload()
+    assert "attention/blocks.0.attn" in events.Tags()["images"]
+    # Running again into the same root versions the run instead of overwriting it.
+    again = run([*CLI, "fit", "--config", VIT, *TINY_VIT, "--model.attention=super"], tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert len(list(run_dir.parent.glob("version_*"))) == 2
+
+
+def test_gpt_quickstart_trains_on_the_stdlib_corpus(tmp_path):
+    # 12 steps: ThroughputMonitor reports rates once its 10-batch window is full.
+    args = [*CLI, "fit", "--config", GPT, "--trainer.max_steps=12", "--trainer.val_check_interval=6",
+            "--model.max_steps=12", "--data.max_files=40", "--data.val_windows=8", "--data.max_len=32",
+            "--trainer.log_every_n_steps=1", "--trainer.enable_progress_bar=false", "--model.dim=32",
+            "--model.depth=1"]
+    result = run(args, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dir = only_run_dir(tmp_path, "runs/quickstart/gpt_stdlib/standard/seed_0/version_*")
+    logged = scalars(run_dir)
+    assert len(logged["val/loss"]) == 2
+    assert logged["val/ppl"][-1] == pytest.approx(2.718281828 ** logged["val/loss"][-1], rel=1e-5)
+    assert logged["train/device/items_per_sec"][-1] > 0  # tokens/s from Lightning's ThroughputMonitor
+    assert logged["train/device/flops_per_sec"][-1] > 0  # FLOPs counted by torch, not typed in
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert config["model"]["init_args"]["max_len"] == 32 and config["model"]["init_args"]["vocab_size"] == 256
+    assert (run_dir / "checkpoints/last.ckpt").is_file()
+
+
+@pytest.mark.slow
+def test_ddp_on_two_cpu_processes(tmp_path):
+    args = [*CLI, "fit", "--config", VIT, *TINY_VIT, "--trainer.accelerator=cpu", "--trainer.devices=2",
+            "--trainer.strategy=ddp"]
+    result = run(args, tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dir = only_run_dir(tmp_path, "runs/quickstart/vit_digits/standard/seed_0/version_*")  # rank 0 only
+    checkpoints = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
+    assert "last.ckpt" in checkpoints and len(checkpoints) == 2
+    assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1
+    logged = scalars(run_dir)
+    assert "val/acc" in logged and "train/loss_step" in logged
+    # Both ranks stepped the same optimizer: 4 batches each of a split dataset = 4 optimizer steps.
+    assert logged["train/lr"] and len(logged["train/lr"]) >= 1
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_tensorboard_server_serves_the_run_scalars(tmp_path):
+    result = run([*CLI, "fit", "--config", VIT, *TINY_VIT], tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tensorboard.main", "--logdir", str(tmp_path / "runs"), "--host", "127.0.0.1",
+         "--port", str(port), "--load_fast=false"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        tags, deadline = None, time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/plugin/scalars/tags", timeout=5) as r:
+                    tags = json.load(r)
+                if tags:
+                    break
+            except OSError:
+                pass
+            time.sleep(1)
+        assert tags, "TensorBoard did not serve any run"
+        run_name = next(name for name in tags if name.startswith("quickstart/vit_digits/standard/seed_0"))
+        assert {"val/acc", "train/loss_step"} <= set(tags[run_name])
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{port}/data/plugin/scalars/scalars?run={run_name}&tag=val/acc", timeout=5
+        ) as r:
+            points = json.load(r)
+        assert points and 0.0 <= points[-1][2] <= 1.0
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def read_results(path: Path) -> list[dict]:
+    with open(path / "results.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def test_compare_writes_table_csv_plot_and_is_reproducible(tmp_path):
+    out = tmp_path / "cmp"
+    args = [*CLI, "compare", "--config", VIT, "--variants", "standard,efficient", "--seeds", "2",
+            "--output", str(out), *TINY_VIT]
+    result = run(args, tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "| variant | final val/acc" in result.stdout
+    assert (out / "results.md").read_text().count("± ") >= 4
+    assert (out / "results.png").stat().st_size > 10_000
+    rows = read_results(out)
+    assert [(r["variant"], r["seed"]) for r in rows] == [("standard", "0"), ("standard", "1"), ("efficient", "0"), ("efficient", "1")]
+    by_key = {(r["variant"], r["seed"]): r for r in rows}
+    assert by_key[("standard", "0")]["final"] != by_key[("standard", "1")]["final"]  # seeds change the run
+    assert int(by_key[("efficient", "0")]["params_attention"]) < int(by_key[("standard", "0")]["params_attention"])
+    assert len(list((out / "tensorboard").glob("*/seed_*/version_0"))) == 4
+
+    again = run([*CLI, "compare", "--config", VIT, "--variants", "standard", "--seeds", "1",
+                 "--output", str(tmp_path / "again"), *TINY_VIT], tmp_path, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert read_results(tmp_path / "again")[0]["final"] == by_key[("standard", "0")]["final"]  # same seed, same run
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--model.attention=superb"], "Unknown attention variant 'superb'; valid presets are standard"),
+        (["--model.attention=query=mlp"], "Unknown query option 'mlp'"),
+        (["--model.dim=30"], "dim=30 is not divisible by num_heads=4"),
+        (["--model.patch_size=3"], "image_size=8 is not divisible by patch_size=3"),
+        (["--data.dataset=imagenet"], "imagenet"),
+        (["--model.init_args.depthh=2"], "depthh"),
+    ],
+)
+def test_bad_input_fails_fast_with_one_clear_sentence(extra, message, tmp_path):
+    started = time.monotonic()
+    result = run([*CLI, "fit", "--config", VIT, *extra], tmp_path)
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "runs").exists()  # nothing written before the error
+    assert time.monotonic() - started < 60
+
+
+def test_compare_rejects_unknown_variant_before_training(tmp_path):
+    result = run([*CLI, "compare", "--config", VIT, "--variants", "standard,supre"], tmp_path)
+    assert result.returncode == 2
+    assert "Unknown attention variant 'supre'" in result.stderr
+    assert not (tmp_path / "runs").exists()
