@@ -11,37 +11,11 @@ the measured saving matches the arithmetic one.
 from __future__ import annotations
 
 import argparse
-import platform
-import statistics
-import time
 
 import torch
+from timing import header, median_interleaved
 
 from lit_attention.attention import MultiHeadAttention, attention_flops, list_presets
-
-
-def hardware(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{cpu}, {torch.get_num_threads()} threads"
-
-
-def time_layer(layer, x, steps: int, device: torch.device) -> float:
-    """Seconds per forward+backward call, averaged over `steps` calls."""
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(steps):
-        layer(x).sum().backward()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return (time.perf_counter() - start) / steps
 
 
 def benchmark(batch, seq_len, dim, heads, causal, dtype, device, warmup, steps, repeats):
@@ -50,13 +24,8 @@ def benchmark(batch, seq_len, dim, heads, causal, dtype, device, warmup, steps, 
         torch.manual_seed(0)
         layers[name] = MultiHeadAttention(dim, heads, name, max_len=seq_len, causal=causal).to(device, dtype)
     x = torch.randn(batch, seq_len, dim, device=device, dtype=dtype, requires_grad=True)
-    for layer in layers.values():
-        time_layer(layer, x, warmup, device)
-    samples = {name: [] for name in layers}
-    for _ in range(repeats):  # interleave variants so drift in machine load hits all of them alike
-        for name, layer in layers.items():
-            samples[name].append(time_layer(layer, x, steps, device))
-    times = {name: statistics.median(s) for name, s in samples.items()}
+    steps_by_name = {name: (lambda layer=layer: layer(x).sum().backward()) for name, layer in layers.items()}
+    times = median_interleaved(steps_by_name, warmup, steps, repeats, device)
     flops = {name: attention_flops(name, seq_len, dim) for name in layers}
     return [
         (name, times[name], times[name] / times["standard"], flops[name] / flops["standard"])
@@ -80,8 +49,7 @@ def main() -> None:
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
-    print(f"# attention layer forward+backward, {args.dtype}, causal={args.causal}, on {hardware(device)}")
-    print(f"# torch {torch.__version__}; median of {args.repeats} repeats x {args.steps} calls")
+    print(header(f"attention layer forward+backward, causal={args.causal}", device, args.dtype, args.repeats, args.steps))
     print()
     print("| B | T | d | h | variant | ms / call | time ratio | FLOP ratio |")
     print("|---|---|---|---|---|---|---|---|")
