@@ -1,0 +1,47 @@
+"""torch.compile traces every variant and model family in one graph (no graph breaks)."""
+
+import pytest
+import torch
+
+from lit_attention.attention import MultiHeadAttention, list_presets
+from lit_attention.models import GPT, Seq2SeqTransformer, TextEncoderClassifier, VisionTransformer
+
+SMALL = dict(dim=32, num_heads=4, mlp_ratio=2.0)
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("variant", list_presets())
+def test_attention_compiles_in_one_graph(variant, causal):
+    torch.manual_seed(0)
+    layer = MultiHeadAttention(32, 4, variant, max_len=16, causal=causal)
+    x = torch.randn(2, 12, 32)
+    padding = torch.arange(12)[None] >= torch.tensor([12, 7])[:, None]
+    # fullgraph=True turns any graph break into an error; the eager backend skips code generation.
+    compiled = torch.compile(layer, backend="eager", fullgraph=True)
+    torch.testing.assert_close(compiled(x, key_padding_mask=padding), layer(x, key_padding_mask=padding))
+    compiled(x).sum().backward()
+    assert layer.out_proj.weight.grad is not None
+
+
+@pytest.mark.parametrize("variant", ["standard", "super", "nonlinear_query"])
+def test_model_families_compile_in_one_graph(variant):
+    torch.manual_seed(0)
+    tokens = torch.randint(1, 50, (2, 12))
+    cases = [
+        (GPT(50, 12, depth=2, attention=variant, **SMALL), (tokens,)),
+        (TextEncoderClassifier(50, 12, 3, depth=2, attention=variant, **SMALL), (tokens, tokens == 0)),
+        (VisionTransformer(image_size=8, patch_size=2, in_channels=1, num_classes=5, depth=2, attention=variant, **SMALL),
+         (torch.randn(2, 1, 8, 8),)),
+        (Seq2SeqTransformer(50, 50, 12, 12, encoder_depth=1, decoder_depth=1, attention=variant, **SMALL),
+         (tokens, tokens[:, :10], tokens == 0)),
+    ]
+    for model, inputs in cases:
+        compiled = torch.compile(model, backend="eager", fullgraph=True)
+        torch.testing.assert_close(compiled(*inputs), model(*inputs))
