@@ -177,12 +177,19 @@ def local_format(data_files: dict[str, list[str]], dataset: str | None) -> str:
 
 
 def check_local_files(data_files: dict[str, list[str]]) -> None:
+    """Every path or glob names at least one file, and no file is empty (cheap: no file is read)."""
     for split, patterns in data_files.items():
         for pattern in patterns:
-            if not glob.glob(os.path.expanduser(pattern)):
+            matches = glob.glob(os.path.expanduser(pattern))
+            if not matches:
                 raise DataError(
                     f"Data file {pattern!r} (split {split!r}) does not exist; check the path in data_files."
                 )
+            for path in matches:
+                if os.path.isfile(path) and os.path.getsize(path) == 0:
+                    raise DataError(
+                        f"Data file {path!r} (split {split!r}) is empty; give a file that holds data, or leave it out of data_files."
+                    )
 
 
 def load_local_dataset(

@@ -24,6 +24,7 @@ from torch.utils.data import DataLoader
 from .errors import DataError, check_fraction, check_positive
 from .hub import (
     DataFiles,
+    check_local_files,
     load_hub_dataset,
     load_local_dataset,
     local_format,
@@ -140,6 +141,8 @@ class LanguageModelingDataModule(L.LightningDataModule):
             raise DataError("No corpus given; set dataset ('stdlib' or a hub name) or data_files.")
         if max_files is not None and (data_files is not None or dataset != "stdlib"):
             raise DataError("max_files applies only to dataset='stdlib'; remove it for other corpora.")
+        if data_files is not None:
+            check_local_files(normalize_data_files(data_files))  # a missing or empty file fails now, not after setup
         known = KNOWN_CORPORA.get((dataset or "").split("/")[-1]) if data_files is None else None
         self.dataset, self.data_files, self.text_column = dataset, data_files, text_column
         self.config = config if config is not None or known is None else known.config
@@ -177,6 +180,12 @@ class LanguageModelingDataModule(L.LightningDataModule):
         if not self._meta_path.exists():
             self._build_token_files()
         meta = json.loads(self._meta_path.read_text())
+        if meta["vocab_size"] > self.vocab_size:
+            # The model is sized from self.vocab_size; ids past it would crash the embedding mid-run.
+            raise DataError(
+                f"The token cache {str(self.cache_dir)!r} holds ids up to {meta['vocab_size'] - 1}, out of range "
+                f"for vocab_size={self.vocab_size}; delete that cache to re-tokenize, or raise vocab_size."
+            )
         self.token_files = {s: TokenFile(self.cache_dir / f"{s}.bin", meta["dtype"]) for s in meta["splits"]}
         self.train_set = TrainWindows(self.token_files["train"], self.max_len, self.train_windows_per_epoch, self.seed)
         self.val_set = EvalWindows(self.token_files["validation"], self.max_len, self.val_windows, "validation")

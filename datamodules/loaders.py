@@ -2,11 +2,18 @@
 
 No sampler is built here for DDP: Lightning replaces (or wraps) the sampler with a
 ``DistributedSampler`` itself, so ``batch_size`` is always per device.
+
+Training loaders are resumable mid-epoch. Their order is a function of (seed, epoch) alone, never of
+a random state, and the loader remembers how many batches of the current epoch it has served, which
+Lightning stores in every checkpoint (the loader's ``state_dict``). A resumed run skips exactly those
+batches, so it trains on the batches the uninterrupted run would have trained on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+import os
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -22,10 +29,14 @@ def make_loader(
     sampler: Sampler | None = None,
     collate_fn: Callable[[list[Any]], Any] | None = None,
 ) -> DataLoader:
-    return DataLoader(
+    """A loader; training loaders (``shuffle`` or a ``sampler``) are resumable mid-epoch."""
+    training = shuffle or sampler is not None
+    if shuffle and sampler is None:
+        sampler = EpochShuffleSampler(len(dataset))
+    loader_class = ResumableDataLoader if training else DataLoader
+    return loader_class(
         dataset,
         batch_size=batch_size,
-        shuffle=shuffle if sampler is None else False,
         sampler=sampler,
         collate_fn=collate_fn,
         num_workers=num_workers,
@@ -34,3 +45,104 @@ def make_loader(
         # Re-forking workers every epoch costs seconds on large datasets.
         persistent_workers=num_workers > 0,
     )
+
+
+def global_seed() -> int:
+    """The run's seed as Lightning's `seed_everything` recorded it (Lightning's DistributedSampler uses the same)."""
+    return int(os.environ.get("PL_GLOBAL_SEED", 0))
+
+
+class EpochShuffleSampler(Sampler[int]):
+    """A new permutation every epoch, drawn from (seed, epoch) only, like ``DistributedSampler``.
+
+    ``RandomSampler`` draws its permutation from the global random state when the epoch starts, which
+    a run resumed in the middle of that epoch no longer has; this order can always be recomputed.
+    """
+
+    def __init__(self, size: int, seed: int | None = None) -> None:
+        self.size, self.epoch = size, 0
+        self.seed = global_seed() if seed is None else seed
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[int]:
+        generator = torch.Generator().manual_seed((self.seed + self.epoch) % 2**63)
+        return iter(torch.randperm(self.size, generator=generator).tolist())
+
+    def __len__(self) -> int:
+        return self.size
+
+
+class ResumableDataLoader(DataLoader):
+    """A training DataLoader that Lightning checkpoints mid-epoch (its ``_Stateful`` protocol).
+
+    The state is (epoch, batches served in it). Lightning calls ``load_state_dict`` before the resumed
+    epoch starts; that epoch's first iteration then skips the served batches' *indices*, so nothing
+    skipped is loaded. Iteration starts lazily, at the first batch, because Lightning creates the
+    iterator before it calls ``set_epoch``: index prefetching by workers must see the right epoch.
+    Under DDP the skip applies to each rank's own share, after Lightning's distributed sampler.
+    """
+
+    _served: int = 0  # batches of the current epoch handed out so far
+    _served_epoch: int | None = None
+    _resume_at: tuple[int, int] | None = None  # (epoch, batches to skip), set by load_state_dict
+
+    def state_dict(self) -> dict[str, int]:
+        epoch = self._sampler_epoch() if self._served_epoch is None else self._served_epoch
+        return {"epoch": epoch, "batches": self._served}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self._resume_at = (int(state["epoch"]), int(state["batches"]))
+
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        return self._serve()
+
+    def _serve(self) -> Iterator[Any]:
+        epoch = self._sampler_epoch()
+        skip = self._resume_at[1] if self._resume_at and self._resume_at[0] == epoch else 0
+        self._resume_at = None  # a checkpoint from the end of an epoch resumes at the next one: no skip
+        self._served_epoch, self._served = epoch, skip
+        self._pending_skip.batches = skip
+        # Starting an iterator draws the workers' base seed, from the global random state unless the
+        # loader has a generator: draw it from (seed, epoch) instead, so that the global state (dropout
+        # masks...) does not depend on when an epoch's iterator was made, before or after a resume.
+        self.generator = torch.Generator().manual_seed((global_seed() * 1_000_003 + epoch) % 2**63)
+        for batch in super().__iter__():
+            self._served += 1
+            yield batch
+
+    def _sampler_epoch(self) -> int:
+        return int(getattr(self.sampler, "epoch", 0))
+
+    @property
+    def _pending_skip(self) -> _PendingSkip:
+        if "_skip" not in self.__dict__:
+            self.__dict__["_skip"] = _PendingSkip()
+        return self.__dict__["_skip"]
+
+    @property
+    def _index_sampler(self):
+        # What the DataLoader's iterator draws index batches from (kept by persistent workers too).
+        return _SkipServedBatches(super()._index_sampler, self._pending_skip)
+
+
+class _PendingSkip:
+    """Batches the next iteration skips; shared with the iterator without a reference back to the
+    loader (a loader <-> iterator cycle would delay shutting persistent workers down until a gc)."""
+
+    batches: int = 0
+
+
+class _SkipServedBatches:
+    """The loader's index batches, minus the ones a resumed epoch already trained on."""
+
+    def __init__(self, batches, pending: _PendingSkip) -> None:
+        self.batches, self.pending = batches, pending
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __iter__(self) -> Iterator[Any]:
+        skip, self.pending.batches = self.pending.batches, 0
+        return itertools.islice(iter(self.batches), skip, None)

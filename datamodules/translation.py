@@ -17,7 +17,15 @@ from datasets import Dataset, DatasetDict
 from torch.utils.data import DataLoader
 
 from .errors import DataError, check_choice, check_fraction, check_positive
-from .hub import DataFiles, load_source, source_fingerprint, source_slug, train_val_test
+from .hub import (
+    DataFiles,
+    check_local_files,
+    load_source,
+    normalize_data_files,
+    source_fingerprint,
+    source_slug,
+    train_val_test,
+)
 from .loaders import make_loader
 from .text_tokenizers import (
     BOS_ID,
@@ -112,6 +120,8 @@ class TranslationDataModule(L.LightningDataModule):
         check_fraction("val_fraction", val_fraction)
         if source_lang == target_lang:
             raise DataError(f"source_lang and target_lang are both {source_lang!r}; give two different languages.")
+        if data_files is not None:
+            check_local_files(normalize_data_files(data_files))  # a missing or empty file fails now, not after setup
         self.dataset, self.config, self.data_files = dataset, config, data_files
         self.source_lang, self.target_lang = source_lang, target_lang
         self.tokenizer_name, self.batch_size, self.num_workers = tokenizer, batch_size, num_workers

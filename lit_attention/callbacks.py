@@ -9,6 +9,7 @@ import torch
 from lightning.fabric.utilities.apply_func import apply_to_collection
 
 from lit_attention.attention import MultiHeadAttention
+from lit_attention.checkpointing import LastCheckpoint
 
 
 class AttentionMapLogger(L.Callback):
@@ -80,3 +81,34 @@ class RunHistory(L.Callback):
     @property
     def samples_per_second(self) -> float:
         return self.train_samples / self.train_seconds if self.train_seconds else float("nan")
+
+
+class NonFiniteLossError(RuntimeError):
+    """The training loss became NaN or infinite; training stopped before that step was applied."""
+
+
+class FiniteLossGuard(L.Callback):
+    """Stops training at the first NaN or infinite training loss, naming the step.
+
+    It checks the loss before the backward pass, so the faulty step never reaches the weights, the
+    optimizer state or any checkpoint: the last checkpoint stays the last good one. The check is one
+    scalar per step (`Trainer(detect_anomaly=True)` checks every operation and is far slower).
+    """
+
+    def on_before_backward(self, trainer, pl_module, loss: torch.Tensor) -> None:
+        finite = bool(torch.isfinite(loss.detach()).all())
+        # Every rank must stop together: one rank raising alone would leave the others waiting forever.
+        if trainer.strategy.reduce_boolean_decision(not finite, all=False):
+            raise NonFiniteLossError(nonfinite_message(trainer, loss))
+
+
+def nonfinite_message(trainer, loss: torch.Tensor) -> str:
+    loss = loss.detach()
+    value = "nan" if torch.isnan(loss).any() else "infinite" if torch.isinf(loss).any() else "nan or infinite on another rank"
+    where = f"global step {trainer.global_step} (epoch {trainer.current_epoch}, batch {trainer.fit_loop.epoch_loop.batch_idx})"
+    last = next((c.path(trainer) for c in trainer.callbacks if isinstance(c, LastCheckpoint)), None)
+    intact = f", and the last checkpoint {str(last)!r} is intact" if last is not None and last.is_file() else ""
+    return (
+        f"The training loss became {value} at {where}; training stopped before applying that step{intact}: "
+        "lower the learning rate or clip gradients (trainer.gradient_clip_val), then resume with --ckpt_path last."
+    )

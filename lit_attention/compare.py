@@ -251,6 +251,7 @@ def main(argv: list[str]) -> None:
         for name in ("lightning.pytorch", "lightning.fabric"):
             logging.getLogger(name).setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
+    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     total, results = len(variants) * len(seeds), []
     started = time.perf_counter()

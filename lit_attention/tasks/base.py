@@ -11,6 +11,7 @@ from lightning.fabric.utilities.throughput import measure_flops
 from torch import nn
 
 from lit_attention.attention import resolve_spec
+from lit_attention.errors import ConfigError
 
 # 2-D parameters that are still kept out of weight decay: positions and the CLS token are lookup
 # tables, and W_A starts at the identity, so decay would drag `super` toward zero mixing.
@@ -44,7 +45,25 @@ class TaskModule(L.LightningModule):
         """Tokens (or other sequence items) in a batch, for items/s; None for images."""
         return None
 
+    def check_batch(self, batch) -> None:
+        """Raise a ConfigError when a batch does not fit the model (token ids past the vocabulary,
+        sequences past max_len, images of another size). Subclasses call the helpers below."""
+
+    def _check_first_batch(self, batch, stage: str) -> None:
+        # Only the first batch of each stage: one device sync per run, not one per step.
+        checked = self.__dict__.setdefault("_checked_stages", set())
+        if stage not in checked:
+            self.check_batch(batch)
+            checked.add(stage)
+
+    def on_validation_batch_start(self, batch, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._check_first_batch(batch, "validation")  # the sanity check runs first: before any training
+
+    def on_test_batch_start(self, batch, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._check_first_batch(batch, "test")
+
     def on_train_batch_start(self, batch, batch_idx: int) -> None:
+        self._check_first_batch(batch, "train")
         # FLOPs of one training step (forward + backward) counted by torch's FlopCounterMode on a
         # meta-device copy, from the real batch shape: Lightning's ThroughputMonitor reads
         # `flops_per_batch` to log FLOP/s and, on GPUs, MFU.
@@ -107,3 +126,29 @@ def warmup_cosine(warmup_steps: int, total_steps: int, min_ratio: float):
         return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
     return factor
+
+
+def check_token_ids(what: str, ids: torch.Tensor, vocab_size: int, ignore: int | None = None) -> None:
+    """Every id of `ids` (except `ignore`) is a row of a vocab_size embedding."""
+    if ignore is not None:
+        ids = ids[ids != ignore]
+    if ids.numel() == 0:
+        return
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or high >= vocab_size:
+        bad = low if low < 0 else high
+        raise ConfigError(
+            f"The {what} hold token id {bad}, out of range for the model's vocab_size={vocab_size} (valid ids are "
+            f"0 to {vocab_size - 1}); build the model with vocab_size > {max(high, 0)} or re-tokenize the data with its tokenizer."
+        )
+
+
+def check_length(what: str, length: int, max_len: int, attention) -> None:
+    """A sequence fits the positions the model was built for (and W_A's size for value-mixing variants)."""
+    if length > max_len:
+        spec = resolve_spec(attention)
+        limit = f"max_len={max_len}" + (f", the size of W_A of {spec.name!r}" if spec.value_mix else "")
+        raise ConfigError(
+            f"The {what} have {length} positions, more than {limit}; use at most {max_len} positions "
+            f"or build the model with max_len >= {length}."
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from lit_attention.errors import ConfigError
 from lit_attention.models import VisionTransformer
 from lit_attention.tasks.classification import ClassificationTask
 
@@ -60,6 +61,18 @@ class ImageClassifier(ClassificationTask):
     @staticmethod
     def batch_size_of(batch) -> int:
         return batch[0].shape[0]
+
+    def check_batch(self, batch) -> None:
+        hp = self.hparams
+        _, channels, height, width = batch[0].shape
+        if (channels, height, width) != (hp.in_channels, hp.image_size, hp.image_size):
+            patches = (height // hp.patch_size) * (width // hp.patch_size)
+            raise ConfigError(
+                f"The images are {channels}x{height}x{width} (channels x height x width, {patches} patches) but the "
+                f"model was built for {hp.in_channels}x{hp.image_size}x{hp.image_size} "
+                f"({self.model.num_tokens} tokens, the size of W_A for value-mixing variants); "
+                "set image_size and in_channels to the data's, or resize the images."
+            )
 
     def labels_of(self, batch):
         return batch[1]

@@ -8,7 +8,7 @@ from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 from lit_attention.models import GPT
-from lit_attention.tasks.base import TaskModule
+from lit_attention.tasks.base import TaskModule, check_length, check_token_ids
 
 IGNORE = -100  # targets equal to this are not scored (MQAR scores only its query positions)
 
@@ -70,6 +70,12 @@ class CausalLanguageModel(TaskModule):
     @staticmethod
     def tokens_of(batch) -> int:
         return batch[0].numel()
+
+    def check_batch(self, batch) -> None:
+        inputs, targets = batch
+        check_length("input sequences", inputs.shape[1], self.hparams.max_len, self.hparams.attention)
+        check_token_ids("inputs", inputs, self.hparams.vocab_size)
+        check_token_ids("targets", targets, self.hparams.vocab_size, ignore=IGNORE)
 
     def _loss(self, batch, stage: str) -> tuple[torch.Tensor, int]:
         inputs, targets = batch

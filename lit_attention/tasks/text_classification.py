@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from lit_attention.models import TextEncoderClassifier
+from lit_attention.tasks.base import check_length, check_token_ids
 from lit_attention.tasks.classification import ClassificationTask
 
 
@@ -62,6 +63,11 @@ class TextClassifier(ClassificationTask):
     @staticmethod
     def tokens_of(batch) -> int:
         return int((~batch["padding_mask"]).sum())
+
+    def check_batch(self, batch) -> None:
+        tokens = batch["tokens"]
+        check_length("token sequences", tokens.shape[1], self.hparams.max_len, self.hparams.attention)
+        check_token_ids("token sequences", tokens, self.hparams.vocab_size)
 
     def labels_of(self, batch):
         return batch["labels"]

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torchmetrics.text import SacreBLEUScore
 
 from lit_attention.models import Seq2SeqTransformer
-from lit_attention.tasks.base import TaskModule
+from lit_attention.tasks.base import TaskModule, check_length, check_token_ids
 
 
 class Seq2SeqTranslator(TaskModule):
@@ -77,6 +77,13 @@ class Seq2SeqTranslator(TaskModule):
     @staticmethod
     def tokens_of(batch) -> int:
         return int((~batch["src_padding_mask"]).sum() + (~batch["tgt_padding_mask"]).sum())
+
+    def check_batch(self, batch) -> None:
+        hp = self.hparams
+        check_length("source sequences", batch["src"].shape[1], hp.max_src_len, hp.attention)
+        check_length("target sequences", batch["tgt_in"].shape[1], hp.max_tgt_len, hp.attention)
+        for key in ("src", "tgt_in", "tgt_out"):
+            check_token_ids(f"{key} sequences", batch[key], hp.vocab_size)
 
     def _loss(self, batch, stage: str) -> torch.Tensor:
         logits = self.forward_batch(self.model, batch)

@@ -1,0 +1,287 @@
+"""Checkpoints a killed run can resume from without losing or changing anything.
+
+* `atomic_save` / `AtomicCheckpointIO`: every checkpoint is written to a temporary file in its own
+  directory, flushed to disk, then renamed over the old one, so a kill mid-write leaves the previous
+  checkpoint intact, never a truncated one.
+* `LastCheckpoint`: keeps `last.ckpt` current: every N optimizer steps, after every validation and
+  at the end of every epoch.
+* `ExactResume`: the global random states (torch, CUDA, numpy, Python) travel with every checkpoint
+  and are restored when training resumes, and so does the data position in a case Lightning misses.
+* `read_checkpoint` / `checkpoint_mismatch`: a checkpoint passed to `--ckpt_path` is read and
+  compared with the configured model before any data is prepared.
+
+Model, optimizer, LR schedule and step counters are Lightning's own checkpoint content; the position
+in the training data is the training DataLoader's state (see `datamodules/loaders.py`).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+from lightning.fabric.plugins import TorchCheckpointIO
+from lightning.pytorch.trainer.states import TrainerFn
+
+from lit_attention.attention import resolve_spec
+from lit_attention.errors import ConfigError
+
+LAST = "last.ckpt"
+
+# ---------------------------------------------------------------------------------------- writing
+
+
+def atomic_save(checkpoint: Any, path: str | os.PathLike) -> None:
+    """`torch.save` that never leaves a partial file at `path`: write a hidden temporary file next to
+    it, fsync it, rename it over `path` (atomic on POSIX within one file system), fsync the directory."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(partial, "wb") as file:
+            torch.save(checkpoint, file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    _fsync_directory(path.parent)  # make the rename itself survive a power loss
+
+
+def _fsync_directory(directory: Path) -> None:
+    try:
+        descriptor = os.open(directory, os.O_RDONLY)
+    except OSError:  # some platforms cannot open directories
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint writer, with `atomic_save` for local paths (remote URLs keep Lightning's)."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
+        if storage_options is not None or "://" in str(path):
+            return super().save_checkpoint(checkpoint, path, storage_options)
+        atomic_save(checkpoint, path)
+
+
+# ---------------------------------------------------------------------------------------- callbacks
+
+
+class LastCheckpoint(L.Callback):
+    """Keeps `<checkpoint dir>/last.ckpt` current, so that a killed run loses at most `every_n_steps` steps.
+
+    Written every `every_n_steps` optimizer steps (None: never in between), after every validation
+    and at the end of every training epoch, each time at a point Lightning resumes from exactly:
+
+    * a save due just before a validation waits for the validation's end (Lightning resumes a
+      checkpoint taken before a validation *after* it, skipping it);
+    * the epoch-end save is taken in `on_train_epoch_end` for epoch-based runs, but after the
+      epoch's last batch for step-based runs (`max_steps` set), which Lightning would otherwise
+      resume one batch into an epoch that is over (it re-enters the finished epoch).
+
+    The directory is the one of the run's `ModelCheckpoint` (`<run>/checkpoints`).
+    """
+
+    def __init__(self, every_n_steps: int | None = 500, dirpath: str | None = None) -> None:
+        if every_n_steps is not None and every_n_steps < 1:
+            raise ConfigError(f"checkpoint_every_n_steps={every_n_steps} is invalid; give a positive number of steps or null.")
+        self.every_n_steps, self.dirpath = every_n_steps, dirpath
+        self._saved_at_step: int | None = None
+
+    def path(self, trainer: L.Trainer) -> Path:
+        if self.dirpath is None:
+            model_checkpoint = trainer.checkpoint_callback
+            if model_checkpoint is not None and model_checkpoint.dirpath:
+                self.dirpath = model_checkpoint.dirpath  # already the same on every rank
+            else:
+                self.dirpath = os.path.join(trainer.log_dir or trainer.default_root_dir, "checkpoints")
+            if trainer.is_global_zero:
+                remove_partial_writes(Path(self.dirpath))
+        return Path(self.dirpath) / LAST
+
+    def save(self, trainer: L.Trainer) -> None:
+        if trainer.global_step == self._saved_at_step:
+            return  # nothing new since the last save
+        trainer.save_checkpoint(self.path(trainer), weights_only=False)  # on every rank: some strategies gather state
+        self._saved_at_step = trainer.global_step
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if _epoch_over(trainer):
+            due = _step_based(trainer)  # epoch-based runs save the epoch's end in on_train_epoch_end
+        else:
+            due = self.every_n_steps is not None and trainer.global_step % self.every_n_steps == 0
+        if due and not _validation_follows(trainer):
+            self.save(trainer)
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.sanity_checking or trainer.state.fn != TrainerFn.FITTING:
+            return
+        if _step_based(trainer) or not _epoch_over(trainer):
+            self.save(trainer)
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        if not _step_based(trainer):
+            self.save(trainer)
+
+
+def _step_based(trainer: L.Trainer) -> bool:
+    """Whether the run's length is a number of steps (Lightning's "iteration-based training")."""
+    return trainer.max_steps is not None and trainer.max_steps >= 0
+
+
+def _epoch_over(trainer: L.Trainer) -> bool:
+    """Whether the batch just trained ends the epoch (its last batch, or the last step of the run)."""
+    max_steps_reached = _step_based(trainer) and trainer.global_step >= trainer.max_steps
+    return trainer.fit_loop.epoch_loop.batch_progress.is_last_batch or max_steps_reached
+
+
+def _validation_follows(trainer: L.Trainer) -> bool:
+    """Whether Lightning validates right after the current training batch (its own decision)."""
+    epoch_loop, fetcher = trainer.fit_loop.epoch_loop, trainer.fit_loop._data_fetcher
+    should_check = getattr(epoch_loop, "_should_check_val_fx", None)  # private: keep working without it
+    return bool(should_check(fetcher)) if should_check is not None and fetcher is not None else False
+
+
+def remove_partial_writes(directory: Path) -> None:
+    """Delete temporary files `atomic_save` left behind when a process died mid-write."""
+    for partial in directory.glob(".*.ckpt.*.tmp"):
+        partial.unlink(missing_ok=True)
+
+
+class ExactResume(L.Callback):
+    """Restores what Lightning's own resume leaves out.
+
+    * The global random states (torch, CUDA, numpy, Python) travel with every checkpoint and are set
+      back just before the first training batch: setting them any earlier would be undone by what
+      Lightning draws while it sets up (the sanity check). Under DDP the checkpoint holds rank 0's
+      states; every rank resumes from them.
+    * The training DataLoader's position: Lightning loads it only while it builds the loader during
+      `fit`, but `trainer.estimated_stepping_batches` (read in `configure_optimizers` when no
+      `max_steps` is given) builds the loader before the checkpoint is restored. The saved position
+      is then loaded here, at train start, still before the first batch is drawn.
+    """
+
+    def __init__(self) -> None:
+        self._random_states: dict | None = None
+
+    def state_dict(self) -> dict[str, Any]:
+        return random_states()
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._random_states = state_dict
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        fit_loop = trainer.fit_loop
+        if getattr(fit_loop, "_combined_loader_states_to_load", None):  # private: keep working without it
+            fit_loop._load_combined_loader_states()
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if self._random_states is not None:
+            set_random_states(self._random_states)
+            self._random_states = None
+
+
+def random_states() -> dict[str, Any]:
+    """torch, CUDA, numpy and Python random states as tensors and plain values (so that Lightning's
+    `weights_only` checkpoint loading accepts them)."""
+    _, keys, position, has_gauss, gauss = np.random.get_state()
+    version, python_state, python_gauss = random.getstate()
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(position),
+                  "has_gauss": int(has_gauss), "gauss": float(gauss)},
+        "python": [version, list(python_state), python_gauss],
+    }
+
+
+def set_random_states(states: dict[str, Any]) -> None:
+    torch.set_rng_state(states["torch"])
+    if states["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+    numpy = states["numpy"]
+    np.random.set_state(("MT19937", numpy["keys"].numpy().astype(np.uint32), numpy["pos"], numpy["has_gauss"], numpy["gauss"]))
+    version, python_state, python_gauss = states["python"]
+    random.setstate((version, tuple(python_state), python_gauss))
+
+
+# ---------------------------------------------------------------------------------------- reading
+
+
+def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
+    """The checkpoint at `path`, memory-mapped (cheap even for big models), or a ConfigError saying why not."""
+    if not Path(path).is_file():
+        raise ConfigError(f"Checkpoint {str(path)!r} does not exist; pass the path of a .ckpt file, or 'last' to resume the latest run of this recipe.")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
+    except Exception as error:  # truncated zip, garbage bytes, foreign pickle: all mean "unusable"
+        reason = str(error).strip().splitlines()[0][:120] if str(error).strip() else type(error).__name__
+        raise ConfigError(
+            f"Checkpoint {str(path)!r} cannot be read ({reason}); it is corrupted or not a PyTorch checkpoint, "
+            "so pass another one (e.g. an earlier checkpoint of the run) or start without --ckpt_path."
+        ) from None
+    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("state_dict"), dict):
+        raise ConfigError(f"Checkpoint {str(path)!r} holds no model state_dict, so it is not a Lightning checkpoint; pass a .ckpt written by lit-attention.")
+    return checkpoint
+
+
+# Hyper-parameters that shape only training, not the weights: a difference there is not a mismatch.
+TRAINING_ONLY = {"lr", "weight_decay", "betas", "warmup_steps", "max_steps", "min_lr_ratio", "compile",
+                 "label_smoothing", "dropout", "drop_path", "beam_size", "bleu_batches"}
+
+
+def checkpoint_mismatch(checkpoint: dict[str, Any], model: torch.nn.Module) -> list[str]:
+    """How the checkpoint's model differs from `model` (a LightningModule, possibly on the meta
+    device), in words; empty when its weights fit. Two variants can have the same weight shapes
+    (`standard` and `residual_query`), so the attention variant is compared by name too."""
+    saved = checkpoint.get("hyper_parameters") or {}
+    wanted = dict(getattr(model, "hparams", {}))
+    differences = []
+    if "attention" in saved and "attention" in wanted:
+        saved_name, wanted_name = _variant_name(saved["attention"]), _variant_name(wanted["attention"])
+        if saved_name != wanted_name:
+            differences.append(f"attention is {saved_name!r} in the checkpoint but {wanted_name!r} here")
+    saved_shapes = {k: tuple(v.shape) for k, v in checkpoint["state_dict"].items() if hasattr(v, "shape")}
+    wanted_shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    if saved_shapes == wanted_shapes:
+        return differences
+    for key in sorted(set(saved) & set(wanted) - TRAINING_ONLY - {"attention"}):
+        if saved[key] != wanted[key]:
+            differences.append(f"{key} is {saved[key]!r} in the checkpoint but {wanted[key]!r} here")
+    if not differences:  # no hyper-parameter explains it: name the weights themselves
+        differences += _shape_differences(saved_shapes, wanted_shapes)
+    return differences
+
+
+def _variant_name(attention: Any) -> str:
+    try:
+        return resolve_spec(attention).name
+    except ConfigError:
+        return str(attention)
+
+
+def _shape_differences(saved: dict[str, tuple], wanted: dict[str, tuple], limit: int = 3) -> list[str]:
+    differences = [f"{k} has shape {list(saved[k])} in the checkpoint but {list(wanted[k])} here"
+                   for k in sorted(set(saved) & set(wanted)) if saved[k] != wanted[k]]
+    differences += [f"weight {k} is missing from the checkpoint" for k in sorted(set(wanted) - set(saved))]
+    differences += [f"the checkpoint has an extra weight {k}" for k in sorted(set(saved) - set(wanted))]
+    return differences[:limit]
+
+
+def logging_step(checkpoint: dict[str, Any]) -> int | None:
+    """The step at which the checkpoint's run logged its last TensorBoard point, if recorded."""
+    try:
+        return int(checkpoint["loops"]["fit_loop"]["epoch_loop.state_dict"]["_batches_that_stepped"])
+    except (KeyError, TypeError, ValueError):
+        return None
