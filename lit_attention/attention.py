@@ -302,7 +302,10 @@ class MultiHeadAttention(nn.Module):
                 # Zeroing padded rows of V is zeroing padded columns of W_A, without a (B, T, T) copy.
                 if kv_padding is not None:
                     v = v.masked_fill(kv_padding[..., None], 0.0)
-                v = torch.matmul(w, v)  # one product for all heads
+                # One GEMM for the whole batch and all heads: (T, T) @ (T, B*d), not B products
+                # against a broadcast W_A whose backward would sum B (T, T) gradients.
+                b, t, d = v.shape
+                v = (w @ v.transpose(0, 1).reshape(t, b * d)).view(t, b, d).transpose(0, 1)
             else:
                 v = self._reference_value_mix(w, v, kv_padding)
         q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)
