@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
-# All seven presets x 2 seeds on the embedded digits: a table with error bars in about five minutes.
+# All seven presets x 2 seeds on the embedded digits: a comparison table with error bars.
 demo: $(STAMP)
 	$(BIN)/lit-attention compare --config recipes/quickstart/vit_digits.yaml --variants all --seeds 2 \
 		--output runs/demo
