@@ -206,7 +206,10 @@ def plot(path: Path, summaries: list[VariantSummary]) -> None:
     finite = [m for m, _ in stats if math.isfinite(m)]
     if finite:
         spread = max(finite) - min(finite) + max((d for _, d in stats if math.isfinite(d)), default=0)
-        bars.set_ylim(min(finite) - 2 * spread - 1e-6, max(finite) + 2 * spread + 1e-6)
+        low, high = min(finite) - 2 * spread - 1e-6, max(finite) + 2 * spread + 1e-6
+        if 0.0 <= min(finite) and max(finite) <= 1.0:  # accuracies and the like: stay inside [0, 1]
+            low, high = max(low, 0.0), min(high, 1.0)
+        bars.set_ylim(low, high)
     bars.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
     bars.set_ylabel(f"final {monitor}")
     bars.set_title("final value (mean ± std over seeds)")
