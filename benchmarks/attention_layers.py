@@ -5,7 +5,9 @@
 
 Every variant is timed in the same run, interleaved, and reported as the median of several
 repeats; the FLOP ratio next to it is DESIGN.md §3's cost model, so the two columns say whether
-the measured saving matches the arithmetic one.
+the measured saving matches the arithmetic one. Memory is what one training step keeps for the
+backward pass (activations saved by autograd, counted on any device); on a GPU the peak allocated
+during the step is printed as well.
 """
 
 from __future__ import annotations
@@ -18,6 +20,36 @@ from timing import header, median_interleaved
 from lit_attention.attention import MultiHeadAttention, attention_flops, list_presets
 
 
+def saved_for_backward_bytes(layer: torch.nn.Module, x: torch.Tensor) -> int:
+    """Bytes of the distinct tensors autograd keeps between forward and backward, leaving out the
+    parameters and the input (the same for every variant): the activation memory a layer costs."""
+    excluded = {p.untyped_storage().data_ptr() for p in layer.parameters()} | {x.untyped_storage().data_ptr()}
+    storages: dict[int, int] = {}
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in excluded:
+            storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        out = layer(x)
+    out.sum().backward()
+    return sum(storages.values())
+
+
+def peak_step_bytes(step, device: torch.device) -> int | None:
+    """Peak memory allocated during one forward+backward above what was allocated before (GPU only)."""
+    if device.type != "cuda":
+        return None
+    torch.cuda.synchronize(device)
+    before = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    step()
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) - before
+
+
 def benchmark(batch, seq_len, dim, heads, causal, dtype, device, warmup, steps, repeats):
     layers = {}
     for name in list_presets():
@@ -27,8 +59,11 @@ def benchmark(batch, seq_len, dim, heads, causal, dtype, device, warmup, steps, 
     steps_by_name = {name: (lambda layer=layer: layer(x).sum().backward()) for name, layer in layers.items()}
     times = median_interleaved(steps_by_name, warmup, steps, repeats, device)
     flops = {name: attention_flops(name, seq_len, dim) for name in layers}
+    saved = {name: saved_for_backward_bytes(layer, x) for name, layer in layers.items()}
+    peak = {name: peak_step_bytes(step, device) for name, step in steps_by_name.items()}
     return [
-        (name, times[name], times[name] / times["standard"], flops[name] / flops["standard"])
+        (name, times[name], times[name] / times["standard"], flops[name] / flops["standard"],
+         saved[name], peak[name])
         for name in layers
     ]
 
@@ -51,15 +86,19 @@ def main() -> None:
         torch.backends.cuda.matmul.allow_tf32 = True
     print(header(f"attention layer forward+backward, causal={args.causal}", device, args.dtype, args.repeats, args.steps))
     print()
-    print("| B | T | d | h | variant | ms / call | time ratio | FLOP ratio |")
-    print("|---|---|---|---|---|---|---|---|")
+    mib = 2.0**20
+    gpu = device.type == "cuda"
+    print("| B | T | d | h | variant | ms / call | time ratio | FLOP ratio | saved for backward MiB |"
+          + (" peak MiB |" if gpu else ""))
+    print("|---|---|---|---|---|---|---|---|---|" + ("---|" if gpu else ""))
     for dim in args.dims:
         for seq_len in args.seq_lens:
             rows = benchmark(args.batch, seq_len, dim, args.heads, args.causal, dtype, device,
                              args.warmup, args.steps, args.repeats)
-            for name, seconds, ratio, flop_ratio in rows:
+            for name, seconds, ratio, flop_ratio, saved, peak in rows:
                 print(f"| {args.batch} | {seq_len} | {dim} | {args.heads} | {name} | "
-                      f"{seconds * 1e3:.2f} | {ratio:.2f} | {flop_ratio:.2f} |", flush=True)
+                      f"{seconds * 1e3:.2f} | {ratio:.2f} | {flop_ratio:.2f} | {saved / mib:.1f} |"
+                      + (f" {peak / mib:.1f} |" if gpu else ""), flush=True)
 
 
 if __name__ == "__main__":

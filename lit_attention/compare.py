@@ -131,6 +131,9 @@ def table_rows(summaries: list[VariantSummary]) -> tuple[list[str], list[list[st
               "params attention", "train samples/s", "seeds"]
     if has_test:
         header.insert(3, monitor.replace("val/", "test/"))
+    perplexity = monitor == "val/loss"  # language models: the loss is in nats per token
+    if perplexity:
+        header.insert(2, "final val/ppl")
     rows = []
     for s in summaries:
         row = [
@@ -146,6 +149,8 @@ def table_rows(summaries: list[VariantSummary]) -> tuple[list[str], list[list[st
         if has_test:
             tests = [float(r.test_value) for r in s.runs if r.test_value is not None]
             row.insert(3, _pm(*s.stat(tests)) if tests else "n/a")
+        if perplexity:
+            row.insert(2, _pm(*s.stat([math.exp(r.final) for r in s.runs]), digits=2))
         rows.append(row)
     return header, rows
 

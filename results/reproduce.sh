@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Reproduces every table in RESULTS.md with `lit-attention compare` on a CPU machine.
+#   bash results/reproduce.sh [vit | vit_lr | vit_control | gpt | gpt_control | mqar | all]
+# Each section writes results/<section>/.../results.{md,csv,png} and TensorBoard runs next to them
+# (the runs/ subfolders are git-ignored). RESULTS.md states the wall time each section took.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+compare() { .venv/bin/lit-attention compare "$@"; }
+VIT=recipes/quickstart/vit_digits.yaml
+GPT=recipes/quickstart/gpt_stdlib.yaml
+MQAR=recipes/diagnostics/mqar.yaml
+
+vit() {          # ViT on the embedded digits: 7 presets x 3 seeds, the recipe as committed
+    compare --config $VIT --variants all --seeds 3 --output results/vit_digits
+}
+vit_lr() {       # the same at three other peak learning rates (recipe: 4e-3), 2 seeds each
+    for lr in 1e-3 2e-3 8e-3; do
+        compare --config $VIT --variants all --seeds 2 --model.init_args.lr $lr --output results/vit_digits_lr/lr_$lr
+    done
+}
+vit_control() {  # standard attention with MLP width 1.0 d: the same parameter count as `efficient`
+    compare --config $VIT --variants standard --seeds 3 --model.init_args.mlp_ratio 1.0 \
+        --output results/vit_digits_control
+}
+gpt() {          # byte-level GPT on the stdlib sources: 300 steps x 32 x 128 = 1.2M tokens per run
+    compare --config $GPT --variants all --seeds 3 --output results/gpt_stdlib
+}
+gpt_control() {  # standard attention with MLP width 3 d: the same parameter count as `efficient`
+    compare --config $GPT --variants standard --seeds 3 --model.init_args.mlp_ratio 3.0 \
+        --output results/gpt_stdlib_control
+}
+mqar() {         # associative recall as the number of key-value pairs grows
+    for pairs in 2 4 8; do
+        compare --config $MQAR --variants all --seeds 3 --data.init_args.num_kv_pairs $pairs \
+            --output results/mqar/kv_$pairs
+    done
+}
+
+sections=("${@:-all}")
+[ "${sections[0]}" = all ] && sections=(vit vit_lr vit_control gpt gpt_control mqar)
+for section in "${sections[@]}"; do
+    case $section in
+        vit|vit_lr|vit_control|gpt|gpt_control|mqar) ;;
+        *) echo "error: unknown section '$section'; valid sections are vit, vit_lr, vit_control, gpt, gpt_control, mqar, all." >&2; exit 2 ;;
+    esac
+done
+for section in "${sections[@]}"; do
+    start=$SECONDS
+    "$section"
+    echo "section $section took $((SECONDS - start)) s"
+done
