@@ -1,0 +1,55 @@
+"""The benchmark scripts keep running and print what BENCHMARKS.md quotes. Nothing here asserts a
+speed: timings belong to the benchmarks, and CI machines are too noisy for them."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from attention_layers import saved_for_backward_bytes  # noqa: E402
+
+from lit_attention.attention import MultiHeadAttention, list_presets  # noqa: E402
+
+
+def run_script(name: str, *args: str) -> str:
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / name), *args], capture_output=True,
+                            text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def table(stdout: str) -> list[list[str]]:
+    rows = [line.strip("|").split("|") for line in stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    return [[cell.strip() for cell in row] for row in rows[1:]]  # without the header
+
+
+def test_attention_benchmark_prints_every_preset_for_every_size():
+    out = run_script("attention_layers.py", "--seq-lens", "8", "16", "--dims", "32", "--heads", "4",
+                     "--warmup", "1", "--steps", "1", "--repeats", "1")
+    rows = table(out)
+    assert [row[4] for row in rows] == list_presets() * 2
+    assert [row[1] for row in rows] == ["8"] * 7 + ["16"] * 7
+    by_name = {row[4]: row for row in rows[7:]}
+    assert by_name["standard"][6] == "1.00" and by_name["standard"][7] == "1.00"
+    assert float(by_name["efficient"][7]) < float(by_name["optimized"][7]) < 1.0  # the cost model's order
+
+
+def test_saved_activation_memory_follows_the_kept_projections():
+    torch.manual_seed(0)
+    x = torch.randn(2, 16, 32, requires_grad=True)
+    saved = {name: saved_for_backward_bytes(MultiHeadAttention(32, 4, name, max_len=16), x) for name in list_presets()}
+    # Each removed projection is one (B, T, d) float32 output fewer kept for backward.
+    one = 2 * 16 * 32 * 4
+    assert saved["standard"] - saved["optimized"] == one
+    assert saved["standard"] - saved["efficient"] == 2 * one
+    assert saved["nonlinear_query"] > saved["standard"]
+
+
+def test_lightning_overhead_benchmark_runs_both_paths():
+    out = run_script("lightning_overhead.py", "--steps", "3", "--repeats", "1", "--dim", "32", "--depth", "1",
+                     "--heads", "2", "--context", "16", "--vocab", "64")
+    assert "plain PyTorch loop" in out and "Lightning Trainer.fit" in out
