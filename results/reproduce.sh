@@ -29,11 +29,12 @@ gpt_control() {  # standard attention with MLP width 3 d: the same parameter cou
     compare --config $GPT --variants standard --seeds 3 --model.init_args.mlp_ratio 3.0 \
         --output results/gpt_stdlib_control
 }
-mqar() {         # associative recall as the number of key-value pairs grows
-    for pairs in 2 4 8; do
+mqar() {         # associative recall as the number of key-value pairs grows (MQAR_PAIRS="2 4 8")
+    for pairs in ${MQAR_PAIRS:-2 4 8}; do
         compare --config $MQAR --variants all --seeds 3 --data.init_args.num_kv_pairs $pairs \
             --output results/mqar/kv_$pairs
     done
+    .venv/bin/python results/mqar_summary.py   # the accuracy-vs-pairs table and plot
 }
 
 sections=("${@:-all}")

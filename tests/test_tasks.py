@@ -166,3 +166,23 @@ def test_warmup_then_cosine_schedule():
     assert factor(500) == pytest.approx(0.1)
     values = [factor(s) for s in range(10, 111)]
     assert all(a >= b for a, b in zip(values, values[1:]))
+
+
+def test_language_model_can_rank_runs_by_accuracy_for_recall_tasks(tmp_path):
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from lit_attention.errors import ConfigError
+
+    assert (CausalLanguageModel(**SMALL).monitor, CausalLanguageModel(**SMALL).monitor_mode) == ("val/loss", "min")
+    module = CausalLanguageModel(vocab_size=40, max_len=12, depth=1, monitor="val/acc", **SMALL)
+    assert (module.monitor, module.monitor_mode) == ("val/acc", "max")
+    torch.manual_seed(0)
+    tokens = torch.randint(0, 40, (32, 13))
+    items = list(zip(tokens[:, :-1], tokens[:, 1:]))
+    best = ModelCheckpoint(monitor=module.monitor, mode=module.monitor_mode)
+    run = trainer(tmp_path, max_steps=4, val_check_interval=2, limit_val_batches=1, callbacks=[best])
+    run.fit(module, DataLoader(ListDataset(items), batch_size=8), DataLoader(ListDataset(items), batch_size=8))
+    assert run.callback_metrics["hp_metric"] == run.callback_metrics["val/acc"]
+    assert best.best_model_score == max(best.best_model_score, run.callback_metrics["val/acc"])
+    with pytest.raises(ConfigError, match="monitor 'val/ppl' is not available for language models; valid choices are val/loss, val/acc"):
+        CausalLanguageModel(monitor="val/ppl", **SMALL)

@@ -7,17 +7,21 @@ import torch.nn.functional as F
 from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
+from lit_attention.errors import ConfigError
 from lit_attention.models import GPT
 from lit_attention.tasks.base import TaskModule, check_length, check_token_ids
 
 IGNORE = -100  # targets equal to this are not scored (MQAR scores only its query positions)
+MONITORS = {"val/loss": "min", "val/acc": "max"}  # the metric that ranks runs and picks the best checkpoint
 
 
 class CausalLanguageModel(TaskModule):
     """Language modelling. Batches are `(inputs (B, T), targets (B, T))`; logs loss, perplexity
-    (exp of the token-weighted mean loss) and next-token accuracy over scored targets."""
+    (exp of the token-weighted mean loss) and next-token accuracy over scored targets.
 
-    monitor, monitor_mode = "val/loss", "min"
+    `monitor` picks the validation metric that ranks runs (`compare`) and the best checkpoint:
+    `val/loss` for language modelling, `val/acc` where only some answers count, as in MQAR recall.
+    """
 
     def __init__(
         self,
@@ -39,8 +43,12 @@ class CausalLanguageModel(TaskModule):
         max_steps: int | None = None,
         min_lr_ratio: float = 0.1,
         compile: bool = False,
+        monitor: str = "val/loss",
     ) -> None:
         super().__init__()
+        if monitor not in MONITORS:
+            raise ConfigError(f"monitor {monitor!r} is not available for language models; valid choices are {', '.join(MONITORS)}.")
+        self.monitor, self.monitor_mode = monitor, MONITORS[monitor]
         self.save_hyperparameters()
         self.model = self.build_model()
         for stage in ("train", "val", "test"):
@@ -109,7 +117,9 @@ class CausalLanguageModel(TaskModule):
         return loss
 
     def on_validation_epoch_end(self) -> None:
-        self.log("hp_metric", self._log_loss_and_perplexity("val"))
+        loss = self._log_loss_and_perplexity("val")
+        # The HParams tab compares runs on `hp_metric`: the monitored validation metric.
+        self.log("hp_metric", loss if self.monitor == "val/loss" else self.val_accuracy.compute())
 
     def on_test_epoch_end(self) -> None:
         self._log_loss_and_perplexity("test")
