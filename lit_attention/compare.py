@@ -258,6 +258,9 @@ def main(argv: list[str]) -> None:
     if not args.progress:  # one line per run instead of Lightning's banners and bars
         for name in ("lightning.pytorch", "lightning.fabric"):
             logging.getLogger(name).setLevel(logging.WARNING)
+        import datasets
+
+        datasets.disable_progress_bars()  # e.g. the one-off tokenisation of a text corpus
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
     warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
     seeds = range(args.first_seed, args.first_seed + args.seeds)
