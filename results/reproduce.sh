@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Reproduces every table in RESULTS.md with `lit-attention compare` on a CPU machine.
-#   bash results/reproduce.sh [vit | vit_lr | vit_control | gpt | gpt_control | mqar | mqar_lr | all]
+#   bash results/reproduce.sh [vit | vit_lr | vit_control | gpt | gpt_control | mqar | mqar_lr | mqar_init | all]
 # Each section writes results/<section>/.../results.{md,csv,png} and TensorBoard runs next to them
 # (the runs/ subfolders are git-ignored). RESULTS.md states the wall time each section took.
 set -euo pipefail
@@ -46,13 +46,19 @@ mqar_lr() {      # 4 pairs at two other peak learning rates (recipe: 3e-3), 2 se
     .venv/bin/python results/sweep_table.py results/mqar_lr/accuracy_vs_lr.png "peak learning rate" \
         results/mqar_lr/lr_* results/mqar/kv_4 --default 3e-3
 }
+mqar_init() {    # 4 pairs with a wider init, N(0, 1/sqrt(d)) instead of GPT-2's N(0, 0.02), 2 seeds
+    compare --config $MQAR --variants all --seeds 2 --model.init_args.init_std 0.125 \
+        --output results/mqar_init/std_0.125
+    .venv/bin/python results/sweep_table.py results/mqar_init/accuracy_vs_init.png "init std" \
+        results/mqar_init/std_0.125 results/mqar/kv_4 --default 0.02
+}
 
 sections=("${@:-all}")
-[ "${sections[0]}" = all ] && sections=(vit vit_lr vit_control gpt gpt_control mqar mqar_lr)
+[ "${sections[0]}" = all ] && sections=(vit vit_lr vit_control gpt gpt_control mqar mqar_lr mqar_init)
 for section in "${sections[@]}"; do
     case $section in
-        vit|vit_lr|vit_control|gpt|gpt_control|mqar|mqar_lr) ;;
-        *) echo "error: unknown section '$section'; valid sections are vit, vit_lr, vit_control, gpt, gpt_control, mqar, mqar_lr, all." >&2; exit 2 ;;
+        vit|vit_lr|vit_control|gpt|gpt_control|mqar|mqar_lr|mqar_init) ;;
+        *) echo "error: unknown section '$section'; valid sections are vit, vit_lr, vit_control, gpt, gpt_control, mqar, mqar_lr, mqar_init, all." >&2; exit 2 ;;
     esac
 done
 for section in "${sections[@]}"; do

@@ -209,3 +209,20 @@ def test_sequences_longer_than_max_len_raise():
     model = GPT(VOCAB, LENGTH, depth=1, **SMALL)
     with pytest.raises(ValueError, match=f"Sequence length {LENGTH + 1} exceeds max_len={LENGTH}"):
         model(torch.zeros(1, LENGTH + 1, dtype=torch.long))
+
+
+@pytest.mark.parametrize("init_std", [0.02, 0.125])
+def test_gpt_init_std_sets_the_normal_init_and_scales_residual_projections(init_std):
+    torch.manual_seed(0)
+    model = GPT(vocab_size=64, max_len=32, dim=64, depth=2, num_heads=2, init_std=init_std)
+    block = model.blocks[0]
+    assert block.attn.in_proj.weight.std().item() == pytest.approx(init_std, rel=0.05)
+    assert model.token_embed.weight.std().item() == pytest.approx(init_std, rel=0.05)
+    assert block.mlp.fc2.weight.std().item() == pytest.approx(init_std / 2, rel=0.05)  # 1/sqrt(2 * depth)
+
+
+def test_gpt_rejects_a_non_positive_init_std():
+    from lit_attention.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="init_std=0.0 is invalid"):
+        GPT(vocab_size=64, max_len=32, dim=64, depth=2, num_heads=2, init_std=0.0)

@@ -29,8 +29,11 @@ class GPT(nn.Module):
         drop_path: float = 0.0,
         bias: bool = False,
         tie_weights: bool = True,
+        init_std: float = 0.02,
     ) -> None:
         super().__init__()
+        if not init_std > 0:
+            raise ConfigError(f"init_std={init_std} is invalid; give the positive std of the normal init (GPT-2 uses 0.02).")
         self.vocab_size, self.max_len = vocab_size, max_len
         self.token_embed = nn.Embedding(vocab_size, dim)
         self.pos_embed = nn.Embedding(max_len, dim)
@@ -45,12 +48,13 @@ class GPT(nn.Module):
         if tie_weights:
             self.lm_head.weight = self.token_embed.weight
 
-        # nanoGPT init: N(0, 0.02) everywhere, residual projections scaled by 1/sqrt(2 * depth)
-        # so the residual stream's variance does not grow with depth.
-        self.apply(_init_weights)
+        # nanoGPT init: N(0, init_std) everywhere, residual projections scaled by 1/sqrt(2 * depth)
+        # so the residual stream's variance does not grow with depth. The GPT-2 value 0.02 is small
+        # for narrow models (1/sqrt(d) = 0.125 at d = 64), which starts attention scores near zero.
+        self.apply(lambda module: _init_weights(module, init_std))
         for block in self.blocks:
             for proj in (block.attn.out_proj, block.mlp.fc2):
-                nn.init.normal_(proj.weight, std=0.02 / math.sqrt(2 * depth))
+                nn.init.normal_(proj.weight, std=init_std / math.sqrt(2 * depth))
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens (B, T) with T <= max_len -> logits (B, T, vocab_size)."""
@@ -85,10 +89,10 @@ class GPT(nn.Module):
         return parameter_counts(self, [self.token_embed.weight, self.pos_embed.weight])
 
 
-def _init_weights(module: nn.Module) -> None:
+def _init_weights(module: nn.Module, std: float) -> None:
     if isinstance(module, nn.Linear):
-        nn.init.normal_(module.weight, std=0.02)
+        nn.init.normal_(module.weight, std=std)
         if module.bias is not None:
             nn.init.zeros_(module.bias)
     elif isinstance(module, nn.Embedding):
-        nn.init.normal_(module.weight, std=0.02)
+        nn.init.normal_(module.weight, std=std)

@@ -21,6 +21,7 @@ class CausalLanguageModel(TaskModule):
 
     `monitor` picks the validation metric that ranks runs (`compare`) and the best checkpoint:
     `val/loss` for language modelling, `val/acc` where only some answers count, as in MQAR recall.
+    `init_std` is the std of the GPT's normal initialisation (GPT-2's 0.02 by default).
     """
 
     def __init__(
@@ -44,6 +45,7 @@ class CausalLanguageModel(TaskModule):
         min_lr_ratio: float = 0.1,
         compile: bool = False,
         monitor: str = "val/loss",
+        init_std: float = 0.02,
     ) -> None:
         super().__init__()
         if monitor not in MONITORS:
@@ -61,7 +63,7 @@ class CausalLanguageModel(TaskModule):
         return GPT(
             vocab_size=hp.vocab_size, max_len=hp.max_len, dim=hp.dim, depth=hp.depth, num_heads=hp.num_heads,
             mlp_ratio=hp.mlp_ratio, attention=hp.attention, dropout=hp.dropout, drop_path=hp.drop_path,
-            bias=hp.bias, tie_weights=hp.tie_weights,
+            bias=hp.bias, tie_weights=hp.tie_weights, init_std=hp.init_std,
         )
 
     def forward(self, tokens):
