@@ -48,12 +48,13 @@ class RunResult:
 
     @property
     def best(self) -> tuple[int, float]:
-        """(epoch, value) of the best validation."""
+        """(training step, value) of the best validation: steps, not epochs, so that runs validated
+        within one long epoch (language models) say where their best was too."""
         if not self.curve:
             return -1, float("nan")
         pick = max if self.mode == "max" else min
-        epoch, _, value = pick(self.curve, key=lambda point: point[2])
-        return epoch, value
+        _, step, value = pick(self.curve, key=lambda point: point[2])
+        return step, value
 
 
 @dataclass
@@ -127,7 +128,7 @@ def _pm(mean: float, std: float, digits: int = 4) -> str:
 def table_rows(summaries: list[VariantSummary]) -> tuple[list[str], list[list[str]]]:
     monitor = summaries[0].runs[0].monitor
     has_test = any(r.test_value is not None for s in summaries for r in s.runs)
-    header = ["variant", f"final {monitor}", f"best {monitor}", "best epoch", "params total",
+    header = ["variant", f"final {monitor}", f"best {monitor}", "best step", "params total",
               "params attention", "train samples/s", "seeds"]
     if has_test:
         header.insert(3, monitor.replace("val/", "test/"))
@@ -140,7 +141,7 @@ def table_rows(summaries: list[VariantSummary]) -> tuple[list[str], list[list[st
             s.variant,
             _pm(*s.stat([r.final for r in s.runs])),
             _pm(*s.stat([r.best[1] for r in s.runs])),
-            f"{statistics.fmean(r.best[0] for r in s.runs):.1f}",
+            f"{statistics.fmean(r.best[0] for r in s.runs):.0f}",
             f"{s.runs[0].params_total:,}",
             f"{s.runs[0].params_attention:,}",
             f"{statistics.fmean(r.samples_per_second for r in s.runs):.0f}",
@@ -171,7 +172,7 @@ def write_results(output: Path, summaries: list[VariantSummary], command: str) -
     )
     with open(output / "results.csv", "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["variant", "seed", "final", "best", "best_epoch", "test", "params_total",
+        writer.writerow(["variant", "seed", "final", "best", "best_step", "test", "params_total",
                          "params_attention", "train_samples_per_s", "seconds", "log_dir"])
         for s in summaries:
             for r in s.runs:
