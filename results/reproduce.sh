@@ -48,11 +48,15 @@ mqar_lr() {      # 4 pairs at two other peak learning rates (recipe: 3e-3), 2 se
     .venv/bin/python results/sweep_table.py results/mqar_lr/accuracy_vs_lr.png "peak learning rate" \
         results/mqar_lr/lr_* results/mqar/kv_4 --default 3e-3
 }
-mqar_init() {    # 4 pairs with a wider init, N(0, 1/sqrt(d)) instead of GPT-2's N(0, 0.02), 2 seeds
+mqar_init() {    # a wider init, N(0, 1/sqrt(d)) instead of GPT-2's N(0, 0.02), 2 seeds: 4 pairs, then 8
     compare --config $MQAR --variants all --seeds 2 --model.init_args.init_std 0.125 \
         --output results/mqar_init/std_0.125
     .venv/bin/python results/sweep_table.py results/mqar_init/accuracy_vs_init.png "init std" \
         results/mqar_init/std_0.125 results/mqar/kv_4 --default 0.02
+    compare --config $MQAR --variants all --seeds 2 --model.init_args.init_std 0.125 \
+        --data.init_args.num_kv_pairs 8 --output results/mqar_init/kv_8_std_0.125
+    .venv/bin/python results/sweep_table.py results/mqar_init/accuracy_vs_init_8_pairs.png "init std" \
+        results/mqar_init/kv_8_std_0.125 results/mqar/kv_8 --default 0.02
 }
 
 sections=("${@:-all}")
