@@ -21,7 +21,7 @@ vit_lr() {       # the same at three other peak learning rates (recipe: 4e-3), 2
     done
     # with the recipe's 4e-3 from the `vit` section (3 seeds)
     .venv/bin/python results/sweep_table.py results/vit_digits_lr/accuracy_vs_lr.png "peak learning rate" \
-        results/vit_digits_lr/lr_* results/vit_digits --default 4e-3
+        results/vit_digits_lr/lr_* results/vit_digits=4e-3
 }
 vit_control() {  # standard attention with MLP width 1.0 d: the same parameter count as `efficient`
     compare --config $VIT --variants standard --seeds 3 --test --model.init_args.mlp_ratio 1.0 \
@@ -46,17 +46,17 @@ mqar_lr() {      # 4 pairs at two other peak learning rates (recipe: 3e-3), 2 se
         compare --config $MQAR --variants all --seeds 2 --model.init_args.lr $lr --output results/mqar_lr/lr_$lr
     done
     .venv/bin/python results/sweep_table.py results/mqar_lr/accuracy_vs_lr.png "peak learning rate" \
-        results/mqar_lr/lr_* results/mqar/kv_4 --default 3e-3
+        results/mqar_lr/lr_* results/mqar/kv_4=3e-3
 }
 mqar_init() {    # a wider init, N(0, 1/sqrt(d)) instead of GPT-2's N(0, 0.02), 2 seeds: 4 pairs, then 8
     compare --config $MQAR --variants all --seeds 2 --model.init_args.init_std 0.125 \
         --output results/mqar_init/std_0.125
     .venv/bin/python results/sweep_table.py results/mqar_init/accuracy_vs_init.png "init std" \
-        results/mqar_init/std_0.125 results/mqar/kv_4 --default 0.02
+        results/mqar_init/std_0.125 results/mqar/kv_4=0.02
     compare --config $MQAR --variants all --seeds 2 --model.init_args.init_std 0.125 \
         --data.init_args.num_kv_pairs 8 --output results/mqar_init/kv_8_std_0.125
     .venv/bin/python results/sweep_table.py results/mqar_init/accuracy_vs_init_8_pairs.png "init std" \
-        results/mqar_init/kv_8_std_0.125 results/mqar/kv_8 --default 0.02
+        results/mqar_init/kv_8_std_0.125 results/mqar/kv_8=0.02
 }
 
 sections=("${@:-all}")

@@ -2,11 +2,11 @@
 validation metric of every variant (mean ± std over seeds) in each folder.
 
     python results/sweep_table.py results/mqar/accuracy_vs_pairs.png "key-value pairs" results/mqar/kv_*
-    python results/sweep_table.py results/vit_digits_lr/accuracy_vs_lr.png "peak learning rate" \\
-        results/vit_digits_lr/lr_* results/vit_digits
+    python results/sweep_table.py results/vit_digits_lr/accuracy_vs_lr.png "peak learning rate" \
+        results/vit_digits_lr/lr_* results/vit_digits=4e-3
 
-A folder's column is named by what follows the last `_` of its name (`kv_8` -> 8, `lr_2e-3` ->
-2e-3); a folder without a number there (results/vit_digits) is given as `--default VALUE`.
+A folder's setting is what follows the last `_` of its name (`kv_8` -> 8, `lr_2e-3` -> 2e-3), or
+the value given after `=` (`results/vit_digits=4e-3`, for a run at the recipe's own setting).
 """
 
 from __future__ import annotations
@@ -22,13 +22,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
-def setting_of(folder: Path, default: str | None) -> float:
+def folder_and_setting(argument: str) -> tuple[Path, float]:
+    path, _, given = argument.partition("=")
+    folder = Path(path)
+    text = given or folder.name.rsplit("_", 1)[-1]
     try:
-        return float(folder.name.rsplit("_", 1)[-1])
+        return folder, float(text)
     except ValueError:
-        if default is None:
-            raise SystemExit(f"error: cannot read a setting from folder name {folder.name!r}; name it like kv_8 or pass --default.")
-        return float(default)
+        raise SystemExit(f"error: cannot read a setting from {argument!r}; name the folder like kv_8 or write FOLDER=VALUE.") from None
 
 
 def load(folder: Path) -> tuple[str, dict[str, list[float]]]:
@@ -49,13 +50,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("plot", type=Path, help="PNG to write")
     parser.add_argument("label", help="what the folders vary, for the table and the x axis")
-    parser.add_argument("folders", type=Path, nargs="+", help="compare output folders")
-    parser.add_argument("--default", help="the setting of a folder whose name carries none")
+    parser.add_argument("folders", nargs="+", help="compare output folders, each optionally FOLDER=SETTING")
     args = parser.parse_args()
-    for folder in args.folders:
+    folders = [folder_and_setting(argument) for argument in args.folders]
+    for folder, _ in folders:
         if not (folder / "results.csv").is_file():
             parser.exit(2, f"error: {folder}/results.csv does not exist; run the comparison first.\n")
-    loaded = sorted(((setting_of(folder, args.default), *load(folder)) for folder in args.folders), key=lambda t: t[0])
+    loaded = sorted(((setting, *load(folder)) for folder, setting in folders), key=lambda t: t[0])
     settings = [setting for setting, _, _ in loaded]
     monitor = loaded[0][1]
     variants = list(loaded[0][2])

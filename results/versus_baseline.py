@@ -1,5 +1,5 @@
-"""Which differences exceed the seed spread: each variant's final validation metric minus the
-baseline's, with the standard error of that difference over seeds.
+"""Which differences exceed the seed spread: each variant's final validation metric (or `--column`)
+minus the baseline's, with the standard error of that difference over seeds.
 
     python results/versus_baseline.py results/vit_digits
     python results/versus_baseline.py results/gpt_stdlib --extra results/gpt_stdlib_control:standard_mlp3
@@ -18,11 +18,13 @@ import statistics
 from pathlib import Path
 
 
-def finals(folder: Path) -> dict[str, list[float]]:
+def values_of(folder: Path, column: str) -> dict[str, list[float]]:
     by_variant: dict[str, list[float]] = {}
     with open(folder / "results.csv") as f:
         for row in csv.DictReader(f):
-            by_variant.setdefault(row["variant"], []).append(float(row["final"]))
+            if not row[column]:
+                raise SystemExit(f"error: {folder}/results.csv has no {column!r} values; was it run with --test?")
+            by_variant.setdefault(row["variant"], []).append(float(row[column]))
     return by_variant
 
 
@@ -31,17 +33,19 @@ def main() -> None:
     parser.add_argument("folder", type=Path, help="a compare output folder")
     parser.add_argument("--baseline", default="standard")
     parser.add_argument("--extra", action="append", default=[], help="FOLDER:NAME, runs to add under NAME")
+    parser.add_argument("--column", default="final", choices=["final", "best", "test"],
+                        help="final or best validation value, or the best checkpoint's test value (compare --test)")
     args = parser.parse_args()
-    runs = finals(args.folder)
+    runs = values_of(args.folder, args.column)
     for extra in args.extra:
         folder, _, name = extra.rpartition(":")
         if not folder or not name:
             parser.exit(2, f"error: --extra {extra!r} is not FOLDER:NAME.\n")
-        runs[name] = [value for values in finals(Path(folder)).values() for value in values]
+        runs[name] = [value for values in values_of(Path(folder), args.column).values() for value in values]
     if args.baseline not in runs:
         parser.exit(2, f"error: baseline {args.baseline!r} is not among the variants {', '.join(runs)}.\n")
     base = runs[args.baseline]
-    print(f"| variant | final (mean ± std) | Δ vs {args.baseline} | 2 × SE of Δ | beyond the seed spread |")
+    print(f"| variant | {args.column} (mean ± std) | Δ vs {args.baseline} | 2 × SE of Δ | beyond the seed spread |")
     print("|---|---|---|---|---|")
     for name, values in runs.items():
         mean, std = statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
