@@ -63,8 +63,12 @@ class VariantSummary:
     runs: list[RunResult] = field(default_factory=list)
 
     def stat(self, values: list[float]) -> tuple[float, float]:
-        mean = statistics.fmean(values)
-        return mean, statistics.stdev(values) if len(values) > 1 else 0.0
+        return mean_std(values)
+
+
+def mean_std(values: list[float]) -> tuple[float, float]:
+    """Mean and sample std (0 for a single value): the "mean ± std over seeds" of every table."""
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
 def parse_variants(tokens: list[str]) -> list[str]:
@@ -180,6 +184,18 @@ def write_results(output: Path, summaries: list[VariantSummary], command: str) -
                                  r.params_attention, r.samples_per_second, round(r.seconds, 1), r.log_dir])
     plot(output / "results.png", summaries)
     return table
+
+
+def read_results(output: Path, column: str = "final") -> dict[str, list[float]]:
+    """{variant: [value of each seed]} from the results.csv `write_results` wrote into `output`;
+    `column` is final, best or test."""
+    by_variant: dict[str, list[float]] = {}
+    with open(output / "results.csv") as f:
+        for row in csv.DictReader(f):
+            if not row[column]:
+                raise ConfigError(f"{output}/results.csv has no {column!r} values; was it run with --test?")
+            by_variant.setdefault(row["variant"], []).append(float(row[column]))
+    return by_variant
 
 
 def plot(path: Path, summaries: list[VariantSummary]) -> None:

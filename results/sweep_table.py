@@ -12,14 +12,14 @@ the value given after `=` (`results/vit_digits=4e-3`, for a run at the recipe's 
 from __future__ import annotations
 
 import argparse
-import csv
-import statistics
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+from lit_attention.compare import mean_std, read_results  # noqa: E402
 
 
 def folder_and_setting(argument: str) -> tuple[Path, float]:
@@ -34,16 +34,8 @@ def folder_and_setting(argument: str) -> tuple[Path, float]:
 
 def load(folder: Path) -> tuple[str, dict[str, list[float]]]:
     """(monitor, {variant: [final value of each seed]}) from a compare output folder."""
-    finals: dict[str, list[float]] = {}
-    with open(folder / "results.csv") as f:
-        for row in csv.DictReader(f):
-            finals.setdefault(row["variant"], []).append(float(row["final"]))
     monitor = (folder / "results.md").read_text().split("| final ", 1)[1].split(" |", 1)[0]
-    return monitor, finals
-
-
-def mean_std(values: list[float]) -> tuple[float, float]:
-    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+    return monitor, read_results(folder)
 
 
 def main() -> None:

@@ -12,20 +12,12 @@ comparison (e.g. a parameter-matched control) under a new name.
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import statistics
 from pathlib import Path
 
-
-def values_of(folder: Path, column: str) -> dict[str, list[float]]:
-    by_variant: dict[str, list[float]] = {}
-    with open(folder / "results.csv") as f:
-        for row in csv.DictReader(f):
-            if not row[column]:
-                raise SystemExit(f"error: {folder}/results.csv has no {column!r} values; was it run with --test?")
-            by_variant.setdefault(row["variant"], []).append(float(row[column]))
-    return by_variant
+from lit_attention.compare import mean_std, read_results
+from lit_attention.errors import ConfigError
 
 
 def main() -> None:
@@ -36,23 +28,26 @@ def main() -> None:
     parser.add_argument("--column", default="final", choices=["final", "best", "test"],
                         help="final or best validation value, or the best checkpoint's test value (compare --test)")
     args = parser.parse_args()
-    runs = values_of(args.folder, args.column)
-    for extra in args.extra:
-        folder, _, name = extra.rpartition(":")
-        if not folder or not name:
-            parser.exit(2, f"error: --extra {extra!r} is not FOLDER:NAME.\n")
-        runs[name] = [value for values in values_of(Path(folder), args.column).values() for value in values]
+    try:
+        runs = read_results(args.folder, args.column)
+        for extra in args.extra:
+            folder, _, name = extra.rpartition(":")
+            if not folder or not name:
+                parser.exit(2, f"error: --extra {extra!r} is not FOLDER:NAME.\n")
+            runs[name] = [value for values in read_results(Path(folder), args.column).values() for value in values]
+    except ConfigError as error:
+        parser.exit(2, f"error: {error}\n")
     if args.baseline not in runs:
         parser.exit(2, f"error: baseline {args.baseline!r} is not among the variants {', '.join(runs)}.\n")
     base = runs[args.baseline]
     print(f"| variant | {args.column} (mean ± std) | Δ vs {args.baseline} | 2 × SE of Δ | beyond the seed spread |")
     print("|---|---|---|---|---|")
     for name, values in runs.items():
-        mean, std = statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+        mean, std = mean_std(values)
         if name == args.baseline:
             print(f"| {name} | {mean:.4f} ± {std:.4f} | | | |")
             continue
-        delta = mean - statistics.fmean(base)
+        delta = mean - mean_std(base)[0]
         se = math.sqrt(std**2 / len(values) + statistics.variance(base) / len(base))
         print(f"| {name} | {mean:.4f} ± {std:.4f} | {delta:+.4f} | {2 * se:.4f} | {'yes' if abs(delta) > 2 * se else 'no'} |")
 
