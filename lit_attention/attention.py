@@ -29,7 +29,7 @@ scores, explicit masks, explicit softmax) kept so tests can prove the fused one 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 
 import torch
 import torch.nn.functional as F
@@ -40,38 +40,65 @@ from lit_attention.errors import ConfigError
 QUERY_OPTIONS = ("linear", "identity", "residual", "residual_mlp")
 KEY_OPTIONS = ("linear", "identity")
 VALUE_OPTIONS = ("linear", "identity")
-VALUE_MIX_INITS = ("identity", "normal")
+QUERY_SCALES = ("standard", "half")
+VALUE_MIX_INITS = ("identity", "xavier", "orthogonal", "normal")
+AXES = ("query", "key", "value", "value_mix")
 
 
 @dataclass(frozen=True)
 class AttentionSpec:
-    """Where a variant sits on the query / key / value axes, and whether W_A mixes values."""
+    """How one attention variant is built: where it sits on the query / key / value axes, whether
+    W_A mixes values, and the three settings that shape it without changing what it can represent.
+
+    query_scale: `standard` multiplies the scores by 1/sqrt(d_h), `half` by 1/(2 sqrt(d_h)). The
+        nonlinear-query authors use `half` for every query that is not X W_Q (identity, residual and
+        residual_mlp: their (X + f(X))/2), so that is the default there; `linear` defaults to `standard`.
+    query_hidden: r, the hidden width of the `residual_mlp` query (None: d/2).
+    value_mix_init: W_A's initialisation: `identity` (`super` starts out as `efficient`), `xavier`
+        (uniform), `orthogonal` or `normal` (N(0, 1/l)).
+    """
 
     query: str = "linear"
     key: str = "linear"
     value: str = "linear"
     value_mix: bool = False
+    query_scale: str | None = None  # None: the query axis' default (see above)
+    query_hidden: int | None = None
+    value_mix_init: str = "identity"
 
     def __post_init__(self) -> None:
-        for axis, options in (("query", QUERY_OPTIONS), ("key", KEY_OPTIONS), ("value", VALUE_OPTIONS)):
+        for axis, options in (("query", QUERY_OPTIONS), ("key", KEY_OPTIONS), ("value", VALUE_OPTIONS),
+                              ("query_scale", (None, *QUERY_SCALES)), ("value_mix_init", VALUE_MIX_INITS)):
             choice = getattr(self, axis)
             if choice not in options:
-                raise ConfigError(
-                    f"Unknown {axis} option {choice!r}; valid {axis} options are {', '.join(options)}."
-                )
+                valid = ", ".join(o for o in options if o is not None)
+                raise ConfigError(f"Unknown {axis} option {choice!r}; valid {axis} options are {valid}.")
         if not isinstance(self.value_mix, bool):
             raise ConfigError(f"value_mix must be true or false, got {self.value_mix!r}.")
+        if self.query_hidden is not None and (isinstance(self.query_hidden, bool) or not isinstance(self.query_hidden, int)
+                                              or self.query_hidden < 1):
+            raise ConfigError(f"query_hidden={self.query_hidden!r} is invalid; give a positive width r (or leave it unset for d/2).")
+        if self.query_scale is None:  # frozen: fill the default in place once
+            object.__setattr__(self, "query_scale", "standard" if self.query == "linear" else "half")
 
     @property
     def name(self) -> str:
-        """The preset name when the spec is a preset, else a compact `axis=option` string."""
+        """The preset's name, followed by the settings that differ from it (`super,value_mix_init=xavier`);
+        for axes no preset has, every axis and the settings that differ from their defaults.
+        `resolve_spec(spec.name) == spec`."""
         for preset, spec in PRESETS.items():
-            if spec == self:
-                return preset
-        return ",".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self)).lower()
+            if all(getattr(spec, axis) == getattr(self, axis) for axis in AXES):
+                return ",".join([preset, *_changed_settings(self, spec)])
+        axes = [f"{axis}={str(getattr(self, axis)).lower()}" for axis in AXES]
+        return ",".join(axes + _changed_settings(self, AttentionSpec(**{a: getattr(self, a) for a in AXES})))
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def _changed_settings(spec: AttentionSpec, reference: AttentionSpec) -> list[str]:
+    return [f"{f.name}={getattr(spec, f.name)}" for f in fields(spec)
+            if f.name not in AXES and getattr(spec, f.name) != getattr(reference, f.name)]
 
 
 PRESETS: dict[str, AttentionSpec] = {
@@ -83,10 +110,11 @@ PRESETS: dict[str, AttentionSpec] = {
     "residual_query": AttentionSpec("residual", "linear", "linear"),
     "nonlinear_query": AttentionSpec("residual_mlp", "linear", "linear"),
 }
+SPEC_FIELDS = tuple(f.name for f in fields(AttentionSpec))
 
 
 def list_presets() -> list[str]:
-    """Names of the named variants, in the order of DESIGN.md's table."""
+    """Names of the named variants, in the order of the variants table (docs/DESIGN.md)."""
     return list(PRESETS)
 
 
@@ -99,33 +127,76 @@ def _parse_bool(text: str) -> bool:
     raise ConfigError(f"value_mix must be true or false, got {text!r}.")
 
 
+def _parse_int(name: str, text: str) -> int | None:
+    if text.strip().lower() in ("none", "null"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number, got {text!r}.") from None
+
+
+SPEC_EXAMPLES = "'nonlinear_query', 'super,value_mix_init=xavier' or 'query=residual_mlp,key=identity,value=identity,value_mix=true'"
+
+
 def resolve_spec(variant: str | dict | AttentionSpec) -> AttentionSpec:
-    """Turn a preset name, an `axis=option,...` string, a dict or a spec into an AttentionSpec."""
+    """Turn a preset name, an `[preset,]axis=option,...` string, a dict or a spec into an AttentionSpec.
+
+    A preset may be followed by settings that change it: `identity_query,query_scale=standard`.
+    A dict may name its preset under the key `preset`.
+    """
     if isinstance(variant, AttentionSpec):
         return variant
     if isinstance(variant, dict):
-        unknown = set(variant) - {f.name for f in fields(AttentionSpec)}
+        settings = dict(variant)
+        base = settings.pop("preset", None)
+        unknown = set(settings) - set(SPEC_FIELDS)
         if unknown:
             raise ConfigError(
-                f"Unknown attention axis {sorted(unknown)[0]!r}; valid axes are query, key, value, value_mix."
+                f"Unknown attention axis {sorted(unknown)[0]!r}; valid axes are query, key, value, value_mix "
+                f"(and the settings query_scale, query_hidden, value_mix_init, or preset)."
             )
-        spec = dict(variant)
-        if isinstance(spec.get("value_mix"), str):
-            spec["value_mix"] = _parse_bool(spec["value_mix"])
-        return AttentionSpec(**spec)
+        if isinstance(settings.get("value_mix"), str):
+            settings["value_mix"] = _parse_bool(settings["value_mix"])
+        if isinstance(settings.get("query_hidden"), str):
+            settings["query_hidden"] = _parse_int("query_hidden", settings["query_hidden"])
+        if base is None:
+            return AttentionSpec(**settings)
+        preset = _preset(base)
+        if any(axis in settings for axis in AXES):
+            raise ConfigError(f"Attention spec {variant!r} changes an axis of preset {base!r}; "
+                              "give either a preset with settings or every axis without a preset.")
+        # A preset's scale follows its query axis unless it is set explicitly.
+        return replace(preset, **settings)
     if isinstance(variant, str):
-        if variant in PRESETS:
-            return PRESETS[variant]
-        if "=" in variant:
-            pairs = [item.split("=", 1) for item in variant.split(",") if item.strip()]
-            return resolve_spec({k.strip(): v.strip() for k, v in pairs})
-        raise ConfigError(
-            f"Unknown attention variant {variant!r}; valid presets are {', '.join(PRESETS)} "
-            "(or an axes spec such as 'query=residual_mlp,key=identity,value=identity,value_mix=true')."
-        )
+        items = [item.strip() for item in variant.split(",") if item.strip()]
+        if not items:
+            raise ConfigError(f"The attention variant is empty; valid presets are {', '.join(PRESETS)}.")
+        settings: dict = {}
+        if "=" not in items[0]:
+            settings["preset"] = items.pop(0)
+            if settings["preset"] not in PRESETS:
+                _preset(settings["preset"])  # raises the unknown-preset sentence
+        for item in items:
+            if "=" not in item:
+                raise ConfigError(
+                    f"Malformed attention spec {variant!r}: {item!r} is not an axis=option pair; "
+                    f"write for example {SPEC_EXAMPLES}."
+                )
+            key, value = (part.strip() for part in item.split("=", 1))
+            settings[key] = value
+        return resolve_spec(settings)
     raise ConfigError(
         f"Attention variant must be a preset name, a dict or an AttentionSpec, got {type(variant).__name__}."
     )
+
+
+def _preset(name: str) -> AttentionSpec:
+    if name not in PRESETS:
+        raise ConfigError(
+            f"Unknown attention variant {name!r}; valid presets are {', '.join(PRESETS)} (or a spec such as {SPEC_EXAMPLES})."
+        )
+    return PRESETS[name]
 
 
 class QueryMLP(nn.Module):
@@ -133,13 +204,25 @@ class QueryMLP(nn.Module):
 
     def __init__(self, dim: int, hidden: int) -> None:
         super().__init__()
-        self.norm_in = nn.RMSNorm(dim)
+        self.norm_in = nn.RMSNorm(dim, eps=1e-5)  # the authors' eps (torch's default is the dtype's epsilon)
         self.up = nn.Linear(dim, hidden, bias=False)
         self.down = nn.Linear(hidden, dim, bias=False)
         self.norm_out = nn.LayerNorm(dim, bias=False)  # weight-only LN
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.norm_out(self.down(F.gelu(self.up(self.norm_in(x)))))
+
+
+def value_mix_init(kind: str, length: int) -> torch.Tensor:
+    """A fresh (length, length) W_A initialised as `kind` (see AttentionSpec.value_mix_init)."""
+    weight = torch.empty(length, length)
+    if kind == "identity":
+        return nn.init.eye_(weight)
+    if kind == "xavier":
+        return nn.init.xavier_uniform_(weight)
+    if kind == "orthogonal":
+        return nn.init.orthogonal_(weight)
+    return nn.init.normal_(weight, std=1.0 / math.sqrt(length))
 
 
 class MultiHeadAttention(nn.Module):
@@ -155,8 +238,6 @@ class MultiHeadAttention(nn.Module):
         bias: biases on the projections.
         dropout: dropout on attention weights and on the output.
         cross_attention: keys and values come from `memory` passed to `forward`.
-        query_hidden: r for the `residual_mlp` query (default d / 2).
-        value_mix_init: `identity` (the default: `super` starts out as `efficient`) or `normal`.
         fused: use `F.scaled_dot_product_attention`; False selects the plain-math reference path.
     """
 
@@ -170,8 +251,6 @@ class MultiHeadAttention(nn.Module):
         bias: bool = False,
         dropout: float = 0.0,
         cross_attention: bool = False,
-        query_hidden: int | None = None,
-        value_mix_init: str = "identity",
         fused: bool = True,
     ) -> None:
         super().__init__()
@@ -185,8 +264,6 @@ class MultiHeadAttention(nn.Module):
                 f"max_len={max_len} is invalid: variant {self.spec.name!r} mixes values with W_A "
                 "and needs max_len, a positive sequence length."
             )
-        if value_mix_init not in VALUE_MIX_INITS:
-            raise ConfigError(f"Unknown value_mix_init {value_mix_init!r}; valid choices are {', '.join(VALUE_MIX_INITS)}.")
         self.dim, self.num_heads, self.head_dim = dim, num_heads, dim // num_heads
         self.max_len, self.causal, self.cross_attention = max_len, causal, cross_attention
         self.dropout = dropout
@@ -205,18 +282,17 @@ class MultiHeadAttention(nn.Module):
         # One fused projection for the kept matrices that read x (never one Linear per head).
         self.in_proj = nn.Linear(dim, len(from_x) * dim, bias=bias) if from_x else None
         self.memory_proj = nn.Linear(dim, len(from_memory) * dim, bias=bias) if from_memory else None
-        self.query_mlp = QueryMLP(dim, query_hidden or dim // 2) if self.spec.query == "residual_mlp" else None
+        self.query_mlp = QueryMLP(dim, self.spec.query_hidden or dim // 2) if self.spec.query == "residual_mlp" else None
         self.out_proj = nn.Linear(dim, dim, bias=bias)  # W_O is kept in every variant
 
         if self.spec.value_mix:
-            init = torch.eye(max_len) if value_mix_init == "identity" else torch.randn(max_len, max_len) / math.sqrt(max_len)
-            self.value_mix = nn.Parameter(init)
+            self.value_mix = nn.Parameter(value_mix_init(self.spec.value_mix_init, max_len))
         else:
             self.register_parameter("value_mix", None)
 
-        # (X + f(X)) / 2 folded into the softmax scale, as in the nonlinear-query paper.
+        # `half` is the nonlinear-query paper's Q = (X + f(X)) / 2, folded into the softmax scale.
         self.scale = 1.0 / math.sqrt(self.head_dim)
-        if self.spec.query == "residual_mlp":
+        if self.spec.query_scale == "half":
             self.scale /= 2.0
 
     # ------------------------------------------------------------------ projections

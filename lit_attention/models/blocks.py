@@ -6,6 +6,10 @@ import torch
 from torch import nn
 
 from lit_attention.attention import AttentionSpec, MultiHeadAttention, count_attention_parameters
+from lit_attention.errors import ConfigError
+
+# GPT-2 uses the tanh approximation of GELU; ViT, BERT and most recent models the exact one.
+ACTIVATIONS = {"gelu": "none", "gelu_tanh": "tanh"}
 
 
 class DropPath(nn.Module):
@@ -23,10 +27,12 @@ class DropPath(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, dim: int, hidden: int, dropout: float = 0.0, bias: bool = True) -> None:
+    def __init__(self, dim: int, hidden: int, dropout: float = 0.0, bias: bool = True, activation: str = "gelu") -> None:
         super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ConfigError(f"Unknown activation {activation!r}; valid choices are {', '.join(ACTIVATIONS)}.")
         self.fc1 = nn.Linear(dim, hidden, bias=bias)
-        self.act = nn.GELU()
+        self.act = nn.GELU(approximate=ACTIVATIONS[activation])
         self.fc2 = nn.Linear(hidden, dim, bias=bias)  # a residual projection (scaled init in GPT)
         self.dropout = nn.Dropout(dropout)
 
@@ -51,19 +57,21 @@ class TransformerBlock(nn.Module):
         bias: bool = True,
         cross_attention: bool = False,
         memory_max_len: int | None = None,
+        activation: str = "gelu",
+        norm_eps: float = 1e-5,
     ) -> None:
         super().__init__()
-        self.norm1 = nn.LayerNorm(dim, bias=bias)
+        self.norm1 = nn.LayerNorm(dim, eps=norm_eps, bias=bias)
         self.attn = MultiHeadAttention(dim, num_heads, attention, max_len=max_len, causal=causal, bias=bias, dropout=dropout)
         if cross_attention:
-            self.norm_cross = nn.LayerNorm(dim, bias=bias)
+            self.norm_cross = nn.LayerNorm(dim, eps=norm_eps, bias=bias)
             self.cross_attn = MultiHeadAttention(
                 dim, num_heads, attention, max_len=memory_max_len, bias=bias, dropout=dropout, cross_attention=True
             )
         else:
             self.norm_cross = self.cross_attn = None
-        self.norm2 = nn.LayerNorm(dim, bias=bias)
-        self.mlp = MLP(dim, int(dim * mlp_ratio), dropout, bias)
+        self.norm2 = nn.LayerNorm(dim, eps=norm_eps, bias=bias)
+        self.mlp = MLP(dim, int(dim * mlp_ratio), dropout, bias, activation)
         self.drop_path = DropPath(drop_path)
 
     def forward(

@@ -14,7 +14,11 @@ from lit_attention.models.blocks import TransformerBlock, drop_path_rates, param
 
 
 class GPT(nn.Module):
-    """A nanoGPT-style language model whose attention is any variant (W_A lower-triangular for `super`)."""
+    """A nanoGPT-style language model whose attention is any variant (W_A lower-triangular for `super`).
+
+    With `bias=True, activation="gelu_tanh"` and `attention="standard"` it computes exactly what
+    Hugging Face's GPT2LMHeadModel computes; `GPT.from_gpt2` loads its weights.
+    """
 
     def __init__(
         self,
@@ -30,6 +34,8 @@ class GPT(nn.Module):
         bias: bool = False,
         tie_weights: bool = True,
         init_std: float = 0.02,
+        activation: str = "gelu",
+        norm_eps: float = 1e-5,
     ) -> None:
         super().__init__()
         if not init_std > 0:
@@ -40,10 +46,10 @@ class GPT(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.blocks = nn.ModuleList(
             TransformerBlock(dim, num_heads, attention, max_len=max_len, causal=True, mlp_ratio=mlp_ratio,
-                             dropout=dropout, drop_path=rate, bias=bias)
+                             dropout=dropout, drop_path=rate, bias=bias, activation=activation, norm_eps=norm_eps)
             for rate in drop_path_rates(drop_path, depth)
         )
-        self.norm = nn.LayerNorm(dim, bias=bias)
+        self.norm = nn.LayerNorm(dim, eps=norm_eps, bias=bias)
         self.lm_head = nn.Linear(dim, vocab_size, bias=False)
         if tie_weights:
             self.lm_head.weight = self.token_embed.weight
@@ -87,6 +93,36 @@ class GPT(nn.Module):
 
     def parameter_counts(self) -> dict[str, int]:
         return parameter_counts(self, [self.token_embed.weight, self.pos_embed.weight])
+
+    @classmethod
+    def from_gpt2(cls, state_dict: dict[str, torch.Tensor], num_heads: int | None = None,
+                  vocab_size: int | None = None, **kwargs) -> "GPT":
+        """A standard-attention GPT holding the weights of a Hugging Face GPT-2 state dict
+        (`GPT2LMHeadModel` or `GPT2Model`, e.g. `GPT2LMHeadModel.from_pretrained("gpt2").state_dict()`).
+
+        Sizes come from the weights; `num_heads` defaults to dim / 64, the head width of every GPT-2.
+        A larger `vocab_size` (a pad token, say) keeps GPT-2's rows and initialises the new ones.
+        `kwargs` go to the constructor (dropout, say); the architecture is GPT-2's.
+        """
+        from lit_attention.models.ports import gpt2_state_dict
+
+        weights, sizes = gpt2_state_dict(state_dict)
+        vocab_size = sizes["vocab_size"] if vocab_size is None else vocab_size
+        if vocab_size < sizes["vocab_size"]:
+            raise ConfigError(f"vocab_size={vocab_size} is smaller than the checkpoint's {sizes['vocab_size']}; "
+                              "give at least that many.")
+        model = cls(vocab_size=vocab_size, max_len=sizes["max_len"], dim=sizes["dim"], depth=sizes["depth"],
+                    num_heads=num_heads or sizes["dim"] // 64, attention="standard", bias=True,
+                    tie_weights=True, activation="gelu_tanh", norm_eps=1e-5, **kwargs)
+        model = model.to(weights["token_embed.weight"].dtype)  # in the weights' own precision
+        embedding = model.token_embed.weight.detach().clone()
+        embedding[: sizes["vocab_size"]] = weights.pop("token_embed.weight")
+        weights["token_embed.weight"] = embedding
+        model.load_state_dict(weights, strict=False)  # lm_head.weight is the tied token embedding
+        missing = set(model.state_dict()) - set(weights) - {"lm_head.weight"}
+        if missing:
+            raise ConfigError(f"The GPT-2 state dict lacks {sorted(missing)[0]!r}; pass a GPT2LMHeadModel or GPT2Model state dict.")
+        return model
 
 
 def _init_weights(module: nn.Module, std: float) -> None:

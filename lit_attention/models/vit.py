@@ -14,7 +14,12 @@ POOLS = ("cls", "mean")
 
 class VisionTransformer(nn.Module):
     """ViT for small images (patch 4 for 32x32, 2 for 8x8). For `super`, W_A spans every token
-    (patches plus CLS), so l = (image_size / patch_size)^2 + 1 with CLS pooling."""
+    (patches plus CLS), so l = (image_size / patch_size)^2 + 1 with CLS pooling.
+
+    With `norm_eps=1e-6` and `attention="standard"` it computes exactly what timm's
+    VisionTransformer (class token, qkv bias) computes; `lit_attention.models.ports.timm_vit_state_dict`
+    converts its weights.
+    """
 
     def __init__(
         self,
@@ -31,6 +36,7 @@ class VisionTransformer(nn.Module):
         dropout: float = 0.0,
         drop_path: float = 0.0,
         bias: bool = True,
+        norm_eps: float = 1e-5,
     ) -> None:
         super().__init__()
         if image_size % patch_size != 0:
@@ -50,10 +56,10 @@ class VisionTransformer(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.blocks = nn.ModuleList(
             TransformerBlock(dim, num_heads, attention, max_len=self.num_tokens, mlp_ratio=mlp_ratio,
-                             dropout=dropout, drop_path=rate, bias=bias)
+                             dropout=dropout, drop_path=rate, bias=bias, norm_eps=norm_eps)
             for rate in drop_path_rates(drop_path, depth)
         )
-        self.norm = nn.LayerNorm(dim, bias=bias)
+        self.norm = nn.LayerNorm(dim, eps=norm_eps, bias=bias)
         self.head = nn.Linear(dim, num_classes)
         self.apply(_init_weights)
 

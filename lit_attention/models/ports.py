@@ -1,0 +1,62 @@
+"""Weights from the reference implementations, renamed for this project's models.
+
+* `gpt2_state_dict`: Hugging Face transformers' GPT-2 (`GPT2LMHeadModel` / `GPT2Model`). GPT-2 stores
+  its linear layers as `Conv1D` with (in, out) weights, so each is transposed; `c_attn` holds W_Q, W_K
+  and W_V side by side in that order, which is the row order of our fused `in_proj`.
+* `timm_vit_state_dict`: timm's `VisionTransformer` with a class token; its `qkv` is our `in_proj`.
+
+Tests port randomly initialised reference models and compare logits in float64, so a renamed or
+transposed weight cannot go unnoticed.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+from lit_attention.errors import ConfigError
+
+# GPT-2 name (after `transformer.`, per block after `h.<i>.`) -> ours, and whether it is a Conv1D weight.
+_GPT2_BLOCK = {
+    "ln_1": "norm1", "ln_2": "norm2", "attn.c_attn": "attn.in_proj", "attn.c_proj": "attn.out_proj",
+    "mlp.c_fc": "mlp.fc1", "mlp.c_proj": "mlp.fc2",
+}
+_GPT2_TOP = {"wte.weight": "token_embed.weight", "wpe.weight": "pos_embed.weight", "ln_f.weight": "norm.weight",
+             "ln_f.bias": "norm.bias"}
+_TIMM_BLOCK = {"attn.qkv": "attn.in_proj", "attn.proj": "attn.out_proj"}
+
+
+def gpt2_state_dict(state_dict: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, int]]:
+    """(our GPT's state dict, its sizes: vocab_size, max_len, dim, depth) from a GPT-2 state dict."""
+    ours: dict[str, torch.Tensor] = {}
+    for name, tensor in state_dict.items():
+        name = name.removeprefix("transformer.")
+        if name == "lm_head.weight" or name.endswith((".attn.bias", ".attn.masked_bias")):
+            continue  # the head is tied to wte; the causal-mask buffers of old versions are not weights
+        if name in _GPT2_TOP:
+            ours[_GPT2_TOP[name]] = tensor
+            continue
+        match = re.fullmatch(r"h\.(\d+)\.(.+)\.(weight|bias)", name)
+        if match is None or match.group(2) not in _GPT2_BLOCK:
+            raise ConfigError(f"Unexpected GPT-2 weight {name!r}; pass a GPT2LMHeadModel or GPT2Model state dict.")
+        block, layer, kind = match.groups()
+        conv1d = kind == "weight" and not layer.startswith("ln_")
+        ours[f"blocks.{block}.{_GPT2_BLOCK[layer]}.{kind}"] = tensor.t().contiguous() if conv1d else tensor
+    if "token_embed.weight" not in ours or "pos_embed.weight" not in ours:
+        raise ConfigError("The state dict has no GPT-2 token or position embedding (wte, wpe); pass a GPT-2 state dict.")
+    vocab_size, dim = ours["token_embed.weight"].shape
+    depth = 1 + max((int(k.split(".")[1]) for k in ours if k.startswith("blocks.")), default=-1)
+    return ours, {"vocab_size": vocab_size, "max_len": ours["pos_embed.weight"].shape[0], "dim": dim, "depth": depth}
+
+
+def timm_vit_state_dict(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Our VisionTransformer's state dict from a timm VisionTransformer's (class token, no extra norms)."""
+    ours: dict[str, torch.Tensor] = {}
+    for name, tensor in state_dict.items():
+        if name.startswith("patch_embed.proj."):
+            name = name.replace("patch_embed.proj.", "patch_embed.")
+        for theirs, mine in _TIMM_BLOCK.items():
+            name = name.replace(f".{theirs}.", f".{mine}.")
+        ours[name] = tensor
+    return ours

@@ -1,0 +1,69 @@
+"""Our GPT and ViT compute exactly what transformers' GPT-2 and timm's ViT compute, given their weights."""
+
+import pytest
+import torch
+
+from lit_attention.models import GPT, VisionTransformer
+from lit_attention.models.ports import timm_vit_state_dict
+
+transformers = pytest.importorskip("transformers", reason="transformers is in the dev extra")  # always installed in CI
+timm = pytest.importorskip("timm", reason="timm is in the dev extra")
+
+
+def random_gpt2(vocab=97, positions=24, dim=32, layers=2, heads=4):
+    config = transformers.GPT2Config(vocab_size=vocab, n_positions=positions, n_embd=dim, n_layer=layers, n_head=heads,
+                                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    torch.manual_seed(0)
+    reference = transformers.GPT2LMHeadModel(config).double().eval()
+    with torch.no_grad():  # every weight random, biases and norms included: nothing hides behind zeros and ones
+        for p in reference.parameters():
+            p.copy_(torch.randn_like(p) * 0.2 + (1.0 if p.dim() == 1 else 0.0) * 0.5)
+    return reference
+
+
+def test_from_gpt2_computes_gpt2_lm_head_model_logits():
+    reference = random_gpt2()
+    ours = GPT.from_gpt2(reference.state_dict(), num_heads=4).double().eval()
+    tokens = torch.randint(0, 97, (3, 24))
+    expected = reference(tokens).logits
+    torch.testing.assert_close(ours(tokens), expected, rtol=0, atol=1e-10)
+    # The same weights with exact GELU are measurably another function: the activation is not a detail.
+    exact = GPT(vocab_size=97, max_len=24, dim=32, depth=2, num_heads=4, bias=True).double().eval()
+    exact.load_state_dict(ours.state_dict())
+    assert (exact(tokens) - expected).abs().max() > 1e-6
+
+
+def test_from_gpt2_accepts_the_base_model_and_a_larger_vocabulary():
+    reference = random_gpt2()
+    base = {k.removeprefix("transformer."): v for k, v in reference.state_dict().items() if k != "lm_head.weight"}
+    ours = GPT.from_gpt2(base, num_heads=4, vocab_size=100).double().eval()
+    assert ours.token_embed.weight.shape == (100, 32) and ours.lm_head.weight is ours.token_embed.weight
+    tokens = torch.randint(0, 97, (2, 10))
+    torch.testing.assert_close(ours(tokens)[..., :97], reference(tokens).logits, rtol=0, atol=1e-10)
+
+
+def test_from_gpt2_rejects_a_foreign_state_dict():
+    with pytest.raises(ValueError, match="Unexpected GPT-2 weight 'h.0.mlp.w3.weight'"):
+        GPT.from_gpt2({"wte.weight": torch.zeros(4, 8), "wpe.weight": torch.zeros(4, 8), "h.0.mlp.w3.weight": torch.zeros(1)})
+
+
+def test_vit_with_timm_eps_computes_timm_vision_transformer_logits():
+    torch.manual_seed(0)
+    reference = timm.models.vision_transformer.VisionTransformer(
+        img_size=8, patch_size=2, in_chans=1, num_classes=10, embed_dim=32, depth=2, num_heads=4, mlp_ratio=2.0,
+        qkv_bias=True, class_token=True, global_pool="token",
+    ).double().eval()
+    with torch.no_grad():
+        for p in reference.parameters():
+            p.copy_(torch.randn_like(p) * 0.2 + (1.0 if p.dim() == 1 else 0.0) * 0.5)
+    ours = VisionTransformer(image_size=8, patch_size=2, in_channels=1, num_classes=10, dim=32, depth=2, num_heads=4,
+                             mlp_ratio=2.0, norm_eps=1e-6).double().eval()
+    ours.load_state_dict(timm_vit_state_dict(reference.state_dict()))
+    images = torch.randn(4, 1, 8, 8, dtype=torch.float64)
+    expected = reference(images)
+    torch.testing.assert_close(ours(images), expected, rtol=0, atol=1e-10)
+    # timm's LayerNorm eps (1e-6) differs from torch's default (1e-5): with 1e-5 the logits move.
+    default_eps = VisionTransformer(image_size=8, patch_size=2, in_channels=1, num_classes=10, dim=32, depth=2,
+                                    num_heads=4, mlp_ratio=2.0).double().eval()
+    default_eps.load_state_dict(ours.state_dict())
+    assert (default_eps(images) - expected).abs().max() > 1e-9
