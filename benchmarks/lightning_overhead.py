@@ -27,7 +27,7 @@ from lit_attention.tasks import CausalLanguageModel
 def make_module(args) -> CausalLanguageModel:
     torch.manual_seed(0)
     return CausalLanguageModel(vocab_size=args.vocab, max_len=args.context, dim=args.dim, depth=args.depth,
-                               num_heads=args.heads, warmup_steps=10, max_steps=args.steps)
+                               num_heads=args.heads, warmup_steps=10)
 
 
 def loader(args) -> DataLoader:
@@ -38,8 +38,7 @@ def loader(args) -> DataLoader:
 
 def plain_loop(args, device) -> float:
     module = make_module(args).to(device)
-    config = module.configure_optimizers()  # schedule length from hparams.max_steps, no Trainer needed
-    optimizer, scheduler = config["optimizer"], config["lr_scheduler"]["scheduler"]
+    optimizer, scheduler = module.optimizer_and_schedule(args.steps)  # what configure_optimizers builds
     synchronize(device)
     start = time.perf_counter()
     for inputs, targets in loader(args):

@@ -1,9 +1,10 @@
 """LightningDataModules for every task of lit-attention, with offline embedded defaults.
 
-Every problem a user can fix is raised as a ``DataError`` (a ``ValueError``) with a one-sentence message.
+Every problem a user can fix is raised as a ``lit_attention.errors.ConfigError`` (a ``ValueError``)
+with a one-sentence message.
 """
 
-from .errors import DataError
+from .base import DataModule
 from .images import ImageDataModule
 from .language_modeling import LanguageModelingDataModule
 from .mqar import MQARDataModule
@@ -11,7 +12,7 @@ from .text_classification import TextClassificationDataModule
 from .translation import TranslationDataModule
 
 __all__ = [
-    "DataError",
+    "DataModule",
     "ImageDataModule",
     "LanguageModelingDataModule",
     "MQARDataModule",

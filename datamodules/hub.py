@@ -9,7 +9,7 @@ Two facts drive this file:
 
 So before touching the hub we decide whether it is usable (offline requested now, or its host
 unreachable within a few seconds) and, if not, run the call with both libraries' offline flags set:
-a cached dataset still loads, and a missing one fails at once with a one-sentence ``DataError``.
+a cached dataset still loads, and a missing one fails at once with a one-sentence ``ConfigError``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import huggingface_hub
 from datasets import Dataset, DatasetDict
 from huggingface_hub.errors import EntryNotFoundError
 
-from .errors import DataError, brief
+from lit_attention.errors import ConfigError, brief
 
 DataFiles = Mapping[str, str | list[str]] | str | list[str]
 
@@ -103,20 +103,20 @@ def load_hub_dataset(name: str, config: str | None, hf_cache_dir: str | None) ->
             loaded = datasets.load_dataset(name, config, cache_dir=hf_cache_dir)
     except OSError as error:  # connection errors and DatasetNotFoundError are OSErrors
         if offline:
-            raise DataError(
+            raise ConfigError(
                 f"Dataset {label} is not cached and the hub cannot be reached (offline); download it "
                 f"once while online, or {_LOCAL_HINT}."
             ) from None
-        raise DataError(
+        raise ConfigError(
             f"Dataset {label} could not be loaded from the hub ({brief(error)}); "
             f"check the name, or {_LOCAL_HINT}."
         ) from None
     except ValueError as error:  # e.g. an unknown config name; the message lists the valid ones
-        raise DataError(
+        raise ConfigError(
             f"Dataset {label} could not be loaded ({brief(error)}); check the dataset and config names."
         ) from None
     if not isinstance(loaded, DatasetDict):
-        raise DataError(f"Dataset {label} did not load as named splits; {_LOCAL_HINT} instead.")
+        raise ConfigError(f"Dataset {label} did not load as named splits; {_LOCAL_HINT} instead.")
     return loaded
 
 
@@ -128,11 +128,11 @@ def download_hub_file(repo_id: str, filename: str, what: str) -> str:
             return huggingface_hub.hf_hub_download(repo_id, filename)
     except (OSError, EntryNotFoundError) as error:
         if offline:
-            raise DataError(
+            raise ConfigError(
                 f"{what} {repo_id!r} is not cached and the hub cannot be reached (offline); download it once "
                 f"while online, or use tokenizer='bytes' or 'bpe', which need no download."
             ) from None
-        raise DataError(
+        raise ConfigError(
             f"{what} {repo_id!r} has no downloadable {filename} ({type(error).__name__}); use a hub repository "
             f"that ships one, or tokenizer='bytes' or 'bpe'."
         ) from None
@@ -148,7 +148,7 @@ def normalize_data_files(data_files: DataFiles) -> dict[str, list[str]]:
     elif isinstance(data_files, (list, tuple)):
         data_files = {"train": [os.fspath(p) for p in data_files]}
     elif not isinstance(data_files, Mapping):
-        raise DataError(f"data_files={data_files!r} is invalid; give a path, a list of paths or {{split: path}}.")
+        raise ConfigError(f"data_files={data_files!r} is invalid; give a path, a list of paths or {{split: path}}.")
     normalized: dict[str, list[str]] = {}
     for split, paths in data_files.items():
         split = _SPLIT_ALIASES.get(split, split)
@@ -166,13 +166,13 @@ def local_format(data_files: dict[str, list[str]], dataset: str | None) -> str:
         suffixes = [s for s in Path(path).suffixes if s not in _COMPRESSION_SUFFIXES]
         extension = suffixes[-1].lower() if suffixes else ""
         if extension not in _EXTENSION_FORMATS:
-            raise DataError(
+            raise ConfigError(
                 f"Cannot tell the format of data file {path!r}; use one of the extensions "
                 f"{', '.join(sorted(_EXTENSION_FORMATS))} or set dataset to one of {', '.join(LOCAL_FORMATS)}."
             )
         formats.add(_EXTENSION_FORMATS[extension])
     if len(formats) != 1:
-        raise DataError(f"data_files mix formats {sorted(formats)}; give files of a single format.")
+        raise ConfigError(f"data_files mix formats {sorted(formats)}; give files of a single format.")
     return formats.pop()
 
 
@@ -182,12 +182,12 @@ def check_local_files(data_files: dict[str, list[str]]) -> None:
         for pattern in patterns:
             matches = glob.glob(os.path.expanduser(pattern))
             if not matches:
-                raise DataError(
+                raise ConfigError(
                     f"Data file {pattern!r} (split {split!r}) does not exist; check the path in data_files."
                 )
             for path in matches:
                 if os.path.isfile(path) and os.path.getsize(path) == 0:
-                    raise DataError(
+                    raise ConfigError(
                         f"Data file {path!r} (split {split!r}) is empty; give a file that holds data, or leave it out of data_files."
                     )
 
@@ -200,7 +200,7 @@ def load_local_dataset(
     try:
         return datasets.load_dataset(file_format, data_files=files, cache_dir=hf_cache_dir, **builder_kwargs)
     except (ValueError, OSError, datasets.exceptions.DatasetGenerationError) as error:
-        raise DataError(
+        raise ConfigError(
             f"Local {file_format} files {sorted(p for ps in files.values() for p in ps)} could not be read "
             f"({brief(error.__cause__ or error)})."
         ) from None
@@ -218,7 +218,7 @@ def load_source(
         files = normalize_data_files(data_files)
         return load_local_dataset(files, local_format(files, dataset), hf_cache_dir, **local_kwargs)
     if not dataset:
-        raise DataError(f"No data given; set dataset to a hub name or {_LOCAL_HINT}.")
+        raise ConfigError(f"No data given; set dataset to a hub name or {_LOCAL_HINT}.")
     return load_hub_dataset(dataset, config, hf_cache_dir)
 
 
@@ -251,7 +251,7 @@ def source_slug(dataset: str | None, data_files: DataFiles | None) -> str:
 
 def require_train(splits: Mapping[str, Dataset], source: str) -> Dataset:
     if "train" not in splits:
-        raise DataError(
+        raise ConfigError(
             f"{source} has no 'train' split (it has {sorted(splits)}); name the training files "
             f"with data_files={{'train': ...}}."
         )
@@ -278,6 +278,6 @@ def train_val_test(
 
 def _carve(data: Dataset, fraction: float, seed: int, source: str) -> tuple[Dataset, Dataset]:
     if len(data) < 2:
-        raise DataError(f"{source} has {len(data)} training rows, too few to carve a held-out split from.")
+        raise ConfigError(f"{source} has {len(data)} training rows, too few to carve a held-out split from.")
     parts = data.train_test_split(test_size=fraction, seed=seed)
     return parts["train"], parts["test"]

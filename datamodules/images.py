@@ -11,15 +11,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import lightning as L
+from typing import Literal
+
 import numpy as np
 import torch
 import torchvision
-from torch.utils.data import DataLoader, Dataset, TensorDataset
+from PIL import Image
+from torch.utils.data import Dataset, TensorDataset
 from torchvision.transforms import v2
 
-from .errors import DataError, brief, check_choice, check_fraction, check_positive
-from .loaders import make_loader
+from lit_attention.errors import ConfigError, brief
+
+from .base import DataModule, check_choice, check_fraction, check_positive, predict_paths
 
 # The digits test set is fixed (never moves with `seed`) so that runs with different seeds share it.
 DIGITS_TEST_SIZE = 360
@@ -52,6 +55,7 @@ TORCHVISION_CLASSES = {
 }
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 DATASETS = (*SPECS, "imagefolder")
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 
 
 class TransformedSubset(Dataset):
@@ -69,82 +73,89 @@ class TransformedSubset(Dataset):
         return self.transform(image), label
 
 
-class ImageDataModule(L.LightningDataModule):
+class ImageDataModule(DataModule):
     """Image classification.
 
     Args:
-        dataset: ``digits`` (embedded, no download), ``mnist``, ``fashion_mnist``, ``cifar10``,
-            ``cifar100`` or ``imagefolder`` (``data_dir`` holds ``train/<class>/*.png`` and optionally
-            ``val/`` and ``test/`` trees with the same class folders).
+        dataset: digits (embedded, no download), mnist, fashion_mnist, cifar10, cifar100 or
+            imagefolder (data_dir holds train/<class>/*.png and optionally val/ and test/ trees with
+            the same class folders).
         data_dir: where torchvision datasets are (or get downloaded), or the ImageFolder root.
-        batch_size: per device.
-        num_workers: DataLoader worker processes; 0 (load in the main process) suits the small
-            in-memory digits set, 4-8 suit CIFAR and ImageFolder.
-        val_fraction: share of the training set held out for validation (with ``seed``) when the
+        val_fraction: share of the training set held out for validation (with split_seed) when the
             dataset has no validation split of its own.
-        seed: seed of that validation split.
-        rand_augment: add RandAugment to the training transform (not for ``digits``).
-        download: let torchvision download missing datasets in ``prepare_data``.
-        image_size: side of the square images for ``imagefolder`` (resized and cropped; default 224).
+        split_seed: seed of that validation split; fixed, so every run seed sees the same split.
+        rand_augment: add RandAugment to the training transform (not for digits).
+        download: let torchvision download missing datasets in prepare_data.
+        image_size: side of the square images, imagefolder only (resized and cropped); default: the
+            shorter side of the first training image, capped at 224.
     """
 
     def __init__(
         self,
-        dataset: str = "digits",
+        dataset: Literal["digits", "mnist", "fashion_mnist", "cifar10", "cifar100", "imagefolder"] = "digits",
         data_dir: str = "data",
-        batch_size: int = 64,
-        num_workers: int = 0,
         val_fraction: float = 0.1,
-        seed: int = 0,
+        split_seed: int = 0,
         rand_augment: bool = False,
         download: bool = True,
         image_size: int | None = None,
+        **loading,
     ) -> None:
-        super().__init__()
-        self.save_hyperparameters()
+        loading.setdefault("batch_size", 64)
+        super().__init__(**loading)
         check_choice("dataset", dataset, DATASETS)
-        check_positive("batch_size", batch_size)
-        check_positive("num_workers", num_workers, minimum=0)
         check_fraction("val_fraction", val_fraction)
+        if image_size is not None:
+            check_positive("image_size", image_size)
         if rand_augment and dataset == "digits":
-            raise DataError(
+            raise ConfigError(
                 "rand_augment=True does not apply to the 8x8 digits; use it with mnist, cifar or imagefolder."
             )
-        if dataset == "imagefolder":
-            image_size = 224 if image_size is None else image_size
-            check_positive("image_size", image_size)
-            classes = _class_folders(Path(data_dir) / "train")
-            self.spec = ImageSpec(image_size, 3, len(classes), IMAGENET_MEAN, IMAGENET_STD)
-        else:
-            self.spec = SPECS[dataset]
-            if image_size is not None and image_size != self.spec.image_size:
-                raise DataError(
-                    f"image_size={image_size} cannot be changed for {dataset!r} (its images are "
-                    f"{self.spec.image_size}x{self.spec.image_size}); leave it unset, it is only for imagefolder."
-                )
-        self.dataset, self.data_dir, self.batch_size, self.num_workers = dataset, data_dir, batch_size, num_workers
-        self.val_fraction, self.seed, self.rand_augment, self.download = val_fraction, seed, rand_augment, download
-        # What the model needs, known before setup so that the CLI can link it.
-        self.num_classes = self.spec.num_classes
-        self.image_size = self.spec.image_size
-        self.in_channels = self.spec.in_channels
-        self.train_set: Dataset | None = None
-        self.val_set: Dataset | None = None
-        self.test_set: Dataset | None = None
+        if dataset != "imagefolder" and image_size is not None and image_size != SPECS[dataset].image_size:
+            raise ConfigError(
+                f"image_size={image_size} cannot be changed for {dataset!r} (its images are "
+                f"{SPECS[dataset].image_size}x{SPECS[dataset].image_size}); leave it unset, it is only for imagefolder."
+            )
+        self._spec: ImageSpec | None = None
+        self.class_names: list[str] | None = None
+
+    @property
+    def spec(self) -> ImageSpec:
+        """The image shape, classes and normalisation; for imagefolder read from the folders once."""
+        if self._spec is None:
+            dataset = self.hparams.dataset
+            if dataset == "imagefolder":
+                train_dir = Path(self.hparams.data_dir) / "train"
+                self.class_names = _class_folders(train_dir)
+                size = self.hparams.image_size or _first_image_side(train_dir, self.class_names)
+                self._spec = ImageSpec(size, 3, len(self.class_names), IMAGENET_MEAN, IMAGENET_STD)
+            else:
+                self._spec = SPECS[dataset]
+        return self._spec
+
+    def model_sizes(self) -> dict[str, int]:
+        spec = self.spec
+        return {"num_classes": spec.num_classes, "image_size": spec.image_size, "in_channels": spec.in_channels}
 
     # ------------------------------------------------------------------ Lightning hooks
 
     def prepare_data(self) -> None:
-        if self.dataset in TORCHVISION_CLASSES and self.download:
+        if self.hparams.dataset in TORCHVISION_CLASSES and self.hparams.download:
             for train in (True, False):
                 self._torchvision(train=train, download=True)
 
     def setup(self, stage: str | None = None) -> None:
+        if stage == "predict":
+            self.predict_set = PredictImages(predict_paths(self.hparams.predict_files, IMAGE_EXTENSIONS),
+                                             self._transform(train=False, from_file=True), self.spec.in_channels)
+            self._set_class_names()
+            return
         if self.train_set is not None:
             return
-        if self.dataset == "digits":
+        dataset = self.hparams.dataset
+        if dataset == "digits":
             self.train_set, self.val_set, self.test_set = self._digits()
-        elif self.dataset == "imagefolder":
+        elif dataset == "imagefolder":
             self.train_set, self.val_set, self.test_set = self._imagefolder()
         else:
             base = self._torchvision(train=True, download=False)
@@ -152,22 +163,19 @@ class ImageDataModule(L.LightningDataModule):
             self.train_set = TransformedSubset(base, train_idx, self._transform(train=True))
             self.val_set = TransformedSubset(base, val_idx, self._transform(train=False))
             self.test_set = self._torchvision(train=False, download=False, transform=self._transform(train=False))
+        self._set_class_names()
 
-    def train_dataloader(self) -> DataLoader:
-        return self._loader(self.train_set, shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader(self.val_set)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader(self.test_set)
+    def _set_class_names(self) -> None:
+        if self.class_names is None:
+            classes = getattr(getattr(self.train_set, "base", None), "classes", None)
+            self.class_names = list(classes) if classes else [str(i) for i in range(self.spec.num_classes)]
 
     # ------------------------------------------------------------------ datasets
 
     def _split(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """Training and validation indices: a permutation fixed by `seed`."""
-        order = np.random.default_rng(self.seed).permutation(n)
-        n_val = max(1, round(n * self.val_fraction))
+        """Training and validation indices: a permutation fixed by `split_seed`."""
+        order = np.random.default_rng(self.hparams.split_seed).permutation(n)
+        n_val = max(1, round(n * self.hparams.val_fraction))
         return np.sort(order[n_val:]), np.sort(order[:n_val])
 
     def _digits(self) -> tuple[Dataset, Dataset, Dataset]:
@@ -185,32 +193,33 @@ class ImageDataModule(L.LightningDataModule):
         return tuple(TensorDataset(images[i], labels[i]) for i in (train_idx, val_idx, np.sort(test_idx)))
 
     def _torchvision(self, train: bool, download: bool, transform: Callable | None = None) -> Dataset:
-        cls = TORCHVISION_CLASSES[self.dataset]
+        dataset, data_dir = self.hparams.dataset, self.hparams.data_dir
+        cls = TORCHVISION_CLASSES[dataset]
         try:
-            return cls(self.data_dir, train=train, transform=transform, download=download)
+            return cls(data_dir, train=train, transform=transform, download=download)
         except (RuntimeError, OSError) as error:  # "Dataset not found or corrupted", or no network
             if download:
-                raise DataError(
-                    f"Dataset {self.dataset!r} could not be downloaded into data_dir={self.data_dir!r} "
+                raise ConfigError(
+                    f"Dataset {dataset!r} could not be downloaded into data_dir={data_dir!r} "
                     f"({brief(error)}); download it once while online, or copy the {cls.__name__} files there "
                     f"and set download=False."
                 ) from None
-            raise DataError(
-                f"Dataset {self.dataset!r} was not found in data_dir={self.data_dir!r}; run once with "
+            raise ConfigError(
+                f"Dataset {dataset!r} was not found in data_dir={data_dir!r}; run once with "
                 f"download=True while online, or copy the {cls.__name__} files there."
             ) from None
 
     def _imagefolder(self) -> tuple[Dataset, Dataset, Dataset]:
-        root = Path(self.data_dir)
-        train_base = torchvision.datasets.ImageFolder(root / "train")
+        root = Path(self.hparams.data_dir)
+        train_base = _image_folder(root / "train")
         train_tf, eval_tf = self._transform(train=True), self._transform(train=False)
 
         def folder(split: str) -> Dataset | None:
             if not (root / split).is_dir():
                 return None
-            data = torchvision.datasets.ImageFolder(root / split, transform=eval_tf)
+            data = _image_folder(root / split, transform=eval_tf)
             if data.classes != train_base.classes:
-                raise DataError(
+                raise ConfigError(
                     f"The class folders of {str(root / split)!r} ({data.classes}) differ from those of "
                     f"train/ ({train_base.classes}); give every split the same class folders."
                 )
@@ -225,32 +234,77 @@ class ImageDataModule(L.LightningDataModule):
             train = TransformedSubset(train_base, range(len(train_base)), train_tf)
         return train, val, val if test is None else test
 
-    def _transform(self, train: bool) -> Callable:
+    def _transform(self, train: bool, from_file: bool = False) -> Callable:
+        """Training (augmented) or evaluation transform; `from_file` also brings a user's image to the
+        training images' size (predict)."""
         spec, steps = self.spec, []
-        if self.dataset == "imagefolder":
-            size = spec.image_size
+        size = spec.image_size
+        if self.hparams.dataset == "imagefolder":
             steps += [v2.RandomResizedCrop(size), v2.RandomHorizontalFlip()] if train else [
                 v2.Resize(round(size * 8 / 7)), v2.CenterCrop(size)]  # the usual 224-of-256 centre crop
+        elif from_file:
+            steps += [v2.Resize(size), v2.CenterCrop(size)]
         elif spec.cifar_augment and train:
-            steps += [v2.RandomCrop(spec.image_size, padding=4), v2.RandomHorizontalFlip()]
-        if self.rand_augment and train:
+            steps += [v2.RandomCrop(size, padding=4), v2.RandomHorizontalFlip()]
+        if self.hparams.rand_augment and train:
             steps.append(v2.RandAugment())
         steps += [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(spec.mean, spec.std)]
         return v2.Compose(steps)
 
-    def _loader(self, data: Dataset | None, shuffle: bool = False) -> DataLoader:
-        if data is None:
-            raise RuntimeError("Call setup() before asking for a DataLoader.")
-        return make_loader(data, batch_size=self.batch_size, num_workers=self.num_workers, shuffle=shuffle)
+
+class PredictImages(Dataset):
+    """Image files for `predict`, converted to the training images' channels and size; items are
+    {"image": tensor, "name": path}."""
+
+    def __init__(self, paths: list[str], transform: Callable, channels: int) -> None:
+        self.paths, self.transform, self.mode = paths, transform, "L" if channels == 1 else "RGB"
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, i: int) -> dict:
+        return {"image": self.transform(read_image(self.paths[i]).convert(self.mode)), "name": self.paths[i]}
+
+
+def read_image(path: str) -> Image.Image:
+    """The image at `path`, decoded now, or a ConfigError naming the file (never a bare PIL traceback
+    halfway through an epoch)."""
+    try:
+        with Image.open(path) as image:
+            image.load()
+            return image
+    except (OSError, ValueError, Image.DecompressionBombError) as error:
+        raise ConfigError(f"Image file {path!r} cannot be read ({brief(error)}); remove or replace it.") from None
+
+
+def _image_folder(root: Path, transform: Callable | None = None) -> torchvision.datasets.ImageFolder:
+    """torchvision's ImageFolder with our reader; a class folder without images is an error naming it."""
+    try:
+        return torchvision.datasets.ImageFolder(root, transform=transform, loader=read_image)
+    except FileNotFoundError as error:  # "Found no valid file for the classes x, y"
+        raise ConfigError(
+            f"ImageFolder {str(root)!r} has class folders without images ({brief(error)}); put the images "
+            f"({', '.join(IMAGE_EXTENSIONS)}) in each class folder or remove the empty ones."
+        ) from None
+
+
+def _first_image_side(train_dir: Path, classes: list[str]) -> int:
+    """The shorter side of the first training image (capped at 224), the default imagefolder size."""
+    for name in classes:
+        for entry in sorted(os.scandir(train_dir / name), key=lambda e: e.name):
+            if entry.name.lower().endswith(IMAGE_EXTENSIONS):
+                with Image.open(entry.path) as image:  # reads the header only
+                    return min(224, *image.size)
+    raise ConfigError(f"{str(train_dir)!r} holds no images ({', '.join(IMAGE_EXTENSIONS)}) in its class folders.")
 
 
 def _class_folders(train_dir: Path) -> list[str]:
     if not train_dir.is_dir():
-        raise DataError(
+        raise ConfigError(
             f"ImageFolder data needs a training tree at {str(train_dir)!r} (train/<class>/<image files>); "
             f"set data_dir to the folder that contains train/."
         )
     classes = sorted(entry.name for entry in os.scandir(train_dir) if entry.is_dir())
     if not classes:
-        raise DataError(f"{str(train_dir)!r} has no class folders; put each class's images in train/<class>/.")
+        raise ConfigError(f"{str(train_dir)!r} has no class folders; put each class's images in train/<class>/.")
     return classes

@@ -15,13 +15,15 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-import lightning as L
 import numpy as np
+import torch
 from datasets import DatasetDict
-from torch.utils.data import DataLoader
 
-from .errors import DataError, check_fraction, check_positive
+from lit_attention.errors import ConfigError
+
+from .base import DataModule, check_choice, check_fraction, check_positive, lines_of, predict_paths
 from .hub import (
     DataFiles,
     check_local_files,
@@ -33,8 +35,8 @@ from .hub import (
     source_fingerprint,
     source_slug,
 )
-from .loaders import make_loader
-from .stdlib_corpus import stdlib_corpus
+from .loaders import global_seed
+from .stdlib_corpus import STDLIB_LAYOUT, stdlib_corpus
 from .text_tokenizers import (
     ByteTokenizer,
     TextTokenizer,
@@ -80,29 +82,31 @@ class EncodeRows:
         return {"ids": [ids.astype(self.dtype) for ids in encoded]}
 
 
-class LanguageModelingDataModule(L.LightningDataModule):
+class LanguageModelingDataModule(DataModule):
     """Causal language modelling on windows of ``max_len + 1`` tokens.
 
     Args:
-        dataset: ``stdlib`` (embedded, no download), a hub dataset name, or with ``data_files`` the
-            files' format (``text``, ``json``, ``parquet``, ``csv``; else taken from the extension).
-        config: hub configuration (default ``wikitext-103-raw-v1`` for WikiText).
-        data_files: local files, one path or ``{"train": ..., "validation": ..., "test": ...}``.
-        text_column: the column holding text (``.txt`` files and ``stdlib`` always have ``text``).
-        tokenizer: ``bytes`` (vocabulary 256, NUL ends a document), ``bpe`` (trained on the
-            training split, cached) or a pretrained tokenizer's hub name such as ``gpt2``.
-        vocab_size: BPE vocabulary size (``bpe`` only).
+        dataset: stdlib (embedded, no download), a hub dataset name, or with data_files the files'
+            format (text, json, parquet, csv; else taken from the extension).
+        config: hub configuration (default wikitext-103-raw-v1 for WikiText).
+        data_files: local files, one path or {"train": ..., "validation": ..., "test": ...}.
+        text_column: the column holding text (.txt files and stdlib always have text).
+        tokenizer: bytes (vocabulary 256, NUL ends a document), bpe (trained on the training split,
+            cached) or a pretrained tokenizer's hub name such as gpt2.
+        vocab_size: BPE vocabulary size (bpe only).
         max_len: tokens per training sequence.
-        batch_size: per device.
-        num_workers: DataLoader workers; 0 is fine, reading windows from the memory map is cheap.
         train_windows_per_epoch: windows in one training epoch (new random windows every epoch).
-        val_windows: fixed validation windows, evenly spaced; None evaluates every non-overlapping one.
+        val_windows: fixed validation (and test) windows, evenly spaced; None evaluates every
+            non-overlapping one.
         val_fraction: share held out for validation when the source has no validation split
-            (stdlib: by file; others: the last rows).
-        seed: seed of the training windows.
+            (stdlib: by file, and as much again for a test split).
+        val_split: how that share is chosen from a source without a validation split: last (the
+            last rows, so neighbouring lines of one text stay on one side) or random (documents
+            drawn with split_seed, as nanoGPT and the nonlinear-query authors do).
+        split_seed: seed of a random validation split (nanoGPT's 2357).
         num_proc: processes for tokenizing (default: all cores up to 8; one for small corpora).
-        max_files: ``stdlib`` only: use an evenly spaced subset of this many files (quick runs).
-        data_dir: where token files and tokenizers are cached (``data_dir/tokens``, ``data_dir/tokenizers``).
+        max_files: stdlib only: use an evenly spaced subset of this many files (quick runs).
+        data_dir: where token files and tokenizers are cached (data_dir/tokens, data_dir/tokenizers).
         hf_cache_dir: the `datasets` cache (default: the Hugging Face default).
     """
 
@@ -115,57 +119,50 @@ class LanguageModelingDataModule(L.LightningDataModule):
         tokenizer: str = "bytes",
         vocab_size: int = 8000,
         max_len: int = 256,
-        batch_size: int = 32,
-        num_workers: int = 0,
         train_windows_per_epoch: int = 10_000,
         val_windows: int | None = 256,
         val_fraction: float = 0.05,
-        seed: int = 0,
+        val_split: Literal["last", "random"] = "last",
+        split_seed: int = 2357,
         num_proc: int | None = None,
         max_files: int | None = None,
         data_dir: str = "data",
         hf_cache_dir: str | None = None,
+        **loading,
     ) -> None:
-        super().__init__()
-        self.save_hyperparameters()
-        for name, value in (("max_len", max_len), ("batch_size", batch_size),
-                            ("train_windows_per_epoch", train_windows_per_epoch)):
+        super().__init__(**loading)
+        for name, value in (("max_len", max_len), ("train_windows_per_epoch", train_windows_per_epoch)):
             check_positive(name, value)
         for name, value in (("val_windows", val_windows), ("num_proc", num_proc), ("max_files", max_files)):
             if value is not None:
                 check_positive(name, value)
-        check_positive("num_workers", num_workers, minimum=0)
         check_fraction("val_fraction", val_fraction)
+        check_choice("val_split", val_split, ("last", "random"))
         check_tokenizer_args(tokenizer, vocab_size)
         if data_files is None and not dataset:
-            raise DataError("No corpus given; set dataset ('stdlib' or a hub name) or data_files.")
+            raise ConfigError("No corpus given; set dataset ('stdlib' or a hub name) or data_files.")
         if max_files is not None and (data_files is not None or dataset != "stdlib"):
-            raise DataError("max_files applies only to dataset='stdlib'; remove it for other corpora.")
-        if data_files is not None:
-            check_local_files(normalize_data_files(data_files))  # a missing or empty file fails now, not after setup
+            raise ConfigError("max_files applies only to dataset='stdlib'; remove it for other corpora.")
         known = KNOWN_CORPORA.get((dataset or "").split("/")[-1]) if data_files is None else None
-        self.dataset, self.data_files, self.text_column = dataset, data_files, text_column
         self.config = config if config is not None or known is None else known.config
         self.file_format = None if data_files is None else local_format(normalize_data_files(data_files), dataset)
         # .txt rows are lines that keep their own line breaks; other local rows are whole documents.
         self.rows_are_documents = known.rows_are_documents if known else self.file_format != "text"
-        self.tokenizer_name, self.batch_size, self.num_workers = tokenizer, batch_size, num_workers
-        self.train_windows_per_epoch, self.val_windows = train_windows_per_epoch, val_windows
-        self.val_fraction, self.seed, self.num_proc, self.max_files = val_fraction, seed, num_proc, max_files
-        self.data_dir, self.hf_cache_dir = data_dir, hf_cache_dir
-
-        # What the model needs, known before setup so that the CLI can link it.
-        self.tokenizer: TextTokenizer | None = None
-        if tokenizer == "bytes":
-            self.tokenizer = ByteTokenizer(specials=False)
-        elif tokenizer != "bpe":
-            self.tokenizer = pretrained_tokenizer(tokenizer)
-        self.vocab_size = vocab_size if self.tokenizer is None else self.tokenizer.vocab_size
-        self.max_len = max_len
+        self.tokenizer: TextTokenizer | None = ByteTokenizer(specials=False) if tokenizer == "bytes" else None
         self.token_files: dict[str, TokenFile] = {}
-        self.train_set: TrainWindows | None = None
-        self.val_set: EvalWindows | None = None
-        self.test_set: EvalWindows | None = None
+
+    def model_sizes(self) -> dict[str, int]:
+        if self.hparams.data_files is not None:
+            check_local_files(normalize_data_files(self.hparams.data_files))  # a missing or empty file fails now
+        return {"vocab_size": self._text_tokenizer_size(), "max_len": self.hparams.max_len}
+
+    def _text_tokenizer_size(self) -> int:
+        name = self.hparams.tokenizer
+        if name == "bpe":
+            return self.hparams.vocab_size
+        if self.tokenizer is None:
+            self.tokenizer = pretrained_tokenizer(name)  # one small file, cached by huggingface_hub
+        return self.tokenizer.vocab_size
 
     # ------------------------------------------------------------------ Lightning hooks
 
@@ -175,64 +172,82 @@ class LanguageModelingDataModule(L.LightningDataModule):
             self._build_token_files()
 
     def setup(self, stage: str | None = None) -> None:
+        if stage == "predict":
+            self.tokenizer = self._tokenizer()
+            self.predict_set = lines_of(predict_paths(self.hparams.predict_files))
+            self.predict_collate = PromptCollate(self.tokenizer, self.hparams.max_len)
+            return
         if self.train_set is not None:
             return
         if not self._meta_path.exists():
             self._build_token_files()
         meta = json.loads(self._meta_path.read_text())
-        if meta["vocab_size"] > self.vocab_size:
-            # The model is sized from self.vocab_size; ids past it would crash the embedding mid-run.
-            raise DataError(
+        vocab_size = self.model_sizes()["vocab_size"]
+        if meta["vocab_size"] > vocab_size:
+            # The model is sized from model_sizes(); ids past it would crash the embedding mid-run.
+            raise ConfigError(
                 f"The token cache {str(self.cache_dir)!r} holds ids up to {meta['vocab_size'] - 1}, out of range "
-                f"for vocab_size={self.vocab_size}; delete that cache to re-tokenize, or raise vocab_size."
+                f"for vocab_size={vocab_size}; delete that cache to re-tokenize, or raise vocab_size."
             )
+        max_len, windows = self.hparams.max_len, self.hparams.val_windows
         self.token_files = {s: TokenFile(self.cache_dir / f"{s}.bin", meta["dtype"]) for s in meta["splits"]}
-        self.train_set = TrainWindows(self.token_files["train"], self.max_len, self.train_windows_per_epoch, self.seed)
-        self.val_set = EvalWindows(self.token_files["validation"], self.max_len, self.val_windows, "validation")
-        if "test" in self.token_files:
-            self.test_set = EvalWindows(self.token_files["test"], self.max_len, self.val_windows, "test")
-        else:
-            self.test_set = self.val_set
+        seed = global_seed() if self.hparams.data_seed is None else self.hparams.data_seed
+        self.train_set = TrainWindows(self.token_files["train"], max_len, self.hparams.train_windows_per_epoch, seed)
+        self.val_set = EvalWindows(self.token_files["validation"], max_len, windows, "validation")
+        has_test = "test" in self.token_files
+        self.test_set = EvalWindows(self.token_files["test"], max_len, windows, "test") if has_test else self.val_set
 
-    def train_dataloader(self) -> DataLoader:
-        self._require_setup()
-        return make_loader(self.train_set, batch_size=self.batch_size, num_workers=self.num_workers,
-                           sampler=EpochSampler(self.train_set))
+    def training_sampler(self) -> EpochSampler:
+        return EpochSampler(self.train_set)
 
-    def val_dataloader(self) -> DataLoader:
-        self._require_setup()
-        return make_loader(self.val_set, batch_size=self.batch_size, num_workers=self.num_workers)
-
-    def test_dataloader(self) -> DataLoader:
-        self._require_setup()
-        return make_loader(self.test_set, batch_size=self.batch_size, num_workers=self.num_workers)
+    def decode(self, ids: list[int]) -> str:
+        return self._tokenizer().decode(ids)
 
     # ------------------------------------------------------------------ token files
 
     @property
     def cache_dir(self) -> Path:
-        extra = [self.config, self.text_column, self.tokenizer_name, self.vocab_size, self.val_fraction]
-        if self.data_files is None and self.dataset == "stdlib":
-            extra += [sys.version, str(self.max_files)]  # the corpus is this interpreter's own library
-        key = source_fingerprint(self.dataset, None, self.data_files, *extra)
-        slug = source_slug(self.dataset, self.data_files)
-        return Path(self.data_dir) / "tokens" / f"{slug}-{self.tokenizer_name.replace('/', '__')}-{key}"
+        hp = self.hparams
+        extra = [self.config, hp.text_column, hp.tokenizer, hp.vocab_size, hp.val_fraction]
+        if hp.val_split != "last":
+            extra += [hp.val_split, hp.split_seed]
+        if hp.data_files is None and hp.dataset == "stdlib":
+            # The corpus is this interpreter's own library; the layout names the split scheme.
+            extra += [sys.version, str(hp.max_files), STDLIB_LAYOUT]
+        key = source_fingerprint(hp.dataset, None, hp.data_files, *extra)
+        slug = source_slug(hp.dataset, hp.data_files)
+        return Path(hp.data_dir) / "tokens" / f"{slug}-{hp.tokenizer.replace('/', '__')}-{key}"
 
     @property
     def _meta_path(self) -> Path:
         return self.cache_dir / "meta.json"
 
+    def _bpe_path(self) -> Path:
+        return Path(self.hparams.data_dir) / "tokenizers" / f"{self.cache_dir.name}-bpe{self.hparams.vocab_size}.json"
+
+    def _tokenizer(self) -> TextTokenizer:
+        """The tokenizer of the token files (a BPE must have been trained by an earlier fit)."""
+        if self.tokenizer is None and self.hparams.tokenizer == "bpe":
+            path = self._bpe_path()
+            if not path.is_file():
+                raise ConfigError(f"The BPE tokenizer {str(path)!r} does not exist yet; a fit on this data trains it.")
+            self.tokenizer = bpe_tokenizer(path, self.hparams.vocab_size, lambda: [])
+        elif self.tokenizer is None:
+            self.tokenizer = pretrained_tokenizer(self.hparams.tokenizer)
+        return self.tokenizer
+
     def _build_token_files(self) -> None:
         splits = self._load_splits()
         tokenizer = self.tokenizer
-        if tokenizer is None:
-            path = Path(self.data_dir) / "tokenizers" / f"{self.cache_dir.name}-bpe{self.vocab_size}.json"
-            texts = functools.partial(training_texts, splits["train"], [self.text_column])
-            tokenizer = bpe_tokenizer(path, self.vocab_size, texts)
+        if tokenizer is None and self.hparams.tokenizer != "bpe":
+            tokenizer = self._tokenizer()
+        elif tokenizer is None:
+            texts = functools.partial(training_texts, splits["train"], [self.hparams.text_column])
+            tokenizer = bpe_tokenizer(self._bpe_path(), self.hparams.vocab_size, texts)
         dtype = token_dtype(tokenizer.vocab_size)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
-        encode = EncodeRows(tokenizer, self.text_column, dtype, self.rows_are_documents)
-        counts = write_token_files(splits, self.cache_dir, encode, self.num_proc)
+        encode = EncodeRows(tokenizer, self.hparams.text_column, dtype, self.rows_are_documents)
+        counts = write_token_files(splits, self.cache_dir, encode, self.hparams.num_proc)
         meta = {"dtype": dtype.name, "vocab_size": tokenizer.vocab_size, "splits": list(splits), "tokens": counts}
         partial = self._meta_path.with_name(f"meta.json.{os.getpid()}.tmp")
         partial.write_text(json.dumps(meta, indent=1))
@@ -240,29 +255,48 @@ class LanguageModelingDataModule(L.LightningDataModule):
 
     def _load_splits(self) -> DatasetDict:
         """{train, validation[, test]} with a text column, carving validation when the source has none."""
-        if self.data_files is None and self.dataset == "stdlib":
-            return stdlib_corpus(self.val_fraction, self.max_files)
-        if self.data_files is not None:
+        hp = self.hparams
+        if hp.data_files is None and hp.dataset == "stdlib":
+            return stdlib_corpus(hp.val_fraction, hp.max_files)
+        if hp.data_files is not None:
             kwargs = {"keep_linebreaks": True} if self.file_format == "text" else {}
-            loaded = load_local_dataset(normalize_data_files(self.data_files), self.file_format, self.hf_cache_dir,
+            loaded = load_local_dataset(normalize_data_files(hp.data_files), self.file_format, hp.hf_cache_dir,
                                         **kwargs)
-            source = f"data_files={self.data_files!r}"
+            source = f"data_files={hp.data_files!r}"
         else:
-            loaded = load_hub_dataset(self.dataset, self.config, self.hf_cache_dir)
-            source = f"Dataset {self.dataset!r}"
-        if self.text_column not in require_train(loaded, source).column_names:
-            raise DataError(f"{source} has no text column {self.text_column!r} (its columns are "
-                            f"{loaded['train'].column_names}); set text_column.")
+            loaded = load_hub_dataset(hp.dataset, self.config, hp.hf_cache_dir)
+            source = f"Dataset {hp.dataset!r}"
+        if hp.text_column not in require_train(loaded, source).column_names:
+            raise ConfigError(f"{source} has no text column {hp.text_column!r} (its columns are "
+                              f"{loaded['train'].column_names}); set text_column.")
         splits = {name: loaded[name] for name in SPLITS if name in loaded}
         if "validation" not in splits:
-            # The last rows, not a random sample: neighbouring lines of one text stay on one side.
-            parts = splits["train"].train_test_split(test_size=self.val_fraction, shuffle=False)
+            if hp.val_split == "random":  # documents drawn at random, as nanoGPT's prepare.py does
+                parts = splits["train"].train_test_split(test_size=hp.val_fraction, seed=hp.split_seed, shuffle=True)
+            else:  # the last rows: neighbouring lines of one text stay on one side
+                parts = splits["train"].train_test_split(test_size=hp.val_fraction, shuffle=False)
             splits["train"], splits["validation"] = parts["train"], parts["test"]
         return DatasetDict(splits)
 
-    def _require_setup(self) -> None:
-        if self.train_set is None:
-            raise RuntimeError("Call setup() before asking for a DataLoader.")
+
+class PromptCollate:
+    """Prompts (one text each) to a left-padded batch: {"tokens", "padding_mask" (True at padding),
+    "texts"}; left padding puts every prompt's last token in the last column, where generation goes on.
+    A prompt longer than max_len keeps its last max_len tokens."""
+
+    def __init__(self, tokenizer: TextTokenizer, max_len: int) -> None:
+        self.tokenizer, self.max_len = tokenizer, max_len
+
+    def __call__(self, texts: list[str]) -> dict:
+        encoded = [ids[-self.max_len:] for ids in self.tokenizer.encode_batch(texts)]
+        longest = max(1, max(len(ids) for ids in encoded))
+        tokens = torch.zeros(len(texts), longest, dtype=torch.long)
+        padding = torch.ones(len(texts), longest, dtype=torch.bool)
+        for row, ids in enumerate(encoded):
+            if len(ids):
+                tokens[row, longest - len(ids):] = torch.from_numpy(ids)
+                padding[row, longest - len(ids):] = False
+        return {"tokens": tokens, "padding_mask": padding, "texts": list(texts)}
 
 
 def write_token_files(splits: DatasetDict, out_dir: Path, encode: EncodeRows, num_proc: int | None) -> dict[str, int]:

@@ -28,11 +28,13 @@ def make_loader(
     shuffle: bool = False,
     sampler: Sampler | None = None,
     collate_fn: Callable[[list[Any]], Any] | None = None,
+    seed: int | None = None,
 ) -> DataLoader:
-    """A loader; training loaders (``shuffle`` or a ``sampler``) are resumable mid-epoch."""
+    """A loader; training loaders (``shuffle`` or a ``sampler``) are resumable mid-epoch. ``shuffle``
+    orders each epoch by (seed, epoch); seed None is the run's seed."""
     training = shuffle or sampler is not None
     if shuffle and sampler is None:
-        sampler = EpochShuffleSampler(len(dataset))
+        sampler = EpochShuffleSampler(len(dataset), seed)
     loader_class = ResumableDataLoader if training else DataLoader
     return loader_class(
         dataset,

@@ -8,19 +8,19 @@ W_A, changes.
 
 Batches are ``(inputs int64 (B, T), targets int64 (B, T))``; targets are -100 (ignored by
 ``cross_entropy``) everywhere except at query positions. Token 0 fills the gaps, keys are drawn
-from [1, V/2) and values from [V/2, V). The data are generated from ``seed`` alone, so identical
-across runs and machines.
+from [1, V/2) and values from [V/2, V). The data are generated from ``dataset_seed`` alone, so
+identical across runs and machines; the run's seed only orders the training set.
 """
 
 from __future__ import annotations
 
-import lightning as L
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import TensorDataset
 
-from .errors import DataError, check_positive
-from .loaders import make_loader
+from lit_attention.errors import ConfigError
+
+from .base import DataModule, check_positive
 
 IGNORE_INDEX = -100
 
@@ -46,17 +46,17 @@ def make_mqar(num_examples: int, num_kv_pairs: int, vocab_size: int, seq_len: in
     return torch.from_numpy(inputs), torch.from_numpy(targets)
 
 
-class MQARDataModule(L.LightningDataModule):
+class MQARDataModule(DataModule):
     """Multi-query associative recall.
 
     Args:
         num_kv_pairs: key-value pairs (and queries) per sequence.
         vocab_size: tokens; keys use [1, V/2), values [V/2, V), so V/2 - 1 >= num_kv_pairs.
         max_len: sequence length; at least 4 * num_kv_pairs (context plus one slot per query).
-        num_train, num_val: examples in the training and validation sets.
-        seed: the data's seed (training and validation sets come from independent streams).
-        batch_size: per device.
-        num_workers: DataLoader workers; 0 suits these in-memory tensors.
+        num_train: examples in the training set.
+        num_val: examples in the validation set, and as many again in the test set.
+        dataset_seed: the data's seed: the training, validation and test sets come from three
+            independent streams of it, fixed whatever the run's seed (which orders the training set).
     """
 
     def __init__(
@@ -66,46 +66,31 @@ class MQARDataModule(L.LightningDataModule):
         max_len: int = 64,
         num_train: int = 20_000,
         num_val: int = 1_000,
-        seed: int = 0,
-        batch_size: int = 64,
-        num_workers: int = 0,
+        dataset_seed: int = 0,
+        **loading,
     ) -> None:
-        super().__init__()
-        self.save_hyperparameters()
-        for name, value in (("num_kv_pairs", num_kv_pairs), ("num_train", num_train), ("num_val", num_val),
-                            ("batch_size", batch_size)):
+        loading.setdefault("batch_size", 64)
+        super().__init__(**loading)
+        for name, value in (("num_kv_pairs", num_kv_pairs), ("num_train", num_train), ("num_val", num_val)):
             check_positive(name, value)
-        check_positive("num_workers", num_workers, minimum=0)
         if vocab_size // 2 - 1 < num_kv_pairs:
-            raise DataError(f"vocab_size={vocab_size} leaves too few distinct keys for num_kv_pairs={num_kv_pairs}; "
-                            f"use vocab_size >= {2 * (num_kv_pairs + 1)}.")
+            raise ConfigError(f"vocab_size={vocab_size} leaves too few distinct keys for num_kv_pairs={num_kv_pairs}; "
+                              f"use vocab_size >= {2 * (num_kv_pairs + 1)}.")
         if max_len < 4 * num_kv_pairs:
-            raise DataError(f"max_len={max_len} cannot hold {num_kv_pairs} pairs and their queries; "
-                            f"use max_len >= {4 * num_kv_pairs}.")
-        self.num_kv_pairs, self.vocab_size, self.max_len = num_kv_pairs, vocab_size, max_len
-        self.num_train, self.num_val, self.seed = num_train, num_val, seed
-        self.batch_size, self.num_workers = batch_size, num_workers
-        self.train_set: TensorDataset | None = None
-        self.val_set: TensorDataset | None = None
+            raise ConfigError(f"max_len={max_len} cannot hold {num_kv_pairs} pairs and their queries; "
+                              f"use max_len >= {4 * num_kv_pairs}.")
+
+    def model_sizes(self) -> dict[str, int]:
+        return {"vocab_size": self.hparams.vocab_size, "max_len": self.hparams.max_len}
 
     def setup(self, stage: str | None = None) -> None:
+        if stage == "predict":
+            raise ConfigError("MQAR data are synthetic and have nothing to predict on; use validate or test instead.")
         if self.train_set is not None:
             return
-        train_rng, val_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(self.seed).spawn(2))
-        sizes = (self.num_kv_pairs, self.vocab_size, self.max_len)
-        self.train_set = TensorDataset(*make_mqar(self.num_train, *sizes, train_rng))
-        self.val_set = TensorDataset(*make_mqar(self.num_val, *sizes, val_rng))
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader(self.train_set, shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader(self.val_set)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader(self.val_set)
-
-    def _loader(self, data: TensorDataset | None, shuffle: bool = False) -> DataLoader:
-        if data is None:
-            raise RuntimeError("Call setup() before asking for a DataLoader.")
-        return make_loader(data, batch_size=self.batch_size, num_workers=self.num_workers, shuffle=shuffle)
+        hp = self.hparams
+        streams = (np.random.default_rng(s) for s in np.random.SeedSequence(hp.dataset_seed).spawn(3))
+        sizes = (hp.num_kv_pairs, hp.vocab_size, hp.max_len)
+        self.train_set, self.val_set, self.test_set = (
+            TensorDataset(*make_mqar(count, *sizes, rng)) for count, rng in zip((hp.num_train, hp.num_val, hp.num_val), streams)
+        )

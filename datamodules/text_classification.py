@@ -12,15 +12,23 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-import lightning as L
 import pyarrow.compute as pc
 import torch
 from datasets import ClassLabel, Dataset, Value
-from torch.utils.data import DataLoader
 
-from .errors import DataError, check_fraction, check_positive
-from .hub import DataFiles, load_source, require_train, source_fingerprint, source_slug, train_val_test
-from .loaders import make_loader
+from lit_attention.errors import ConfigError
+
+from .base import DataModule, check_fraction, check_positive, lines_of, predict_paths
+from .hub import (
+    DataFiles,
+    check_local_files,
+    load_source,
+    normalize_data_files,
+    require_train,
+    source_fingerprint,
+    source_slug,
+    train_val_test,
+)
 from .text_tokenizers import (
     PAD_ID,
     ByteTokenizer,
@@ -49,17 +57,19 @@ KNOWN_DATASETS = {
 
 
 class ClassificationCollate:
-    """Rows of {text, label} to a padded batch; a class (not a closure) so DataLoader workers can pickle it."""
+    """Rows of {text, label} to a padded batch; a class (not a closure) so DataLoader workers can pickle
+    it. Without a label column (predict) batches carry the texts instead of labels."""
 
     def __init__(
-        self, tokenizer: TextTokenizer, text_column: str, label_column: str, max_len: int,
+        self, tokenizer: TextTokenizer, text_column: str, label_column: str | None, max_len: int,
         label_ids: dict[str, int] | None,
     ) -> None:
         self.tokenizer, self.text_column, self.label_column = tokenizer, text_column, label_column
         self.max_len, self.label_ids = max_len, label_ids
 
     def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
-        encoded = self.tokenizer.encode_batch([row[self.text_column] or "" for row in rows])
+        texts = [row[self.text_column] or "" for row in rows]
+        encoded = self.tokenizer.encode_batch(texts)
         tokens = torch.full((len(rows), self.max_len), self.tokenizer.pad_id, dtype=torch.long)
         lengths = torch.zeros(len(rows), dtype=torch.long)
         for b, ids in enumerate(encoded):
@@ -69,39 +79,39 @@ class ClassificationCollate:
             tokens[b, : len(ids)] = ids
             lengths[b] = len(ids)
         padding_mask = torch.arange(self.max_len)[None, :] >= lengths[:, None]
+        if self.label_column is None:
+            return {"tokens": tokens, "padding_mask": padding_mask, "texts": texts}
         labels = [row[self.label_column] for row in rows]
         if self.label_ids is not None:
             try:
                 labels = [self.label_ids[label] for label in labels]
             except KeyError as missing:
-                raise DataError(
+                raise ConfigError(
                     f"Label {missing.args[0]!r} does not occur in the training split, whose labels are "
                     f"{sorted(self.label_ids)}."
                 ) from None
         return {"tokens": tokens, "padding_mask": padding_mask, "labels": torch.tensor(labels, dtype=torch.long)}
 
 
-class TextClassificationDataModule(L.LightningDataModule):
+class TextClassificationDataModule(DataModule):
     """Text classification.
 
     Args:
-        dataset: a hub dataset name; with ``data_files`` it may instead name their format
-            (``parquet``, ``json``, ``csv``), which is otherwise taken from the file extension.
+        dataset: a hub dataset name; with data_files it may instead name their format (parquet,
+            json, csv), which is otherwise taken from the file extension.
         config: the hub dataset's configuration name, if it has several.
-        data_files: local files, ``{"train": ..., "validation": ..., "test": ...}`` or one path
-            (the training split); they take precedence over a hub name.
-        text_column, label_column: column names (``text_column`` defaults to the known column of
-            the hub datasets above, else ``text``). Labels may be integers 0..K-1 or strings.
-        num_classes: needed only for hub datasets outside the known ones; inferred from local files.
-        tokenizer: ``bytes`` (UTF-8 bytes, vocabulary 259), ``bpe`` (trained on the training split,
-            cached under ``data_dir/tokenizers``) or a pretrained tokenizer's hub name.
-        vocab_size: size of the BPE vocabulary (``bpe`` only).
+        data_files: local files, {"train": ..., "validation": ..., "test": ...} or one path (the
+            training split); they take precedence over a hub name.
+        text_column: the text column (default: the known column of the hub datasets above, else text).
+        label_column: the label column; labels may be integers 0..K-1 or strings.
+        num_classes: needed only for hub datasets outside the known ones; read from local files.
+        tokenizer: bytes (UTF-8 bytes, vocabulary 259), bpe (trained on the training split, cached
+            under data_dir/tokenizers) or a pretrained tokenizer's hub name.
+        vocab_size: size of the BPE vocabulary (bpe only).
         max_len: every text is truncated and padded to this many tokens.
-        batch_size: per device.
-        num_workers: DataLoader workers; 0 works for everything here, 2-4 help for long texts.
         val_fraction: share of the training split held out for validation (and for test, with a
             fixed seed, when the dataset has no test split).
-        seed: seed of the validation split.
+        split_seed: seed of the validation split; fixed, so every run seed sees the same split.
         data_dir: where the trained BPE is cached.
         hf_cache_dir: the `datasets` cache (default: the Hugging Face default, ~/.cache/huggingface).
     """
@@ -117,52 +127,49 @@ class TextClassificationDataModule(L.LightningDataModule):
         tokenizer: str = "bytes",
         vocab_size: int = 8000,
         max_len: int = 256,
-        batch_size: int = 32,
-        num_workers: int = 0,
         val_fraction: float = 0.1,
-        seed: int = 0,
+        split_seed: int = 0,
         data_dir: str = "data",
         hf_cache_dir: str | None = None,
+        **loading,
     ) -> None:
-        super().__init__()
-        self.save_hyperparameters()
-        for name, value in (("max_len", max_len), ("batch_size", batch_size)):
-            check_positive(name, value)
-        check_positive("num_workers", num_workers, minimum=0)
+        super().__init__(**loading)
+        check_positive("max_len", max_len)
         check_fraction("val_fraction", val_fraction)
         check_tokenizer_args(tokenizer, vocab_size)
-        known = KNOWN_DATASETS.get((dataset or "").split("/")[-1]) if data_files is None else None
-        self.dataset, self.config, self.data_files = dataset, config, data_files
-        self.text_column = text_column or (known.text_column if known else "text")
-        self.label_column, self.test_split = label_column, known.test_split if known else "test"
-        self.tokenizer_name, self.batch_size, self.num_workers = tokenizer, batch_size, num_workers
-        self.val_fraction, self.seed, self.data_dir, self.hf_cache_dir = val_fraction, seed, data_dir, hf_cache_dir
-
-        # What the model needs, known before setup so that the CLI can link it.
-        self.tokenizer: TextTokenizer | None = None
-        if tokenizer == "bytes":
-            self.tokenizer = ByteTokenizer(specials=True)
-        elif tokenizer != "bpe":
-            self.tokenizer = pretrained_tokenizer(tokenizer)
-        self.vocab_size = vocab_size if self.tokenizer is None else self.tokenizer.vocab_size
-        self.pad_id = PAD_ID if self.tokenizer is None else self.tokenizer.pad_id
-        self.max_len = max_len
         if num_classes is not None:
             check_positive("num_classes", num_classes, minimum=2)
-        elif known is not None:
-            num_classes = known.num_classes
-        elif data_files is not None:  # local files: reading the label column once is cheap
-            num_classes, _ = describe_labels(require_train(self._load(), f"data_files={data_files!r}"), label_column)
-        else:
-            raise DataError(
-                f"num_classes is unknown for dataset {dataset!r}; pass num_classes (known datasets: "
-                f"{', '.join(sorted(KNOWN_DATASETS))})."
+        if data_files is None and not dataset:
+            raise ConfigError(f"No data given; set dataset to a hub name or pass data_files.")
+        known = KNOWN_DATASETS.get((dataset or "").split("/")[-1]) if data_files is None else None
+        if known is None and data_files is None and num_classes is None:
+            raise ConfigError(
+                f"{dataset!r} is not one of the hub datasets this suite knows ({', '.join(sorted(KNOWN_DATASETS))}); "
+                "check its name, or for another hub dataset pass num_classes (and text_column)."
             )
-        self.num_classes = num_classes
-        self.train_set: Dataset | None = None
-        self.val_set: Dataset | None = None
-        self.test_set: Dataset | None = None
-        self._collate: ClassificationCollate | None = None
+        self.text_column = text_column or (known.text_column if known else "text")
+        self.test_split = known.test_split if known else "test"
+        self.tokenizer: TextTokenizer | None = ByteTokenizer(specials=True) if tokenizer == "bytes" else None
+        self.class_names: list[str] | None = None
+
+    def model_sizes(self) -> dict[str, int]:
+        hp = self.hparams
+        if hp.tokenizer not in ("bytes", "bpe") and self.tokenizer is None:
+            self.tokenizer = pretrained_tokenizer(hp.tokenizer)  # one small file, cached by huggingface_hub
+        vocab_size = hp.vocab_size if self.tokenizer is None else self.tokenizer.vocab_size
+        pad_id = PAD_ID if self.tokenizer is None else self.tokenizer.pad_id
+        return {"vocab_size": vocab_size, "max_len": hp.max_len, "num_classes": self._num_classes(), "pad_id": pad_id}
+
+    def _num_classes(self) -> int:
+        hp = self.hparams
+        known = KNOWN_DATASETS.get((hp.dataset or "").split("/")[-1]) if hp.data_files is None else None
+        if hp.num_classes is not None:
+            return hp.num_classes
+        if known is not None:
+            return known.num_classes
+        check_local_files(normalize_data_files(hp.data_files))  # local files: reading the label column is cheap
+        num_classes, _ = describe_labels(require_train(self._load(), f"data_files={hp.data_files!r}"), hp.label_column)
+        return num_classes
 
     # ------------------------------------------------------------------ Lightning hooks
 
@@ -172,36 +179,36 @@ class TextClassificationDataModule(L.LightningDataModule):
         self._tokenizer_for(train)
 
     def setup(self, stage: str | None = None) -> None:
-        if self.train_set is not None:
+        if self.train_set is not None and stage != "predict":
             return
         train, val, test = self._splits()
         label_ids = self._check_labels(train, val, test)
+        self.class_names = sorted(label_ids) if label_ids else _class_names(train, self.hparams.label_column,
+                                                                              self._num_classes())
         tokenizer = self._tokenizer_for(train)
-        columns = [self.text_column, self.label_column]
+        columns = [self.text_column, self.hparams.label_column]
         self.train_set, self.val_set, self.test_set = (d.select_columns(columns) for d in (train, val, test))
-        self._collate = ClassificationCollate(tokenizer, self.text_column, self.label_column, self.max_len, label_ids)
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader(self.train_set, shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader(self.val_set)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader(self.test_set)
+        self.collate = ClassificationCollate(tokenizer, self.text_column, self.hparams.label_column,
+                                             self.hparams.max_len, label_ids)
+        if stage == "predict":
+            texts = lines_of(predict_paths(self.hparams.predict_files))
+            self.predict_set = [{self.text_column: text} for text in texts]
+            self.predict_collate = ClassificationCollate(tokenizer, self.text_column, None, self.hparams.max_len, None)
 
     # ------------------------------------------------------------------ helpers
 
     def _load(self):
-        return load_source(self.dataset, self.config, self.data_files, self.hf_cache_dir)
+        hp = self.hparams
+        return load_source(hp.dataset, hp.config, hp.data_files, hp.hf_cache_dir)
 
     def _splits(self) -> tuple[Dataset, Dataset, Dataset]:
-        source = f"Dataset {self.dataset!r}" if self.data_files is None else f"data_files={self.data_files!r}"
+        hp = self.hparams
+        source = f"Dataset {hp.dataset!r}" if hp.data_files is None else f"data_files={hp.data_files!r}"
         train, val, test = train_val_test(
-            self._load(), source, val_fraction=self.val_fraction, seed=self.seed, test_split=self.test_split
+            self._load(), source, val_fraction=hp.val_fraction, seed=hp.split_seed, test_split=self.test_split
         )
         if self.text_column not in train.column_names:
-            raise DataError(
+            raise ConfigError(
                 f"{source} has no text column {self.text_column!r} (its columns are {train.column_names}); "
                 f"set text_column."
             )
@@ -209,41 +216,43 @@ class TextClassificationDataModule(L.LightningDataModule):
 
     def _check_labels(self, train: Dataset, val: Dataset, test: Dataset) -> dict[str, int] | None:
         """Every split's labels must fit num_classes (and string labels must all occur in training)."""
-        train_count, label_ids = describe_labels(train, self.label_column)
+        train_count, label_ids = describe_labels(train, self.hparams.label_column)
         for split, data in (("training", train), ("validation", val), ("test", test)):
-            count, ids = (train_count, label_ids) if data is train else describe_labels(data, self.label_column)
+            count, ids = (train_count, label_ids) if data is train else describe_labels(data, self.hparams.label_column)
             unknown = sorted(set(ids or ()) - set(label_ids or ()))
             if unknown:
-                raise DataError(
+                raise ConfigError(
                     f"The {split} split has labels {unknown[:5]} that the training split lacks; fix the label column."
                 )
-            if count > self.num_classes:
-                raise DataError(
-                    f"The {split} split has {count} classes but num_classes={self.num_classes}; "
+            if count > self._num_classes():
+                raise ConfigError(
+                    f"The {split} split has {count} classes but num_classes={self._num_classes()}; "
                     f"set num_classes to at least {count}."
                 )
         return label_ids
 
     def _tokenizer_for(self, train: Dataset) -> TextTokenizer:
-        if self.tokenizer is None:  # BPE: trained on exactly the rows the model trains on, then cached
-            key = source_fingerprint(self.dataset, self.config, self.data_files, self.text_column,
-                                     self.val_fraction, self.seed)
-            name = f"{source_slug(self.dataset, self.data_files)}-bpe{self.vocab_size}-{key}.json"
-            path = Path(self.data_dir) / "tokenizers" / name
-            return bpe_tokenizer(path, self.vocab_size, functools.partial(training_texts, train, [self.text_column]))
+        hp = self.hparams
+        if hp.tokenizer == "bpe":  # trained on exactly the rows the model trains on, then cached
+            key = source_fingerprint(hp.dataset, hp.config, hp.data_files, self.text_column, hp.val_fraction,
+                                     hp.split_seed)
+            name = f"{source_slug(hp.dataset, hp.data_files)}-bpe{hp.vocab_size}-{key}.json"
+            path = Path(hp.data_dir) / "tokenizers" / name
+            return bpe_tokenizer(path, hp.vocab_size, functools.partial(training_texts, train, [self.text_column]))
+        if self.tokenizer is None:
+            self.tokenizer = pretrained_tokenizer(hp.tokenizer)
         return self.tokenizer
 
-    def _loader(self, data: Dataset | None, shuffle: bool = False) -> DataLoader:
-        if data is None or self._collate is None:
-            raise RuntimeError("Call setup() before asking for a DataLoader.")
-        return make_loader(data, batch_size=self.batch_size, num_workers=self.num_workers, shuffle=shuffle,
-                           collate_fn=self._collate)
+
+def _class_names(train: Dataset, column: str, count: int) -> list[str]:
+    feature = train.features[column]
+    return list(feature.names) if isinstance(feature, ClassLabel) else [str(i) for i in range(count)]
 
 
 def describe_labels(data: Dataset, column: str) -> tuple[int, dict[str, int] | None]:
     """(number of classes, mapping of string labels to ids or None for integer labels)."""
     if column not in data.column_names:
-        raise DataError(f"There is no label column {column!r} (columns: {data.column_names}); set label_column.")
+        raise ConfigError(f"There is no label column {column!r} (columns: {data.column_names}); set label_column.")
     feature = data.features[column]
     if isinstance(feature, ClassLabel):
         return feature.num_classes, None
@@ -254,8 +263,8 @@ def describe_labels(data: Dataset, column: str) -> tuple[int, dict[str, int] | N
     if isinstance(feature, Value) and feature.dtype.startswith(("int", "uint")):
         low, high = pc.min_max(values).values()
         if low.as_py() is None or low.as_py() < 0:
-            raise DataError(
+            raise ConfigError(
                 f"Label column {column!r} has negative or missing labels; labels must be 0..K-1 or strings."
             )
         return high.as_py() + 1, None
-    raise DataError(f"Label column {column!r} has type {feature}; labels must be integers 0..K-1 or strings.")
+    raise ConfigError(f"Label column {column!r} has type {feature}; labels must be integers 0..K-1 or strings.")

@@ -16,7 +16,7 @@ import numpy as np
 from datasets import Dataset
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-from .errors import DataError
+from lit_attention.errors import ConfigError
 from .hub import download_hub_file
 
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>")
@@ -87,9 +87,9 @@ def _first_id(tokenizer: Tokenizer, candidates: Sequence[str]) -> int | None:
 
 def check_tokenizer_args(tokenizer: str, vocab_size: int) -> None:
     if not tokenizer:
-        raise DataError("tokenizer is empty; use 'bytes', 'bpe' or a pretrained tokenizer's hub name such as 'gpt2'.")
+        raise ConfigError("tokenizer is empty; use 'bytes', 'bpe' or a pretrained tokenizer's hub name such as 'gpt2'.")
     if tokenizer == "bpe" and (not isinstance(vocab_size, int) or vocab_size < MIN_BPE_VOCAB):
-        raise DataError(
+        raise ConfigError(
             f"vocab_size={vocab_size!r} is too small for a byte-level BPE; use at least {MIN_BPE_VOCAB} "
             f"(256 bytes + {len(SPECIAL_TOKENS)} special tokens)."
         )
@@ -123,7 +123,7 @@ def bpe_tokenizer(path: Path, vocab_size: int, training_texts: Callable[[], Iter
         os.replace(partial, path)  # atomic: a concurrent reader never sees half a file
     loaded = HFTokenizer(Tokenizer.from_file(str(path)), name="bpe")
     if (loaded.pad_id, loaded.bos_id, loaded.eos_id) != (PAD_ID, BOS_ID, EOS_ID) or loaded.vocab_size > vocab_size:
-        raise DataError(f"Cached tokenizer {str(path)!r} does not match vocab_size={vocab_size}; delete it to retrain.")
+        raise ConfigError(f"Cached tokenizer {str(path)!r} does not match vocab_size={vocab_size}; delete it to retrain.")
     return loaded
 
 

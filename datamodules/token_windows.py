@@ -22,7 +22,7 @@ import pyarrow as pa
 import torch
 from torch.utils.data import Dataset, Sampler
 
-from .errors import DataError
+from lit_attention.errors import ConfigError
 
 _MASK64 = (1 << 64) - 1
 
@@ -81,7 +81,7 @@ class _Windows(Dataset):
         # Windows hold max_len + 1 tokens: inputs are the first max_len, targets the last max_len.
         self.num_starts = tokens.num_tokens - max_len
         if self.num_starts < 1:
-            raise DataError(
+            raise ConfigError(
                 f"The {split} split has {tokens.num_tokens} tokens, fewer than max_len + 1 = {max_len + 1}; "
                 f"lower max_len or give more text."
             )

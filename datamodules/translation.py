@@ -11,12 +11,14 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-import lightning as L
+from typing import Literal
+
 import torch
 from datasets import Dataset, DatasetDict
-from torch.utils.data import DataLoader
 
-from .errors import DataError, check_choice, check_fraction, check_positive
+from lit_attention.errors import ConfigError
+
+from .base import DataModule, check_choice, check_fraction, check_positive, lines_of, predict_paths
 from .hub import (
     DataFiles,
     check_local_files,
@@ -26,7 +28,6 @@ from .hub import (
     source_slug,
     train_val_test,
 )
-from .loaders import make_loader
 from .text_tokenizers import (
     BOS_ID,
     EOS_ID,
@@ -49,10 +50,12 @@ def _pad(sequences: list[torch.Tensor], pad_id: int) -> tuple[torch.Tensor, torc
 
 
 class TranslationCollate:
-    """Rows of {source, target} texts to a padded batch (a class so that DataLoader workers can pickle it)."""
+    """Rows of {source, target} texts to a padded batch (a class so that DataLoader workers can pickle it);
+    `with_texts` adds the source texts (predict)."""
 
-    def __init__(self, tokenizer: TextTokenizer, max_src_len: int, max_tgt_len: int) -> None:
+    def __init__(self, tokenizer: TextTokenizer, max_src_len: int, max_tgt_len: int, with_texts: bool = False) -> None:
         self.tokenizer, self.max_src_len, self.max_tgt_len = tokenizer, max_src_len, max_tgt_len
+        self.with_texts = with_texts
 
     def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
         eos, bos = torch.tensor([EOS_ID]), torch.tensor([BOS_ID])
@@ -63,32 +66,35 @@ class TranslationCollate:
         src_ids, src_mask = _pad(src, PAD_ID)
         tgt_in, tgt_mask = _pad([torch.cat([bos, t]) for t in tgt], PAD_ID)
         tgt_out, _ = _pad([torch.cat([t, eos]) for t in tgt], PAD_ID)
-        return {"src": src_ids, "src_padding_mask": src_mask, "tgt_in": tgt_in, "tgt_out": tgt_out,
-                "tgt_padding_mask": tgt_mask}
+        batch = {"src": src_ids, "src_padding_mask": src_mask, "tgt_in": tgt_in, "tgt_out": tgt_out,
+                 "tgt_padding_mask": tgt_mask}
+        if self.with_texts:
+            batch["texts"] = [row["source"] for row in rows]
+        return batch
 
 
-class TranslationDataModule(L.LightningDataModule):
+class TranslationDataModule(DataModule):
     """Sequence-to-sequence translation.
 
     Args:
-        dataset: a hub dataset name; with ``data_files`` it may instead name their format.
-        config: the hub configuration (language pair), e.g. ``en-es``.
-        source_lang, target_lang: language codes; rows are ``{"translation": {src: ..., tgt: ...}}``
-            (the hub layout) or have one text column named after each language.
-        data_files: local json/parquet/csv files, one path or ``{"train": ..., "validation": ..., "test": ...}``.
-        tokenizer: ``bpe`` (one vocabulary for both languages, trained on the training split and
-            cached under ``data_dir/tokenizers``) or ``bytes``.
+        dataset: a hub dataset name; with data_files it may instead name their format.
+        config: the hub configuration (language pair), e.g. en-es.
+        source_lang: source language code; rows are {"translation": {src: ..., tgt: ...}} (the hub
+            layout) or have one text column named after each language.
+        target_lang: target language code.
+        data_files: local json/parquet/csv files, one path or {"train": ..., "validation": ..., "test": ...}.
+        tokenizer: bpe (one vocabulary for both languages, trained on the training split and cached
+            under data_dir/tokenizers) or bytes.
         vocab_size: BPE vocabulary size.
-        max_src_len, max_tgt_len: longest source (with eos) and target (with bos or eos) in tokens.
-        batch_size: per device.
-        num_workers: DataLoader workers; 0 is fine.
+        max_src_len: longest source in tokens (with eos).
+        max_tgt_len: longest target in tokens (with bos or eos).
         val_fraction: share of the training split held out for validation, and for test (fixed seed)
             when the dataset has no test split (opus_books has only train).
-        seed: seed of the validation split.
+        split_seed: seed of the validation split; fixed, so every run seed sees the same split.
         data_dir: where the BPE is cached.
         hf_cache_dir: the `datasets` cache (default: the Hugging Face default).
 
-    Special ids: pad 0, bos 1, eos 2 (``pad_id``, ``bos_id``, ``eos_id``).
+    Special ids: pad 0, bos 1, eos 2.
     """
 
     def __init__(
@@ -98,43 +104,33 @@ class TranslationDataModule(L.LightningDataModule):
         source_lang: str = "en",
         target_lang: str = "es",
         data_files: DataFiles | None = None,
-        tokenizer: str = "bpe",
+        tokenizer: Literal["bpe", "bytes"] = "bpe",
         vocab_size: int = 8000,
         max_src_len: int = 64,
         max_tgt_len: int = 64,
-        batch_size: int = 32,
-        num_workers: int = 0,
         val_fraction: float = 0.05,
-        seed: int = 0,
+        split_seed: int = 0,
         data_dir: str = "data",
         hf_cache_dir: str | None = None,
+        **loading,
     ) -> None:
-        super().__init__()
-        self.save_hyperparameters()
+        super().__init__(**loading)
         check_choice("tokenizer", tokenizer, ("bpe", "bytes"))
         check_tokenizer_args(tokenizer, vocab_size)
         for name, value in (("max_src_len", max_src_len), ("max_tgt_len", max_tgt_len)):
             check_positive(name, value, minimum=2)  # room for one token and eos
-        check_positive("batch_size", batch_size)
-        check_positive("num_workers", num_workers, minimum=0)
         check_fraction("val_fraction", val_fraction)
         if source_lang == target_lang:
-            raise DataError(f"source_lang and target_lang are both {source_lang!r}; give two different languages.")
-        if data_files is not None:
-            check_local_files(normalize_data_files(data_files))  # a missing or empty file fails now, not after setup
-        self.dataset, self.config, self.data_files = dataset, config, data_files
-        self.source_lang, self.target_lang = source_lang, target_lang
-        self.tokenizer_name, self.batch_size, self.num_workers = tokenizer, batch_size, num_workers
-        self.val_fraction, self.seed, self.data_dir, self.hf_cache_dir = val_fraction, seed, data_dir, hf_cache_dir
-        # What the model needs, known before setup so that the CLI can link it.
+            raise ConfigError(f"source_lang and target_lang are both {source_lang!r}; give two different languages.")
         self.tokenizer: TextTokenizer | None = ByteTokenizer(specials=True) if tokenizer == "bytes" else None
-        self.vocab_size = vocab_size if self.tokenizer is None else self.tokenizer.vocab_size
-        self.pad_id, self.bos_id, self.eos_id = PAD_ID, BOS_ID, EOS_ID
-        self.max_src_len, self.max_tgt_len = max_src_len, max_tgt_len
-        self.train_set: Dataset | None = None
-        self.val_set: Dataset | None = None
-        self.test_set: Dataset | None = None
-        self._collate: TranslationCollate | None = None
+
+    def model_sizes(self) -> dict[str, int]:
+        hp = self.hparams
+        if hp.data_files is not None:
+            check_local_files(normalize_data_files(hp.data_files))  # a missing or empty file fails now
+        vocab_size = hp.vocab_size if self.tokenizer is None else self.tokenizer.vocab_size
+        return {"vocab_size": vocab_size, "max_src_len": hp.max_src_len, "max_tgt_len": hp.max_tgt_len,
+                "pad_id": PAD_ID, "bos_id": BOS_ID, "eos_id": EOS_ID}
 
     # ------------------------------------------------------------------ Lightning hooks
 
@@ -143,20 +139,15 @@ class TranslationDataModule(L.LightningDataModule):
         self._tokenizer_for(self._splits()[0])
 
     def setup(self, stage: str | None = None) -> None:
-        if self.train_set is not None:
+        if self.train_set is not None and stage != "predict":
             return
         self.train_set, self.val_set, self.test_set = self._splits()
         self.tokenizer = self._tokenizer_for(self.train_set)
-        self._collate = TranslationCollate(self.tokenizer, self.max_src_len, self.max_tgt_len)
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader(self.train_set, shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader(self.val_set)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader(self.test_set)
+        self.collate = TranslationCollate(self.tokenizer, self.hparams.max_src_len, self.hparams.max_tgt_len)
+        if stage == "predict":
+            self.predict_set = [{"source": text, "target": ""} for text in lines_of(predict_paths(self.hparams.predict_files))]
+            self.predict_collate = TranslationCollate(self.tokenizer, self.hparams.max_src_len, self.hparams.max_tgt_len,
+                                                      with_texts=True)
 
     def decode(self, ids: list[int]) -> str:
         """Text of a generated id sequence, stopping at the first eos and dropping bos/pad (for BLEU)."""
@@ -170,40 +161,36 @@ class TranslationDataModule(L.LightningDataModule):
     # ------------------------------------------------------------------ helpers
 
     def _splits(self) -> tuple[Dataset, Dataset, Dataset]:
-        source = f"Dataset {self.dataset!r}" if self.data_files is None else f"data_files={self.data_files!r}"
-        loaded = load_source(self.dataset, self.config, self.data_files, self.hf_cache_dir)
+        hp = self.hparams
+        source = f"Dataset {hp.dataset!r}" if hp.data_files is None else f"data_files={hp.data_files!r}"
+        loaded = load_source(hp.dataset, hp.config, hp.data_files, hp.hf_cache_dir)
         pairs = DatasetDict({name: self._to_pairs(data, source) for name, data in loaded.items()})
-        return train_val_test(pairs, source, val_fraction=self.val_fraction, seed=self.seed)
+        return train_val_test(pairs, source, val_fraction=hp.val_fraction, seed=hp.split_seed)
 
     def _to_pairs(self, data: Dataset, source: str) -> Dataset:
         """Rows reduced to {"source", "target"} texts, from either supported layout."""
-        src, tgt = self.source_lang, self.target_lang
+        src, tgt = self.hparams.source_lang, self.hparams.target_lang
         if "translation" in data.column_names:
             feature = data.features["translation"]
             # The hub's Translation feature lists its languages; plain JSON gives a dict of columns.
             languages = set(feature.languages if hasattr(feature, "languages") else feature)
             if not {src, tgt} <= languages:
-                raise DataError(f"{source} translates between {sorted(languages)}, not {src!r} and {tgt!r}; "
+                raise ConfigError(f"{source} translates between {sorted(languages)}, not {src!r} and {tgt!r}; "
                                 f"set source_lang / target_lang (and config).")
             columns = {f"translation.{src}": "source", f"translation.{tgt}": "target"}
             return data.flatten().select_columns(list(columns)).rename_columns(columns)
         if {src, tgt} <= set(data.column_names):
             return data.select_columns([src, tgt]).rename_columns({src: "source", tgt: "target"})
-        raise DataError(f"{source} has neither a 'translation' column nor columns {src!r} and {tgt!r} "
+        raise ConfigError(f"{source} has neither a 'translation' column nor columns {src!r} and {tgt!r} "
                         f"(its columns are {data.column_names}); give rows in one of those layouts.")
 
     def _tokenizer_for(self, train: Dataset) -> TextTokenizer:
-        if self.tokenizer_name == "bytes":
+        hp = self.hparams
+        if hp.tokenizer == "bytes":
             return ByteTokenizer(specials=True)
-        key = source_fingerprint(self.dataset, self.config, self.data_files, self.source_lang, self.target_lang,
-                                 self.val_fraction, self.seed)
-        pair = f"{self.source_lang}-{self.target_lang}"
-        name = f"{source_slug(self.dataset, self.data_files)}-{pair}-bpe{self.vocab_size}-{key}.json"
-        return bpe_tokenizer(Path(self.data_dir) / "tokenizers" / name, self.vocab_size,
+        key = source_fingerprint(hp.dataset, hp.config, hp.data_files, hp.source_lang, hp.target_lang,
+                                 hp.val_fraction, hp.split_seed)
+        pair = f"{hp.source_lang}-{hp.target_lang}"
+        name = f"{source_slug(hp.dataset, hp.data_files)}-{pair}-bpe{hp.vocab_size}-{key}.json"
+        return bpe_tokenizer(Path(hp.data_dir) / "tokenizers" / name, hp.vocab_size,
                              functools.partial(training_texts, train, ["source", "target"]))
-
-    def _loader(self, data: Dataset | None, shuffle: bool = False) -> DataLoader:
-        if data is None or self._collate is None:
-            raise RuntimeError("Call setup() before asking for a DataLoader.")
-        return make_loader(data, batch_size=self.batch_size, num_workers=self.num_workers, shuffle=shuffle,
-                           collate_fn=self._collate)

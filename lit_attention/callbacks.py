@@ -1,22 +1,102 @@
-"""Trainer callbacks the CLI adds: attention maps in TensorBoard and a run history for `compare`."""
+"""Trainer callbacks of every `lit-attention` run, and the one function that picks them.
+
+* `LastCheckpoint` / `ExactResume` (checkpointing.py): a killed run resumes exactly.
+* `ModelCheckpoint`: the best checkpoint by the task's monitored metric.
+* `RunRecorder` (records.py): the run's record.json, built from state that survives a resume.
+* `FiniteLossGuard`: stops at the first NaN or infinite loss, before that step is applied.
+* `ThroughputMonitor`: samples/s, tokens/s and FLOP/s in TensorBoard (FLOPs counted by torch).
+* `ProgressBar`: epoch and step (a step-based run has no last epoch to show).
+* `AttentionMapLogger` (opt-in): attention maps of one validation sample.
+"""
 
 from __future__ import annotations
 
-import time
+import json
+from pathlib import Path
 
 import lightning as L
 import torch
 from lightning.fabric.utilities.apply_func import apply_to_collection
+from lightning.pytorch.callbacks import BasePredictionWriter, ModelCheckpoint, ThroughputMonitor, TQDMProgressBar
 
 from lit_attention.attention import MultiHeadAttention
-from lit_attention.checkpointing import LastCheckpoint
+from lit_attention.checkpointing import ExactResume, LastCheckpoint
+from lit_attention.records import RunRecorder
+from lit_attention.tasks.base import TaskModule
+
+
+def default_callbacks(model, user_callbacks: list, fitting: bool, checkpointing: bool,
+                      checkpoint_every_n_steps: int | None, attention_maps: bool, progress: bool) -> list[L.Callback]:
+    """The callbacks a run gets besides the user's own (a user's callback of the same kind replaces
+    ours). The recorder comes before LastCheckpoint: after a validation it must note the new point
+    before the checkpoint that a resume would start from is written."""
+
+    def missing(kind) -> bool:
+        return not any(isinstance(c, kind) for c in user_callbacks)
+
+    callbacks: list[L.Callback] = [RunRecorder()] if missing(RunRecorder) else []
+    if checkpointing:
+        if missing(ExactResume):
+            callbacks.append(ExactResume())
+        if missing(ModelCheckpoint):  # the best checkpoint; last.ckpt is LastCheckpoint's
+            callbacks.append(ModelCheckpoint(
+                monitor=model.monitor, mode=model.monitor_mode, save_last=False, save_top_k=1,
+                filename="best-{epoch}-{step}", auto_insert_metric_name=False,
+            ))
+        if missing(LastCheckpoint):
+            callbacks.append(LastCheckpoint(every_n_steps=checkpoint_every_n_steps))
+    if missing(FiniteLossGuard):
+        callbacks.append(FiniteLossGuard())
+    if fitting and missing(ThroughputMonitor):  # training speed; FLOPs are counted on the first training batch
+        lengths = None if type(model).tokens_of is TaskModule.tokens_of else model.tokens_of  # items/s for tokens only
+        callbacks.append(ThroughputMonitor(batch_size_fn=model.batch_size_of, length_fn=lengths, window_size=10))
+    if progress and missing(TQDMProgressBar):
+        callbacks.append(ProgressBar())
+    if attention_maps:
+        callbacks.append(AttentionMapLogger())
+    return callbacks
+
+
+class PredictionWriter(BasePredictionWriter):
+    """Writes what `predict_step` returns (a list of JSON-able rows per batch) to a JSON-lines file,
+    batch by batch, so a long prediction run keeps what it has done."""
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__(write_interval="batch")
+        self.path = Path(path)
+
+    def on_predict_start(self, trainer, pl_module) -> None:
+        self.path.write_text("")
+
+    def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch, batch_idx, dataloader_idx) -> None:
+        with open(self.path, "a", encoding="utf-8") as file:
+            for row in prediction:
+                file.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+class ProgressBar(TQDMProgressBar):
+    """Lightning's bar, described as `epoch E, step S/N`: a run limited by steps shows how far it is."""
+
+    def get_metrics(self, trainer, pl_module) -> dict:
+        metrics = super().get_metrics(trainer, pl_module)
+        metrics.pop("v_num", None)  # the run directory is printed at the start and the end instead
+        return metrics
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+        bar = self.train_progress_bar
+        if bar is not None and not bar.disable:
+            total = f"/{trainer.max_steps}" if trainer.max_steps and trainer.max_steps > 0 else ""
+            bar.set_description(f"epoch {trainer.current_epoch}, step {trainer.global_step}{total}", refresh=False)
 
 
 class AttentionMapLogger(L.Callback):
-    """After each validation, log the attention maps of one fixed validation sample as images.
+    """After each validation, log the attention maps of one fixed validation sample as figures.
 
     Maps come from the plain-math reference path (the fused kernel never materialises them), one
-    image per attention layer, averaged over heads.
+    figure per attention layer, averaged over heads, on a log colour scale with a colour bar: attention
+    weights span orders of magnitude, and a linear scale normalised by the maximum shows a causal
+    model's first row and little else.
     """
 
     def __init__(self) -> None:
@@ -29,12 +109,30 @@ class AttentionMapLogger(L.Callback):
     def on_validation_end(self, trainer, pl_module) -> None:
         if trainer.sanity_checking or self.sample is None or trainer.logger is None:
             return
-        if not hasattr(trainer.logger.experiment, "add_image"):
+        if not hasattr(trainer.logger.experiment, "add_figure"):
             return
-        maps = attention_maps(pl_module, self.sample)
-        for name, weights in maps.items():
-            image = weights / weights.max().clamp(min=1e-12)  # (T_q, T_k) in [0, 1]
-            trainer.logger.experiment.add_image(f"attention/{name}", image[None].float().cpu(), trainer.global_step)
+        for name, weights in attention_maps(pl_module, self.sample).items():
+            trainer.logger.experiment.add_figure(f"attention/{name}", attention_figure(weights, name), trainer.global_step)
+
+
+def attention_figure(weights: torch.Tensor, title: str):
+    """A (T_q, T_k) map on a log scale from 1e-4 to 1 with a colour bar; exact zeros (masked) are white."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import LogNorm
+
+    values = weights.float().cpu().numpy()
+    figure, axes = plt.subplots(figsize=(4.2, 3.6))
+    shown = axes.imshow(values, norm=LogNorm(vmin=1e-4, vmax=1.0, clip=True), cmap="viridis", interpolation="nearest")
+    shown.cmap.set_bad("white")  # log(0): masked positions
+    axes.set_xlabel("key position")
+    axes.set_ylabel("query position")
+    axes.set_title(title, fontsize=9)
+    figure.colorbar(shown, ax=axes, label="attention weight (log scale)")
+    figure.tight_layout()
+    return figure
 
 
 @torch.no_grad()
@@ -54,33 +152,6 @@ def attention_maps(pl_module, batch) -> dict[str, torch.Tensor]:
             layer.fused, layer.record_weights = previous[name]
             layer.recorded_weights = None
         pl_module.train(was_training)
-
-
-class RunHistory(L.Callback):
-    """Remembers what `compare` reports: the monitored metric at each validation, and training speed."""
-
-    def __init__(self) -> None:
-        self.curve: list[tuple[int, int, float]] = []  # (epoch, global step, value)
-        self.train_seconds = 0.0
-        self.train_samples = 0
-        self._batch_started = 0.0
-
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-        self._batch_started = time.perf_counter()
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self.train_seconds += time.perf_counter() - self._batch_started
-        self.train_samples += pl_module.batch_size_of(batch)
-
-    def on_validation_end(self, trainer, pl_module) -> None:
-        if trainer.sanity_checking or pl_module.monitor not in trainer.callback_metrics:
-            return
-        value = float(trainer.callback_metrics[pl_module.monitor])
-        self.curve.append((trainer.current_epoch, trainer.global_step, value))
-
-    @property
-    def samples_per_second(self) -> float:
-        return self.train_samples / self.train_seconds if self.train_seconds else float("nan")
 
 
 class NonFiniteLossError(RuntimeError):
@@ -107,8 +178,10 @@ def nonfinite_message(trainer, loss: torch.Tensor) -> str:
     value = "nan" if torch.isnan(loss).any() else "infinite" if torch.isinf(loss).any() else "nan or infinite on another rank"
     where = f"global step {trainer.global_step} (epoch {trainer.current_epoch}, batch {trainer.fit_loop.epoch_loop.batch_idx})"
     last = next((c.path(trainer) for c in trainer.callbacks if isinstance(c, LastCheckpoint)), None)
-    intact = f", and the last checkpoint {str(last)!r} is intact" if last is not None and last.is_file() else ""
-    return (
-        f"The training loss became {value} at {where}; training stopped before applying that step{intact}: "
-        "lower the learning rate or clip gradients (trainer.gradient_clip_val), then resume with --ckpt_path last."
-    )
+    if last is not None and last.is_file():
+        then = (f"; the last checkpoint {str(last)!r} is intact: lower the learning rate or clip gradients "
+                "(trainer.gradient_clip_val), then resume with --ckpt_path last")
+    else:
+        then = ("; no checkpoint was written before it, so lower the learning rate or clip gradients "
+                "(trainer.gradient_clip_val) and start the run again")
+    return f"The training loss became {value} at {where}; training stopped before applying that step{then}."

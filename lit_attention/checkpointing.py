@@ -16,6 +16,7 @@ in the training data is the training DataLoader's state (see `datamodules/loader
 
 from __future__ import annotations
 
+import inspect
 import os
 import random
 from pathlib import Path
@@ -26,9 +27,12 @@ import numpy as np
 import torch
 from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch.trainer.states import TrainerFn
+from lightning.pytorch.utilities import rank_zero_info
 
 from lit_attention.attention import resolve_spec
 from lit_attention.errors import ConfigError
+from lit_attention.run_dirs import CHECKPOINTS, newest_version
+from lit_attention.tasks.base import TaskModule
 
 LAST = "last.ckpt"
 
@@ -216,6 +220,42 @@ def set_random_states(states: dict[str, Any]) -> None:
     random.setstate((version, tuple(python_state), python_gauss))
 
 
+# ---------------------------------------------------------------------------------------- finding
+
+# `--ckpt_path` values Lightning resolves itself.
+LIGHTNING_CHECKPOINT_NAMES = ("hpc", "registry")
+
+
+def resolve_checkpoint(ckpt_path: str | None, base: Path, command: str) -> str | None:
+    """The checkpoint file `--ckpt_path` names for `command` in the runs under `base`
+    (`<root>/<recipe>/<variant>/seed_<n>`): `last` and `best` are the newest training run's
+    `last.ckpt` and best checkpoint, anything else a path. `fit --ckpt_path last` with nothing to
+    resume returns None (a new run), so a preemptible job can always pass it."""
+    if ckpt_path is None or str(ckpt_path).split(":")[0] in LIGHTNING_CHECKPOINT_NAMES:
+        return ckpt_path
+    if ckpt_path not in ("last", "best"):
+        return str(ckpt_path)
+    newest = newest_version(base)
+    if ckpt_path == "best":
+        if command == "fit":
+            raise ConfigError("fit --ckpt_path best would restart from an earlier point of a run; "
+                              "resume with --ckpt_path last, or pass a checkpoint's path.")
+        found = sorted((newest / CHECKPOINTS).glob("best-*.ckpt"), key=os.path.getmtime) if newest else []
+        if not found:
+            raise ConfigError(f"--ckpt_path best: there is no best checkpoint in {str(newest or base)!r}; "
+                              "train the run first, or pass a checkpoint's path.")
+        return str(found[-1])
+    last = newest / CHECKPOINTS / LAST if newest else None
+    if last is not None and last.is_file():
+        rank_zero_info(f"--ckpt_path last: {last}")
+        return str(last)
+    if command != "fit":
+        raise ConfigError(f"--ckpt_path last: there is no checkpoint in {str(newest or base)!r} to {command}; "
+                          "train the run first, or pass a checkpoint's path.")
+    rank_zero_info(f"--ckpt_path last: nothing to resume in {newest or base}; starting a new run.")
+    return None
+
+
 # ---------------------------------------------------------------------------------------- reading
 
 
@@ -237,8 +277,9 @@ def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
 
 
 # Hyper-parameters that shape only training, not the weights: a difference there is not a mismatch.
-TRAINING_ONLY = {"lr", "weight_decay", "betas", "warmup_steps", "max_steps", "min_lr_ratio", "compile",
-                 "label_smoothing", "dropout", "drop_path", "beam_size", "bleu_batches"}
+TRAINING_ONLY = {name for name in inspect.signature(TaskModule.__init__).parameters if name != "self"} | {
+    "label_smoothing", "dropout", "drop_path", "beam_size", "bleu_batches", "monitor", "max_new_tokens",
+    "temperature", "top_k", "top_p"}
 
 
 def checkpoint_mismatch(checkpoint: dict[str, Any], model: torch.nn.Module) -> list[str]:

@@ -1,87 +1,82 @@
-"""The `lit-attention` command: LightningCLI plus the run layout, data-driven model sizes and clear errors.
+"""`lit-attention fit / validate / test / predict`: LightningCLI with the suite's run layout, model
+sizes taken from the data, and what-you-see printing.
 
     lit-attention fit --config recipes/quickstart/vit_digits.yaml --model.attention super
-    lit-attention compare --config recipes/quickstart/vit_digits.yaml --variants all --seeds 3
 
-Runs are written to `<run.root>/<run.name>/<variant>/seed_<n>/version_<k>/` (TensorBoard events,
-`config.yaml`, `checkpoints/`), so every variant of a recipe shows up side by side in TensorBoard
-and a rerun gets a new version instead of overwriting the last one (two runs started at the same
-moment too). `--ckpt_path last` resumes the latest version of the recipe/variant/seed in place, from
-its `checkpoints/last.ckpt`, written every `--run.checkpoint_every_n_steps` steps, after every
-validation and at every epoch end.
-
-Exit status: 0 done, 2 bad input (one sentence on stderr, no traceback unless
-LIT_ATTENTION_TRACEBACK=1), 3 the training loss became NaN or infinite.
+One run, in order: parse the recipe and flags; build the DataModule once and copy the sizes it
+defines (classes, vocabulary, lengths, image shape) into the model's arguments; check the trainer
+settings; print the config if asked (with those sizes, as the run will use them); build the model on
+the meta device (a bad value fails here, before any data work); choose the run directory (checkpoint
+resolution, resume, lock: `run_dirs.py`, `checkpointing.py`); train. The modules that run after that:
+`tasks/` (LightningModules), `models/` (plain nn.Modules) and `attention.py`.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
-import re
-import shutil
 import sys
-from argparse import ArgumentError
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
-import yaml
 from lightning.fabric.plugins import CheckpointIO
-from lightning.pytorch.callbacks import ModelCheckpoint, ThroughputMonitor
-from lightning.pytorch.cli import LightningCLI
-from lightning.pytorch.loggers import TensorBoardLogger
-from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
 import datamodules  # noqa: F401  (registers the DataModules for `--data <ShortName>`)
 import lit_attention.tasks  # noqa: F401  (registers the LightningModules for `--model <ShortName>`)
-from datamodules import DataError
 from lit_attention.attention import resolve_spec
-from lit_attention.callbacks import AttentionMapLogger, FiniteLossGuard, NonFiniteLossError
+from lit_attention.callbacks import PredictionWriter, default_callbacks
 from lit_attention.checkpointing import (
-    LAST,
     AtomicCheckpointIO,
-    ExactResume,
-    LastCheckpoint,
     checkpoint_mismatch,
     logging_step,
     read_checkpoint,
+    resolve_checkpoint,
 )
 from lit_attention.errors import ConfigError
-from lit_attention.run_dirs import claim_new_version, launched_as_rank_zero, version_dir, version_of_checkpoint, versions
-from lit_attention.tasks.base import TaskModule
+from lit_attention.records import RunRecorder, write_record
+from lit_attention.run_dirs import RunLock, RunPlace, check_writable, place_run, remove_if_unused, run_logger
+from lit_attention.run_config import RunConfigSaver
 
-# Sizes the DataModule knows and the model must match; copied into the model's arguments.
-DATA_TO_MODEL = (
-    "num_classes", "image_size", "in_channels", "vocab_size", "max_len", "pad_id", "bos_id", "eos_id",
-    "max_src_len", "max_tgt_len",
-)
-TRACEBACK_ENV = "LIT_ATTENTION_TRACEBACK"
-# `--ckpt_path` values Lightning resolves itself (besides "last", which this CLI resolves).
-LIGHTNING_CHECKPOINT_NAMES = ("best", "hpc", "registry")
-# Settings whose change on resume is not worth a warning.
-RESUME_IGNORED_SETTINGS = ("ckpt_path", "config")
 DESCRIPTION = (
     "Train attention variants with LightningCLI (fit / validate / test / predict). "
-    "`lit-attention compare --help` runs a recipe over several variants and seeds."
+    "`lit-attention compare --help` runs a recipe over variants, seeds and a grid of settings."
 )
+# Data sizes a user may raise above the data's (a larger embedding or W_A is harmless); others must match.
+GROWABLE_SIZES = ("vocab_size", "max_len", "max_src_len", "max_tgt_len")
+PRINT_CONFIG = "--print_config"
 
 
 class LitAttentionCLI(LightningCLI):
-    def __init__(self, *args, one_line_errors: bool = False, **kwargs) -> None:
-        """`one_line_errors`: raise parsing errors (an unknown recipe key, a bad value) as ArgumentError
-        for `main` to print in one line, instead of jsonargparse's usage screen and exit."""
-        self.one_line_errors = one_line_errors
+    """LightningCLI plus the `run.*` arguments and the data-to-model size copy; see the module doc."""
+
+    def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("subclass_mode_model", True)
         kwargs.setdefault("subclass_mode_data", True)
         kwargs.setdefault("seed_everything_default", 0)
+        kwargs.setdefault("save_config_callback", RunConfigSaver)
         kwargs.setdefault("save_config_kwargs", {"overwrite": True})
         kwargs.setdefault("parser_kwargs", {"description": DESCRIPTION})
-        self.resume_version: int | None = None  # the version directory a resumed fit continues in
-        self.resume_step: int | None = None  # the TensorBoard step of its checkpoint
-        super().__init__(*args, **kwargs)
+        kwargs.setdefault("trainer_defaults", {"enable_model_summary": False})
+        # The tasks build AdamW with decay groups and their schedule from their own arguments; a
+        # replacement optimizer would drop the groups and leave those arguments in config.yaml unused.
+        kwargs.setdefault("auto_configure_optimizers", False)
+        self.print_config_request: str | None = None
+        self.built_datamodule = None
+        self.resume_step: int | None = None
+        self.place: RunPlace | None = None
+        self.lock: RunLock | None = None
+        try:
+            super().__init__(*args, **kwargs)
+        except BaseException:
+            if self.place is not None:
+                remove_if_unused(self.place)  # no empty version_<k> for `--ckpt_path last` to find next time
+            raise
 
     def init_parser(self, **kwargs):
-        kwargs.setdefault("exit_on_error", not self.one_line_errors)
+        kwargs.setdefault("exit_on_error", False)  # errors reach `main`, which says them in one sentence
         return super().init_parser(**kwargs)
 
     def add_arguments_to_parser(self, parser) -> None:
@@ -93,169 +88,227 @@ class LitAttentionCLI(LightningCLI):
         parser.add_argument("--run.checkpoint_every_n_steps", type=int | None, default=500,
                             help="Write checkpoints/last.ckpt every N optimizer steps, besides after every validation "
                                  "and epoch (null: only then); `--ckpt_path last` resumes from it.")
+        parser.add_argument("--run.test", type=bool, default=False,
+                            help="After fit, score the best checkpoint on the test split; the result goes to record.json.")
+        parser.add_argument("--run.settings", type=dict[str, str] | None, default=None,
+                            help="Labels kept in the run's record.json (compare names its grid settings here).")
 
     # ------------------------------------------------------------------ configuration
 
-    def _subcommand_config(self):
-        return self.config[self.subcommand] if self.subcommand else self.config
+    def parse_arguments(self, parser, args) -> None:
+        """`--print_config` is taken out here and served after the data sizes are known, so that it
+        shows the sizes the run will use, not the model's placeholders."""
+        words = list(sys.argv[1:] if args is None else args)
+        kept = []
+        for word in words:
+            if word == PRINT_CONFIG or word.startswith(PRINT_CONFIG + "="):
+                self.print_config_request = word.partition("=")[2]
+            else:
+                kept.append(word)
+        self.config = parser.parse_args(kept)
 
     def _parse_ckpt_path(self) -> None:
-        """Do not let a checkpoint's hyper-parameters silently replace the configured model (what
-        LightningCLI does); the recipe stays authoritative and a checkpoint that does not fit it is
-        an error, raised in `check_checkpoint`."""
+        """LightningCLI would let a checkpoint's hyper-parameters replace the configured model; here the
+        recipe stays authoritative and a checkpoint that does not fit it is refused (`_place_run`)."""
+
+    @property
+    def run_config(self):
+        return self.config[self.subcommand] if self.subcommand else self.config
 
     def before_instantiate_classes(self) -> None:
-        """Copy the sizes the data defines (classes, vocabulary, lengths, image shape) into the model,
-        then build the model once on the meta device: a bad value fails here, in one sentence,
-        before any data preparation or weight allocation."""
-        config = self._subcommand_config()
-        data_config, model_config = config.get("data"), config.get("model")
-        if model_config is None or "init_args" not in model_config:
-            return
-        if data_config is not None:
-            datamodule = _class_of(data_config)(**_init_args(data_config))
-            for key in DATA_TO_MODEL:
-                if key in model_config.init_args and hasattr(datamodule, key):
-                    model_config.init_args[key] = getattr(datamodule, key)
+        self.prepare_config()
+        if self.print_config_request is not None:
+            skip_null = "skip_null" in self.print_config_request
+            print(self._parser(self.subcommand).dump(self.run_config, skip_none=skip_null), end="")
+            raise SystemExit(0)
+        check_trainer_settings(self.run_config.trainer)
         with torch.device("meta"):
-            meta_model = _class_of(model_config)(**_init_args(model_config))
-        self.check_checkpoint(meta_model)
+            meta_model = _instantiate(self.run_config.model)
+        self._place_run(meta_model)
 
-    # ------------------------------------------------------------------ checkpoints and resuming
+    def prepare_config(self) -> None:
+        """Build the DataModule (its __init__ reads nothing), copy its sizes into the model's arguments
+        and check the trainer settings: the config is then what the run will use."""
+        config = self.run_config
+        if config.get("model") is None or config.get("data") is None:
+            raise ConfigError("A run needs a model and data; pass a recipe with --config, or --model and --data.")
+        self.built_datamodule = data = _instantiate(config.data)
+        try:
+            sizes = data.model_sizes()
+        except ConfigError as error:
+            if self.print_config_request is None:
+                raise
+            # Printing a config never needs the data; sizes the data would set stay unset (null).
+            print(f"warning: the sizes {type(data).__name__} sets are shown as null: {error}", file=sys.stderr)
+            sizes = {}
+        copy_data_sizes(config.model.init_args, sizes, type(data).__name__)
 
-    def check_checkpoint(self, meta_model) -> None:
-        """Resolve `--ckpt_path last` to this recipe's latest run, then read the checkpoint and compare
-        it with the configured model: a missing, corrupted or mismatched checkpoint fails here, before
-        any data is prepared. A fit from a checkpoint of this recipe/variant/seed continues its run directory."""
-        config = self._subcommand_config()
-        path = config.get("ckpt_path")
-        if path is None or str(path).split(":")[0] in LIGHTNING_CHECKPOINT_NAMES:
-            return
-        if path == "last":
-            path = config.ckpt_path = self.find_last_checkpoint()
-            if path is None:
-                return
-        checkpoint = read_checkpoint(path)
-        differences = checkpoint_mismatch(checkpoint, meta_model)
-        if differences:
-            raise ConfigError(
-                f"Checkpoint {str(path)!r} does not fit the configured model ({'; '.join(differences)}); "
-                "configure the model it was trained with, or start without --ckpt_path."
-            )
-        if self.subcommand == "fit":
-            self.resume_version = version_of_checkpoint(self.run_base_dir(), path)
-            self.resume_step = logging_step(checkpoint)
+    def _place_run(self, meta_model) -> None:
+        """Resolve --ckpt_path, refuse a checkpoint that does not fit the model, and choose (and lock)
+        the directory this command writes to."""
+        config = self.run_config
+        base = Path(config.run.root) / self.run_name() / self.variant_name() / f"seed_{config.seed_everything}"
+        checkpoint = resolve_checkpoint(config.get("ckpt_path"), base, self.subcommand)
+        if self.subcommand == "predict" and checkpoint is None:
+            raise ConfigError("predict needs a trained model: pass --ckpt_path best, last or a checkpoint's path.")
+        config.ckpt_path = checkpoint
+        saved = None
+        if checkpoint is not None and str(checkpoint).endswith(".ckpt"):
+            saved = read_checkpoint(checkpoint)
+            differences = checkpoint_mismatch(saved, meta_model)
+            if differences:
+                raise ConfigError(
+                    f"Checkpoint {str(checkpoint)!r} does not fit the configured model ({'; '.join(differences)}); "
+                    "configure the model it was trained with, or start without --ckpt_path."
+                )
+        check_writable(config.run.root)
+        self.place = place_run(self.subcommand, base, checkpoint)
+        self.resume_step = logging_step(saved) if saved is not None and self.place.resumed else None
+        if self.place.directory is not None and self.subcommand == "fit":
+            self.lock = RunLock(self.place.directory).acquire()
 
-    def find_last_checkpoint(self) -> str | None:
-        """`last.ckpt` of the latest version of this recipe/variant/seed; None (a new run) when there is
-        no run yet or the latest one stopped before its first checkpoint. Never an older version:
-        that is a different, earlier run."""
-        base = self.run_base_dir()
-        existing = versions(base)
-        last = version_dir(base, existing[-1]) / "checkpoints" / LAST if existing else None
-        if last is None or not last.is_file():
-            rank_zero_info(f"--ckpt_path last: nothing to resume in {last.parent.parent if last else base}; starting a new run.")
-            return None
-        rank_zero_info(f"--ckpt_path last: resuming {last}")
-        return str(last)
+    def run_name(self) -> str:
+        run = self.run_config.run
+        return run.name or recipe_name(self.run_config.get("config"))
 
-    def run_base_dir(self) -> Path:
-        root, name, _ = self.run_directory_parts()
-        return Path(root) / name
-
-    def tensorboard_logger(self) -> TensorBoardLogger:
-        """The run's logger: a resumed fit continues its version directory, a new run claims a new one."""
-        root, name, _ = self.run_directory_parts()
-        extra = {}
-        if self.resume_version is not None:
-            version = self.resume_version
-            if self.resume_step is not None:
-                # Hide what the killed run logged after its checkpoint: the resumed run logs it again.
-                extra["purge_step"] = self.resume_step + 1
-            if launched_as_rank_zero():
-                self.keep_config_on_change(version_dir(Path(root) / name, version))
-        elif launched_as_rank_zero():
-            version = claim_new_version(Path(root) / name)
-        else:
-            version = None  # other ranks never write; Lightning broadcasts rank 0's directory
-        # The placeholder hp_metric (-1 at step 0) belongs to the start of a run, not to a resumption.
-        resuming = self.resume_version is not None
-        return TensorBoardLogger(save_dir=root, name=name, version=version, default_hp_metric=not resuming, **extra)
-
-    def keep_config_on_change(self, run_dir: Path) -> None:
-        """Resuming with other settings is allowed (more steps, more GPUs, a lower learning rate) but
-        never silent: the changes are printed, and the earlier config.yaml is kept next to the new one."""
-        saved = run_dir / "config.yaml"
-        if not saved.is_file():
-            return
-        before = _flatten(yaml.safe_load(saved.read_text()) or {})
-        now = _flatten(yaml.safe_load(self._parser(self.subcommand).dump(self._subcommand_config(), skip_none=False)))
-        changed = [key for key in sorted(before.keys() | now.keys())
-                   if key.split(".")[0] not in RESUME_IGNORED_SETTINGS and before.get(key) != now.get(key)]
-        if not changed:
-            return
-        number = 1
-        while (kept := run_dir / f"config.before_resume_{number}.yaml").exists():
-            number += 1
-        shutil.copy2(saved, kept)
-        listed = ", ".join(f"{key} {before.get(key)!r} -> {now.get(key)!r}" for key in changed[:8])
-        print(f"warning: resuming {run_dir} with changed settings: {listed}; the earlier config is kept as {kept.name}.",
-              file=sys.stderr)
+    def variant_name(self) -> str:
+        return resolve_spec(self.run_config.model.init_args.attention).name
 
     def instantiate_classes(self) -> None:
-        super().instantiate_classes()
-        # Lightning refuses to log module and data hyper-parameters that share a name with different
-        # values (the data's image_size=None vs the model's 8); log the data's under a "data/" prefix.
-        if self.datamodule is not None and self.model is not None:
-            data_hparams = {f"data/{k}": v for k, v in self.datamodule.hparams_initial.items() if k != "_class_path"}
-            self.model._hparams_initial.update(data_hparams)
-            self.datamodule._log_hyperparams = False
-
-    def run_directory_parts(self) -> tuple[str, str, str]:
-        """(root, recipe/variant/seed_n name, variant) for this run."""
-        config = self._subcommand_config()
-        run = config.get("run")
-        recipe = run.name if run and run.name else recipe_name(config.get("config"))
-        variant = resolve_spec(config.model.init_args.attention).name
-        seed = config.get("seed_everything")
-        return run.root, f"{recipe}/{variant}/seed_{seed}", variant
+        """LightningCLI's, except that the DataModule built in `before_instantiate_classes` is the one used."""
+        config = self.run_config
+        data, config.data = config.data, None
+        try:
+            super().instantiate_classes()
+        finally:
+            config.data = data
+        self.datamodule = self.config_init[self.subcommand].data = self.built_datamodule
 
     def instantiate_trainer(self, **kwargs):
-        config = self._subcommand_config()
-        trainer_config = config.get("trainer", {})
-        if trainer_config.get("logger") in (None, True):
-            kwargs["logger"] = self.tensorboard_logger()
-        user_callbacks = list(self._get(self.config_init, "trainer", default={}).get("callbacks") or [])
-        kwargs["callbacks"] = user_callbacks + self.default_callbacks(user_callbacks, trainer_config)
-        kwargs["plugins"] = with_atomic_checkpoints(self._get(self.config_init, "trainer", default={}).get("plugins"))
+        config, model = self.run_config, self.model
+        user = self._get(self.config_init, "trainer", default={})
+        user_callbacks = list(user.get("callbacks") or [])
+        if config.trainer.get("logger") in (None, True):
+            kwargs["logger"] = run_logger(self.place, self.logger_facts(), {model.monitor: model.monitor_mode},
+                                          self.resume_step)
+        checkpointing = self.subcommand == "fit" and config.trainer.get("enable_checkpointing") is not False
+        kwargs["callbacks"] = user_callbacks + default_callbacks(
+            model, user_callbacks, fitting=self.subcommand == "fit", checkpointing=checkpointing, checkpoint_every_n_steps=config.run.checkpoint_every_n_steps,
+            attention_maps=config.run.attention_maps, progress=config.trainer.get("enable_progress_bar") is not False,
+        )
+        if self.subcommand == "predict" and self.place.directory is not None:
+            kwargs["callbacks"].append(PredictionWriter(self.place.directory / "predictions.jsonl"))
+        kwargs["plugins"] = with_atomic_checkpoints(user.get("plugins"))
         return super().instantiate_trainer(**kwargs)
 
-    def default_callbacks(self, user_callbacks, trainer_config) -> list:
-        def missing(kind) -> bool:
-            return not any(isinstance(c, kind) for c in user_callbacks)
+    def logger_facts(self) -> dict[str, Any]:
+        """What the HParams table shows first (TensorBoard shows the first few only), then the data's settings."""
+        counts = self.model.param_counts
+        facts = {"attention_name": self.variant_name(), "seed": self.run_config.seed_everything,
+                 "recipe": self.run_name(), "params/non_embedding": counts["non_embedding"],
+                 "params/total": counts["total"], "params/attention": counts["attention"]}
+        facts.update({f"data/{k}": v for k, v in self.built_datamodule.hparams.items()})
+        return facts
 
-        callbacks = []
-        model = self.model
-        run = self._subcommand_config().get("run")
-        if trainer_config.get("enable_checkpointing") is not False:
-            if missing(ExactResume):
-                callbacks.append(ExactResume())
-            if missing(ModelCheckpoint):  # the best checkpoint; last.ckpt is LastCheckpoint's
-                callbacks.append(ModelCheckpoint(
-                    monitor=model.monitor, mode=model.monitor_mode, save_last=False, save_top_k=1,
-                    filename="best-{epoch}-{step}", auto_insert_metric_name=False,
-                ))
-            if missing(LastCheckpoint):
-                callbacks.append(LastCheckpoint(every_n_steps=run.checkpoint_every_n_steps if run else 500))
-        if missing(FiniteLossGuard):
-            callbacks.append(FiniteLossGuard())
-        if not any(isinstance(c, ThroughputMonitor) for c in user_callbacks):
-            callbacks.append(ThroughputMonitor(
-                batch_size_fn=model.batch_size_of, length_fn=_lengths_or_none(model), window_size=10,
-            ))
-        if run is not None and run.attention_maps:
-            callbacks.append(AttentionMapLogger())
-        return callbacks
+    # ------------------------------------------------------------------ running
+
+    def before_fit(self) -> None:
+        if self.place.directory is not None:
+            print(f"Run directory: {self.place.directory}", flush=True)
+
+    def after_fit(self) -> None:
+        recorder = next((c for c in self.trainer.callbacks if isinstance(c, RunRecorder)), None)
+        config = self.run_config
+        record = None
+        if recorder is not None:  # before the test below, which restores the best checkpoint's callback states
+            facts = {"variant": self.variant_name(), "attention": resolve_spec(config.model.init_args.attention).to_dict(),
+                     "seed": config.seed_everything, "recipe": self.run_name(), "settings": config.run.settings or {},
+                     "run_dir": str(self.place.directory)}
+            record = recorder.record(self.trainer, self.model, None, facts)
+        if config.run.test:
+            best = getattr(self.trainer.checkpoint_callback, "best_model_path", None)
+            results = self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best or None, verbose=False)
+            if record is not None:
+                record["test"] = {k: float(v) for k, v in (results[0] if results else {}).items() if k.startswith("test/")}
+        if self.place.directory is not None:
+            if record is not None and self.trainer.is_global_zero:
+                write_record(self.place.directory, record)
+            print(f"Run directory: {self.place.directory}", flush=True)
+
+    def after_validate(self) -> None:
+        self._say_where()
+
+    def after_test(self) -> None:
+        self._say_where()
+
+    def after_predict(self) -> None:
+        if self.place.directory is not None:
+            print(f"Predictions: {self.place.directory / 'predictions.jsonl'}", flush=True)
+
+    def _say_where(self) -> None:
+        if self.place.directory is not None:
+            print(f"Results: {self.place.directory}", flush=True)
+
+
+@dataclass
+class PlannedRun:
+    """A run resolved exactly as `fit` resolves it, before anything is read, written or trained."""
+
+    config: Any  # the run's config, with the data's sizes in the model's arguments
+    model: Any  # the LightningModule, on the meta device
+    datamodule: Any
+
+
+class _Planner(LitAttentionCLI):
+    check_trainer = True
+    def before_instantiate_classes(self) -> None:
+        self.prepare_config()
+        if self.check_trainer:
+            check_trainer_settings(self.run_config.trainer)
+        with torch.device("meta"):
+            self.meta_model = _instantiate(self.run_config.model)
+
+    def instantiate_classes(self) -> None:
+        """Nothing: a plan builds no trainer and no real weights."""
+
+
+def plan_run(args: list[str], check_trainer: bool = True) -> PlannedRun:
+    """Parse the arguments of a `fit` (without the word fit) as `fit` would, take the data's sizes and
+    build the model on the meta device: what `compare` checks every run with before training any.
+    `check_trainer`: also refuse trainer settings this machine cannot run (a GPU preset without GPU)."""
+    planner = type("Planner", (_Planner,), {"check_trainer": check_trainer})(args=args, run=False)
+    return PlannedRun(planner.run_config, planner.meta_model, planner.built_datamodule)
+
+
+def copy_data_sizes(model_args, sizes: dict[str, Any], data_name: str) -> None:
+    """Put the data's sizes into the model's arguments. Unset ones take the data's value; a value the
+    user gave must agree with it, except that lengths and the vocabulary may be larger."""
+    for key, value in sizes.items():
+        if key not in model_args:
+            continue
+        given = model_args[key]
+        if given is None or given == value:
+            model_args[key] = value
+        elif key in GROWABLE_SIZES and given > value:
+            rank_zero_info(f"--model.{key} {given} is kept (the data's {key} is {value}).")
+        else:
+            larger = f", or give at least {value}" if key in GROWABLE_SIZES else ""
+            raise ConfigError(f"--model.{key} {given} conflicts with the data: {data_name} gives {key}={value}; "
+                              f"leave --model.{key} unset (the data sets it){larger}.")
+
+
+def check_trainer_settings(trainer) -> None:
+    """Trainer values that Lightning would accept and then do nothing with, or fail on late."""
+    for key in ("max_steps", "max_epochs"):
+        value = trainer.get(key)
+        if value is not None and (value == 0 or value < -1):
+            raise ConfigError(f"--trainer.{key} {value} is invalid; give a positive number, or -1 for no limit.")
+    accelerator = str(trainer.get("accelerator") or "auto")
+    if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+        raise ConfigError(
+            f"--trainer.accelerator {accelerator} asks for a GPU but none is visible here (torch.cuda.is_available() "
+            "is False); use --trainer.accelerator cpu, or stack recipes/trainer/cpu_debug.yaml instead of a GPU preset."
+        )
 
 
 def with_atomic_checkpoints(plugins) -> list:
@@ -266,39 +319,11 @@ def with_atomic_checkpoints(plugins) -> list:
     return plugins
 
 
-def _flatten(tree, prefix: str = "") -> dict:
-    """{"a.b.c": leaf} for nested dicts (lists stay leaves)."""
-    if not isinstance(tree, dict):
-        return {prefix: tree}
-    flat = {}
-    for key, value in tree.items():
-        flat.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-    return flat
-
-
-def _class_of(config):
+def _instantiate(config):
+    """The class a `class_path` / `init_args` config names, built from it."""
     module_name, class_name = config.class_path.rsplit(".", 1)
-    return getattr(importlib.import_module(module_name), class_name)
-
-
-def _init_args(config) -> dict:
     init_args = config.get("init_args")
-    return init_args.as_dict() if init_args is not None else {}
-
-
-def _lengths_or_none(model):
-    """items/s only for tasks that count tokens (not images)."""
-    return None if type(model).tokens_of is TaskModule.tokens_of else model.tokens_of
-
-
-def parser_error_sentence(message: str) -> str:
-    """jsonargparse's error, often a nested multi-line report, as one sentence naming the bad key."""
-    lines = [line.strip(" -") for line in message.splitlines() if line.strip(" -")]
-    culprit = next((line for line in lines if "not accepted" in line or "does not accept" in line), None)
-    if culprit is None:
-        return " ".join(lines).rstrip(".")
-    owner = re.search(r"class_path '([^']+)'", message)
-    return culprit.rstrip(".") + (f" by {owner.group(1)}" if owner else "")
+    return getattr(importlib.import_module(module_name), class_name)(**(init_args.as_dict() if init_args else {}))
 
 
 def recipe_name(config_paths) -> str:
@@ -312,29 +337,13 @@ def recipe_name(config_paths) -> str:
     return "default"
 
 
-def main(argv: list[str] | None = None) -> None:
-    words = sys.argv[1:] if argv is None else argv
-    if words and words[0] == "compare":
-        from lit_attention.compare import main as compare_main
+def registered_classes() -> dict[str, list[str]]:
+    """Short names `--model` and `--data` accept, for error messages."""
+    return {"model": list(lit_attention.tasks.__all__), "data": [n for n in datamodules.__all__ if n != "DataModule"]}
 
-        return compare_main(words[1:])
+
+def run(argv: list[str] | None) -> None:
+    """One fit / validate / test / predict, as `lit-attention` runs it."""
     if torch.cuda.is_available():
         torch.set_float32_matmul_precision("high")  # TF32 matmuls for float32 runs on GPU
-    try:
-        LitAttentionCLI(args=argv, one_line_errors=True)  # args None: LightningCLI reads sys.argv itself
-    except ArgumentError as error:
-        if os.environ.get(TRACEBACK_ENV):
-            raise
-        subcommand = next((w for w in words if not w.startswith("-")), "fit")
-        print(f"error: {parser_error_sentence(str(error))}; `lit-attention {subcommand} --help` lists the valid "
-              f"options.\n(set {TRACEBACK_ENV}=1 to see the whole report)", file=sys.stderr)
-        sys.exit(2)
-    except (ConfigError, DataError, NonFiniteLossError) as error:
-        if os.environ.get(TRACEBACK_ENV):
-            raise
-        print(f"error: {error}\n(set {TRACEBACK_ENV}=1 to see the traceback)", file=sys.stderr)
-        sys.exit(3 if isinstance(error, NonFiniteLossError) else 2)
-
-
-if __name__ == "__main__":
-    main()
+    LitAttentionCLI(args=argv)

@@ -1,303 +1,249 @@
-"""`lit-attention compare`: one recipe, several attention variants x seeds, one verdict with error bars.
+"""`lit-attention compare`: a recipe over attention variants x a grid of settings x seeds, each run a
+separate `lit-attention fit` that records its result on disk, and a report built from those records.
 
-    lit-attention compare --config recipes/quickstart/vit_digits.yaml --variants all --seeds 3
-    lit-attention compare --config recipes/quickstart/gpt_stdlib.yaml --variants standard,super \\
-        --seeds 2 --trainer.max_steps 200
+    lit-attention compare --config recipes/quickstart/vit_digits.yaml --variants all --seeds 3 --test
+    lit-attention compare --config recipes/quickstart/gpt_stdlib.yaml --variants standard,optimized \\
+        --grid model.init_args.lr=1e-3,3e-3 --seeds 5 --test --parallel 2
+    lit-attention compare ... --report          # rebuild the tables from what is on disk, train nothing
 
-Every run is a normal `lit-attention fit` (same recipe, only the attention and the seed change),
-written as TensorBoard runs under the output directory, next to `results.md`, `results.csv` and
-`results.png`. Arguments this command does not know are passed to every `fit`.
+Re-running the same command skips finished runs and resumes interrupted ones from their last
+checkpoint; killing it at any point and running it again ends with the same results.csv. Arguments
+this command does not know go to every `fit` (`--trainer.max_epochs 30`), except the ones the sweep
+sets itself (the attention, the seed, a grid key), which are refused.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import logging
-import math
-import os
-import statistics
 import sys
 import time
-import warnings
-from dataclasses import dataclass, field
+from argparse import ArgumentError
 from pathlib import Path
 
-from lit_attention.attention import list_presets, resolve_spec
-from lit_attention.callbacks import RunHistory
 from lit_attention.errors import ConfigError
+from lit_attention.launchers import Job, LocalLauncher, SlurmLauncher
+from lit_attention.report import write_report
+from lit_attention.run_dirs import check_writable
+from lit_attention.sweep import (
+    Plan,
+    Run,
+    check_extra_arguments,
+    clear_failure,
+    find_state,
+    grid_points,
+    parse_grid,
+    parse_variants,
+    point_label,
+    write_failure,
+)
 
-
-@dataclass
-class RunResult:
-    variant: str
-    seed: int
-    monitor: str
-    mode: str
-    curve: list[tuple[int, int, float]]
-    params_total: int
-    params_attention: int
-    samples_per_second: float
-    seconds: float
-    log_dir: str
-    test_value: float | None = None
-
-    @property
-    def final(self) -> float:
-        return self.curve[-1][2] if self.curve else float("nan")
-
-    @property
-    def best(self) -> tuple[int, float]:
-        """(training step, value) of the best validation: steps, not epochs, so that runs validated
-        within one long epoch (language models) say where their best was too."""
-        if not self.curve:
-            return -1, float("nan")
-        pick = max if self.mode == "max" else min
-        _, step, value = pick(self.curve, key=lambda point: point[2])
-        return step, value
-
-
-@dataclass
-class VariantSummary:
-    variant: str
-    runs: list[RunResult] = field(default_factory=list)
-
-    def stat(self, values: list[float]) -> tuple[float, float]:
-        return mean_std(values)
-
-
-def mean_std(values: list[float]) -> tuple[float, float]:
-    """Mean and sample std (0 for a single value): the "mean ± std over seeds" of every table."""
-    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
-
-
-def parse_variants(tokens: list[str]) -> list[str]:
-    """`all`, comma-separated preset names, or whole axes specs (which contain their own commas)."""
-    variants: list[str] = []
-    for token in tokens:
-        if token == "all":
-            variants += list_presets()
-        elif "=" in token:
-            variants.append(token)
-        else:
-            variants += [name for name in token.split(",") if name]
-    for variant in variants:
-        resolve_spec(variant)  # a typo fails here, before any training
-    return list(dict.fromkeys(variants))
-
-
-def run_one(configs: list[str], variant: str, seed: int, output: Path, overrides: list[str], test: bool, progress: bool) -> RunResult:
-    from lit_attention.cli import LitAttentionCLI
-
-    history = RunHistory()
-    args = ["fit"]
-    for config in configs:
-        args += ["--config", config]
-    args += [
-        f"--model.init_args.attention={variant}",
-        f"--seed_everything={seed}",
-        f"--run.root={output}",
-        "--run.name=tensorboard",
-        f"--trainer.enable_progress_bar={str(progress).lower()}",
-        "--trainer.enable_model_summary=false",
-        *overrides,
-    ]
-    started = time.perf_counter()
-    cli = LitAttentionCLI(args=args, trainer_defaults={"callbacks": [history]})
-    test_value = None
-    if test:
-        checkpoint = "best" if cli.trainer.checkpoint_callback is not None else None
-        metrics = cli.trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path=checkpoint, verbose=False)
-        test_value = metrics[0].get(cli.model.monitor.replace("val/", "test/")) if metrics else None
-    counts = cli.model.param_counts
-    return RunResult(
-        variant=resolve_spec(variant).name, seed=seed, monitor=cli.model.monitor, mode=cli.model.monitor_mode,
-        curve=history.curve, params_total=counts["total"], params_attention=counts["attention"],
-        samples_per_second=history.samples_per_second, seconds=time.perf_counter() - started,
-        log_dir=str(cli.trainer.log_dir), test_value=test_value,
-    )
-
-
-def summarise(results: list[RunResult]) -> list[VariantSummary]:
-    summaries: dict[str, VariantSummary] = {}
-    for result in results:
-        summaries.setdefault(result.variant, VariantSummary(result.variant)).runs.append(result)
-    return list(summaries.values())
-
-
-def _pm(mean: float, std: float, digits: int = 4) -> str:
-    return f"{mean:.{digits}f} ± {std:.{digits}f}"
-
-
-def table_rows(summaries: list[VariantSummary]) -> tuple[list[str], list[list[str]]]:
-    monitor = summaries[0].runs[0].monitor
-    has_test = any(r.test_value is not None for s in summaries for r in s.runs)
-    header = ["variant", f"final {monitor}", f"best {monitor}", "best step", "params total",
-              "params attention", "train samples/s", "seeds"]
-    if has_test:
-        header.insert(3, monitor.replace("val/", "test/"))
-    perplexity = monitor == "val/loss"  # language models: the loss is in nats per token
-    if perplexity:
-        header.insert(2, "final val/ppl")
-    rows = []
-    for s in summaries:
-        row = [
-            s.variant,
-            _pm(*s.stat([r.final for r in s.runs])),
-            _pm(*s.stat([r.best[1] for r in s.runs])),
-            f"{statistics.fmean(r.best[0] for r in s.runs):.0f}",
-            f"{s.runs[0].params_total:,}",
-            f"{s.runs[0].params_attention:,}",
-            f"{statistics.fmean(r.samples_per_second for r in s.runs):.0f}",
-            str(len(s.runs)),
-        ]
-        if has_test:
-            tests = [float(r.test_value) for r in s.runs if r.test_value is not None]
-            row.insert(3, _pm(*s.stat(tests)) if tests else "n/a")
-        if perplexity:
-            row.insert(2, _pm(*s.stat([math.exp(r.final) for r in s.runs]), digits=2))
-        rows.append(row)
-    return header, rows
-
-
-def markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def write_results(output: Path, summaries: list[VariantSummary], command: str) -> str:
-    header, rows = table_rows(summaries)
-    table = markdown_table(header, rows)
-    mode = summaries[0].runs[0].mode
-    (output / "results.md").write_text(
-        f"# Comparison\n\n`{command}`\n\nmean ± std over seeds; {'higher' if mode == 'max' else 'lower'} is better.\n\n"
-        f"{table}\n\n![curves](results.png)\n"
-    )
-    with open(output / "results.csv", "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["variant", "seed", "final", "best", "best_step", "test", "params_total",
-                         "params_attention", "train_samples_per_s", "seconds", "log_dir"])
-        for s in summaries:
-            for r in s.runs:
-                writer.writerow([r.variant, r.seed, r.final, r.best[1], r.best[0], r.test_value, r.params_total,
-                                 r.params_attention, r.samples_per_second, round(r.seconds, 1), r.log_dir])
-    plot(output / "results.png", summaries)
-    return table
-
-
-def read_results(output: Path, column: str = "final") -> dict[str, list[float]]:
-    """{variant: [value of each seed]} from the results.csv `write_results` wrote into `output`;
-    `column` is final, best or test."""
-    by_variant: dict[str, list[float]] = {}
-    with open(output / "results.csv") as f:
-        for row in csv.DictReader(f):
-            if not row[column]:
-                raise ConfigError(f"{output}/results.csv has no {column!r} values; was it run with --test?")
-            by_variant.setdefault(row["variant"], []).append(float(row[column]))
-    return by_variant
-
-
-def plot(path: Path, summaries: list[VariantSummary]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    monitor = summaries[0].runs[0].monitor
-    fig, (curves, bars) = plt.subplots(1, 2, figsize=(13, 4.8))
-    for s in summaries:
-        length = min(len(r.curve) for r in s.runs)
-        if length == 0:
-            continue
-        steps = [s.runs[0].curve[i][1] for i in range(length)]
-        per_step = [[r.curve[i][2] for r in s.runs] for i in range(length)]
-        means = [statistics.fmean(v) for v in per_step]
-        stds = [statistics.stdev(v) if len(v) > 1 else 0.0 for v in per_step]
-        line, = curves.plot(steps, means, label=s.variant)
-        curves.fill_between(steps, [m - d for m, d in zip(means, stds)], [m + d for m, d in zip(means, stds)],
-                            color=line.get_color(), alpha=0.2)
-    curves.set_xlabel("training step")
-    curves.set_ylabel(monitor)
-    curves.set_title("validation curves (mean ± std over seeds)")
-    curves.legend(fontsize=8)
-    names = [s.variant for s in summaries]
-    stats = [s.stat([r.final for r in s.runs]) for s in summaries]
-    bars.bar(range(len(names)), [m for m, _ in stats], yerr=[d for _, d in stats], capsize=4,
-             color=[f"C{i}" for i in range(len(names))])
-    finite = [m for m, _ in stats if math.isfinite(m)]
-    if finite:
-        spread = max(finite) - min(finite) + max((d for _, d in stats if math.isfinite(d)), default=0)
-        low, high = min(finite) - 2 * spread - 1e-6, max(finite) + 2 * spread + 1e-6
-        if 0.0 <= min(finite) and max(finite) <= 1.0:  # accuracies and the like: stay inside [0, 1]
-            low, high = max(low, 0.0), min(high, 1.0)
-        bars.set_ylim(low, high)
-    bars.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
-    bars.set_ylabel(f"final {monitor}")
-    bars.set_title("final value (mean ± std over seeds)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+EXAMPLES = """examples:
+  lit-attention compare --config recipes/quickstart/vit_digits.yaml --variants all --seeds 3 --test --parallel 2
+  lit-attention compare --config recipes/quickstart/gpt_stdlib.yaml --variants standard,efficient \\
+      --grid model.init_args.lr=1e-3,3e-3 --add-control efficient --seeds 5 --test
+  lit-attention compare --config recipes/nonlinear_query/gpt3_small.yaml --variants standard,nonlinear_query \\
+      --grid model.init_args.lr=6e-4,8e-4,1.2e-3 --seeds 3 --test --launcher slurm \\
+      --slurm-partition gpu --slurm-nodes 1 --slurm-gpus-per-node 8 --slurm-time 720
+"""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="lit-attention compare", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--config", action="append", required=True, help="recipe YAML (repeat to stack)")
-    parser.add_argument("--variants", nargs="+", default=["all"],
-                        help="'all', comma-separated presets, or axes specs like query=identity,value=identity")
-    parser.add_argument("--seeds", type=int, default=3, help="number of seeds per variant (0, 1, ... n-1)")
-    parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--output", default=None, help="output directory (default: runs/compare/<recipe>)")
-    parser.add_argument("--test", action="store_true", help="also evaluate the best checkpoint on the test split")
-    parser.add_argument("--progress", action="store_true", help="show Lightning's progress bar for every run")
+    parser = argparse.ArgumentParser(prog="lit-attention compare", description=__doc__, epilog=EXAMPLES,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, exit_on_error=False)
+    sweep = parser.add_argument_group("what to run")
+    sweep.add_argument("--config", action="append", required=True, help="recipe YAML (repeat to stack presets)")
+    sweep.add_argument("--variants", nargs="+", default=["all"],
+                       help="'all', comma-separated presets (with settings: super,value_mix_init=xavier), or axes specs")
+    sweep.add_argument("--seeds", type=int, default=3, help="seeds per arm and grid point: first-seed, ..., +n-1")
+    sweep.add_argument("--first-seed", type=int, default=0)
+    sweep.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
+                       help="a setting to sweep (any fit key, e.g. model.init_args.lr=3e-4,1e-3); repeat for a product")
+    sweep.add_argument("--match-parameters", metavar="VARIANT",
+                       help="give every other arm the MLP width that brings its non-embedding parameters within 1%% "
+                            "of VARIANT's")
+    sweep.add_argument("--add-control", action="append", default=[], metavar="VARIANT",
+                       help="add a `standard` arm whose MLP width matches VARIANT's non-embedding parameters (repeatable)")
+    sweep.add_argument("--test", action="store_true", help="score each run's best checkpoint on the test split")
+    report = parser.add_argument_group("the report")
+    report.add_argument("--output", default=None, help="output directory (default: runs/compare/<recipe>)")
+    report.add_argument("--report", action="store_true", help="only rebuild the report from the records on disk")
+    report.add_argument("--baseline", default="standard", help="the arm every other arm is compared with")
+    report.add_argument("--success-threshold", type=float, default=None,
+                        help="also count the runs whose best validation value reaches this (MQAR-like outcomes)")
+    launch = parser.add_argument_group("where the runs go")
+    launch.add_argument("--launcher", choices=("local", "slurm"), default="local")
+    launch.add_argument("--parallel", type=int, default=1, help="local: runs at a time (CPU cores are split)")
+    launch.add_argument("--devices-per-run", type=int, default=1, help="local with GPUs: GPUs per run")
+    launch.add_argument("--slurm-partition", default=None)
+    launch.add_argument("--slurm-time", type=int, default=60, help="minutes per job")
+    launch.add_argument("--slurm-gpus-per-node", type=int, default=0)
+    launch.add_argument("--slurm-nodes", type=int, default=1)
+    launch.add_argument("--slurm-cpus-per-task", type=int, default=None)
+    launch.add_argument("--slurm-cluster", default=None, choices=("slurm", "local"),
+                        help="submitit's executor (default: SLURM when available); local runs the jobs here")
     return parser
 
 
-def main(argv: list[str]) -> None:
-    from datamodules import DataError
-    from lit_attention.cli import TRACEBACK_ENV, recipe_name
-
+def run(argv: list[str]) -> None:
     parser = build_parser()
-    args, overrides = parser.parse_known_args(argv)
     try:
-        variants = parse_variants(args.variants)
-        if args.seeds < 1:
-            raise ConfigError(f"--seeds {args.seeds} is invalid; give at least 1 seed.")
-        for config in args.config:
-            if not Path(config).is_file():
-                raise ConfigError(f"Recipe {config!r} does not exist; pass a YAML file such as recipes/quickstart/vit_digits.yaml.")
-    except ConfigError as error:
-        parser.exit(2, f"error: {error}\n")
-    output = Path(args.output or Path("runs") / "compare" / recipe_name(args.config))
-    output.mkdir(parents=True, exist_ok=True)
-    if not args.progress:  # one line per run instead of Lightning's banners and bars
-        for name in ("lightning.pytorch", "lightning.fabric"):
-            logging.getLogger(name).setLevel(logging.WARNING)
-        import datasets
+        args, extra = parser.parse_known_args(argv)
+    except ArgumentError as error:
+        raise ConfigError(f"{error}; `lit-attention compare --help` lists the options.") from None
+    for name in ("seeds", "parallel", "devices_per_run", "slurm_nodes", "slurm_time"):
+        if getattr(args, name) < 1:
+            raise ConfigError(f"--{name.replace('_', '-')} {getattr(args, name)} is invalid; give at least 1.")
+    for name in ("lightning.pytorch", "lightning.fabric"):  # planning seeds and builds; say it once, below
+        logging.getLogger(name).setLevel(logging.WARNING)
+    variants = parse_variants(args.variants)
+    grid = parse_grid(args.grid)
+    check_extra_arguments(extra, grid)
+    from lit_attention.cli import recipe_name
 
-        datasets.disable_progress_bars()  # e.g. the one-off tokenisation of a text corpus
-    warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
-    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
-    seeds = range(args.first_seed, args.first_seed + args.seeds)
-    total, results = len(variants) * len(seeds), []
-    started = time.perf_counter()
-    for i, (variant, seed) in enumerate(((v, s) for v in variants for s in seeds), start=1):
-        print(f"[{i}/{total}] {resolve_spec(variant).name} seed {seed} ...", end=" ", flush=True)
-        try:
-            result = run_one(args.config, variant, seed, output, overrides, args.test, args.progress)
-        except (ConfigError, DataError) as error:
-            if os.environ.get(TRACEBACK_ENV):
-                raise
-            print(f"\nerror: {error}", file=sys.stderr)
-            sys.exit(2)
-        results.append(result)
-        elapsed = time.perf_counter() - started
-        print(f"{result.monitor} {result.final:.4f} in {result.seconds:.0f}s "
-              f"(elapsed {elapsed:.0f}s, about {elapsed / i * (total - i):.0f}s left)", flush=True)
+    output = Path(args.output or Path("runs") / "compare" / recipe_name(args.config))
+    check_writable(output)
+    plan = build_plan(args, variants, grid, extra)
+    states = {r: find_state(r, output) for r in plan.runs}
+    failed = 0
+    if not args.report:
+        failed = launch(args, plan, states, output, extra)
+        states = {r: find_state(r, output) for r in plan.runs}
     command = "lit-attention compare " + " ".join(argv)
-    table = write_results(output, summarise(results), command)
-    print()
-    print(table)
-    print(f"\nWrote {output}/results.md, results.csv and results.png; curves: tensorboard --logdir {output}")
+    text = write_report(plan, list(states.values()), output, command, args.baseline, args.success_threshold)
+    print("\n" + text)
+    print(f"Wrote {output}/results.md, results.csv, timings.csv and results.png; "
+          f"curves: tensorboard --logdir {output}/runs")
+    if failed:
+        print(f"{failed} run(s) failed; their errors are in the table and in each run's compare.log.", file=sys.stderr)
+        sys.exit(1)
+
+
+# ---------------------------------------------------------------------------------------------- the plan
+
+
+def build_plan(args, variants: list[str], grid, extra: list[str]) -> Plan:
+    """Every run of the sweep, each arm x grid point checked (parsed, sized and built on the meta device
+    exactly as its fit will be) before anything trains."""
+    points = grid_points(grid)
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    arms: list[tuple[str, str, tuple[str, ...], tuple]] = []  # (label, variant, overrides, point)
+    for point in points:
+        matched = {}
+        if args.match_parameters or args.add_control:
+            matched = matched_mlp_ratios(args, variants, point, extra)
+        for variant in variants:
+            overrides = ()
+            if args.match_parameters and variant != parse_variants([args.match_parameters])[0]:
+                overrides = (f"--model.init_args.mlp_ratio={matched[(variant, args.match_parameters)]}",)
+            label = variant if not overrides else f"{variant}~{args.match_parameters}"
+            arms.append((label, variant, overrides, point))
+        for reference in args.add_control:
+            ratio = matched[("standard", reference)]
+            arms.append((f"standard~{reference}", "standard", (f"--model.init_args.mlp_ratio={ratio}",), point))
+    for label, variant, overrides, point in arms:
+        check_run(args.config, variant, point, overrides, extra, f"{label} at {point_label(point)}")
+    runs = [Run(label, variant, point, seed, overrides) for label, variant, overrides, point in arms for seed in seeds]
+    labels = list(dict.fromkeys(label for label, *_ in arms))
+    return Plan(runs=runs, arms=labels, points=points, seeds=seeds)
+
+
+def run_arguments(configs, variant: str, point, overrides, extra) -> list[str]:
+    return [*[w for c in configs for w in ("--config", c)], f"--model.init_args.attention={variant}",
+            *[f"--{key}={value}" for key, value in point], *overrides, *extra]
+
+
+def check_run(configs, variant: str, point, overrides, extra, where: str):
+    """The run's config as fit would resolve it; a bad key or value is one sentence naming the run."""
+    from lit_attention.cli import plan_run, registered_classes
+    from lit_attention.parser_errors import parser_error_sentence
+
+    try:
+        return plan_run(run_arguments(configs, variant, point, overrides, extra))
+    except ArgumentError as error:
+        raise ConfigError(f"{parser_error_sentence(str(error), registered_classes()).rstrip('.')} (in the run of "
+                          f"{where}).") from None
+    except ConfigError as error:
+        raise ConfigError(f"{str(error).rstrip('.')} (in the run of {where}).") from None
+
+
+def matched_mlp_ratios(args, variants: list[str], point, extra) -> dict[tuple[str, str], float]:
+    """{(variant, reference): mlp_ratio} giving `variant` the non-embedding parameter count of `reference`
+    within 1%. The count is linear in the MLP's hidden width, so two meta-device builds find the slope."""
+    references = ([args.match_parameters] if args.match_parameters else []) + list(args.add_control)
+    wanted = {(v, r) for r in references for v in (variants if r == args.match_parameters else ["standard"])}
+    counts = {}
+    ratios = {}
+    for variant, reference in sorted(wanted):
+        if reference not in counts:
+            counts[reference] = non_embedding(args.config, reference, point, (), extra)[0]
+        target = counts[reference]
+        count, dim, ratio = non_embedding(args.config, variant, point, (), extra)
+        hidden = int(dim * ratio)
+        wider, _, _ = non_embedding(args.config, variant, point, (f"--model.init_args.mlp_ratio={(hidden + dim + 0.5) / dim}",), extra)
+        per_unit = (wider - count) / dim
+        new_hidden = hidden + round((target - count) / per_unit)
+        if new_hidden < 1:
+            raise ConfigError(f"{variant} cannot be matched to {reference}'s {target:,} non-embedding parameters "
+                              "by its MLP width alone; pick another reference variant.")
+        ratios[(variant, reference)] = (new_hidden + 0.5) / dim  # int(dim * ratio) == new_hidden exactly
+        achieved = non_embedding(args.config, variant, point, (f"--model.init_args.mlp_ratio={ratios[(variant, reference)]}",), extra)[0]
+        if abs(achieved - target) > 0.01 * target:
+            raise ConfigError(f"The MLP width of {variant} gets to {achieved:,} non-embedding parameters, not within "
+                              f"1% of {reference}'s {target:,}; match to another variant.")
+    return ratios
+
+
+def non_embedding(configs, variant: str, point, overrides, extra) -> tuple[int, int, float]:
+    plan = check_run(configs, variant, point, overrides, extra, f"{variant} at {point_label(point)}")
+    model = plan.config.model.init_args
+    return plan.model.param_counts["non_embedding"], model.dim, model.mlp_ratio
+
+
+# ---------------------------------------------------------------------------------------------- running
+
+
+def launch(args, plan: Plan, states: dict, output: Path, extra: list[str]) -> int:
+    """Run every unfinished run; print a line per finished one. Returns how many failed."""
+    todo = [r for r in plan.runs if not states[r].finished]
+    if args.launcher == "slurm":
+        launcher = SlurmLauncher(output / "slurm", args.slurm_partition, args.slurm_time, args.slurm_gpus_per_node,
+                                 args.slurm_nodes, args.slurm_cpus_per_task, args.slurm_cluster)
+    else:
+        launcher = LocalLauncher(args.parallel, args.devices_per_run)
+    total, done_before = len(plan.runs), len(plan.runs) - len(todo)
+    print(f"compare: {total} runs ({len(plan.arms)} arm(s) x {len(plan.points)} grid point(s) x {len(plan.seeds)} seed(s)); "
+          f"{done_before} finished earlier, {len(todo)} to run, {launcher.describe()}; output {output}", flush=True)
+    started, finished, failed = time.perf_counter(), [0], [0]
+
+    def report(job: Job, status: int, last_line: str) -> None:
+        run = job.key
+        finished[0] += 1
+        elapsed = time.perf_counter() - started
+        left = elapsed / finished[0] * (len(todo) - finished[0])
+        where = f"{run.arm} seed {run.seed} {point_label(run.point)}"
+        count = f"[{done_before + finished[0]:>{len(str(total))}}/{total}]"
+        if status == 0:
+            state = find_state(run, output)
+            best = state.record.get("best") if state.record else None
+            result = f"best {state.record['monitor']} {best['value']:.4f} at step {best['step']}" if best else "no validation"
+            print(f"{count} {where}: {result}; about {_duration(left)} left", flush=True)
+        else:
+            failed[0] += 1
+            write_failure(run, output, status, last_line.removeprefix("error: "))
+            print(f"{count} {where}: FAILED (exit {status}): {last_line}; about {_duration(left)} left", flush=True)
+
+    for run in todo:
+        clear_failure(run, output)
+    jobs = [Job(run, run.command(args.config, extra, output, args.test), run.directory(output) / "compare.log")
+            for run in todo]
+    launcher.run(jobs, report)
+    return failed[0]
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

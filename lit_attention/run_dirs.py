@@ -1,18 +1,45 @@
-"""Versioned run directories `<root>/<recipe>/<variant>/seed_<n>/version_<k>/` that never collide.
+"""Where a command writes: `<root>/<recipe>/<variant>/seed_<n>/version_<k>/` for a training run, and
+`.../evaluations/<command>_<k>/` for validate, test and predict, which never create a `version_<k>`
+(so `fit --ckpt_path last` always finds the newest *training* run).
 
 A new run claims its version with `os.mkdir`, which fails when the directory exists, so two runs
-started at the same moment into the same root get different versions (TensorBoard's own choice,
-"one more than the largest existing", would give both the same one). A resumed run reuses the
-version its checkpoint lives in.
+started at the same moment into the same root get different versions (TensorBoard's own choice, "one
+more than the largest existing", would give both the same one). A resumed run reuses the version its
+checkpoint lives in, and holds a lock on it for as long as it runs: a second process resuming the same
+run (a scheduler relaunching a job whose first copy still runs) is refused, naming the holder.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
+import shutil
+import socket
+from dataclasses import dataclass
 from pathlib import Path
 
+from lit_attention.errors import ConfigError, brief
+from lit_attention.run_logger import RunLogger
+
 _VERSION = re.compile(r"version_(\d+)$")
+LOCK = ".lock"
+CHECKPOINTS = "checkpoints"
+
+
+@dataclass
+class RunPlace:
+    """Where one command writes. `directory` is None on ranks other than 0 (they never write)."""
+
+    base: Path  # <root>/<recipe>/<variant>/seed_<n>
+    directory: Path | None
+    resumed: bool = False  # fit continues the training run in `directory`
+    created: bool = False  # this process made `directory`: it may remove it again if the start fails
+
+    @property
+    def version(self) -> int | None:
+        match = _VERSION.match(self.directory.name) if self.directory is not None else None
+        return int(match.group(1)) if match else None
 
 
 def versions(base: str | os.PathLike) -> list[int]:
@@ -28,26 +55,129 @@ def version_dir(base: str | os.PathLike, version: int) -> Path:
     return Path(base) / f"version_{version}"
 
 
+def newest_version(base: str | os.PathLike) -> Path | None:
+    existing = versions(base)
+    return version_dir(base, existing[-1]) if existing else None
+
+
 def claim_new_version(base: str | os.PathLike) -> int:
     """Create the next free `version_<k>` directory under `base` and return k; safe against races."""
-    Path(base).mkdir(parents=True, exist_ok=True)
-    existing = versions(base)
-    version = existing[-1] + 1 if existing else 0
+    return int(_claim(Path(base), "version_").name.removeprefix("version_"))
+
+
+def claim_evaluation_dir(parent: str | os.PathLike, command: str) -> Path:
+    """A new `evaluations/<command>_<k>` directory under `parent` (a training run, or the seed's folder)."""
+    return _claim(Path(parent) / "evaluations", f"{command}_")
+
+
+def _claim(folder: Path, prefix: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    pattern = re.compile(rf"{re.escape(prefix)}(\d+)$")
+    taken = [int(m.group(1)) for m in (pattern.match(e.name) for e in os.scandir(folder)) if m]
+    number = max(taken) + 1 if taken else 0
     while True:
         try:
-            os.mkdir(version_dir(base, version))
-            return version
-        except FileExistsError:  # another run took it between the listing and now
-            version += 1
+            os.mkdir(folder / f"{prefix}{number}")
+            return folder / f"{prefix}{number}"
+        except FileExistsError:  # another process took it between the listing and now
+            number += 1
 
 
-def version_of_checkpoint(base: str | os.PathLike, checkpoint: str | os.PathLike) -> int | None:
-    """k when `checkpoint` lies in `<base>/version_<k>/checkpoints/`, else None."""
+def version_of_checkpoint(base: str | os.PathLike, checkpoint: str | os.PathLike) -> Path | None:
+    """The `version_<k>` directory of `base` that `checkpoint` lies in (in its checkpoints/), else None."""
     parent = Path(checkpoint).resolve().parent
-    if parent.name != "checkpoints" or parent.parent.parent != Path(base).resolve():
+    if parent.name != CHECKPOINTS or not _VERSION.match(parent.parent.name):
         return None
-    match = _VERSION.match(parent.parent.name)
-    return int(match.group(1)) if match else None
+    return parent.parent if parent.parent.parent == Path(base).resolve() else None
+
+
+def training_run_of(checkpoint: str | os.PathLike) -> Path | None:
+    """The training run directory (`.../version_<k>`) a checkpoint belongs to, whatever its base."""
+    parent = Path(checkpoint).resolve().parent
+    return parent.parent if parent.name == CHECKPOINTS and _VERSION.match(parent.parent.name) else None
+
+
+def check_writable(root: str | os.PathLike) -> None:
+    """The run root can hold new directories; a one-sentence error now beats four chained tracebacks later."""
+    root = Path(root)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / f".write-test-{os.getpid()}"
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as error:
+        raise ConfigError(
+            f"Cannot write runs into {str(root)!r} ({brief(error)}); choose a writable --run.root "
+            "(or --output for compare)."
+        ) from None
+
+
+def remove_if_unused(place: RunPlace) -> None:
+    """After a failed start, remove the directory this process created if nothing worth keeping is in it
+    (no checkpoint): an empty `version_<k>` would otherwise be what `--ckpt_path last` finds next time."""
+    directory = place.directory
+    if not place.created or directory is None or not directory.is_dir():
+        return
+    if any((directory / CHECKPOINTS).glob("*.ckpt")):
+        return
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+class RunLock:
+    """An exclusive lock on a run directory for the life of this process (`flock`: released by the
+    kernel when the process dies, so a killed run never leaves a stale lock)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / LOCK
+        self._file = None
+
+    def acquire(self) -> RunLock:
+        file = open(self.path, "a+")
+        try:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            file.seek(0)
+            holder = file.read().strip() or "another process"
+            file.close()
+            raise ConfigError(
+                f"Run {str(self.path.parent)!r} is in use by {holder}; wait for it to end (or stop it) "
+                "before resuming it, or start a new run without --ckpt_path."
+            ) from None
+        file.seek(0)
+        file.truncate()
+        file.write(f"process {os.getpid()} on {socket.gethostname()}")
+        file.flush()
+        self._file = file
+        return self
+
+    def release(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def place_run(command: str, base: Path, checkpoint: str | None) -> RunPlace:
+    """Where `command` writes: fit from a checkpoint of a run under `base` continues that run; any other
+    fit claims a new version; validate, test and predict claim `evaluations/<command>_<k>` inside the
+    training run their checkpoint belongs to (or under `base` without one)."""
+    rank_zero = launched_as_rank_zero()
+    if command == "fit":
+        resumed = version_of_checkpoint(base, checkpoint) if checkpoint else None
+        if resumed is not None:
+            return RunPlace(base, resumed if rank_zero else None, resumed=True)
+        return RunPlace(base, version_dir(base, claim_new_version(base)) if rank_zero else None, created=True)
+    parent = (training_run_of(checkpoint) if checkpoint else None) or base
+    return RunPlace(base, claim_evaluation_dir(parent, command) if rank_zero else None, created=True)
+
+
+def run_logger(place: RunPlace, facts: dict, metrics: dict[str, str], resume_step: int | None) -> RunLogger:
+    """The run's TensorBoard logger, writing into `place.directory` (other ranks never write). A resumed
+    fit hides what the killed run logged after its checkpoint (`purge_step`): the resumed run logs it again."""
+    purge = {"purge_step": resume_step + 1} if place.resumed and resume_step is not None else {}
+    if place.directory is None:
+        return RunLogger(save_dir=str(place.base), name="", facts=facts, metrics=metrics, resumed=place.resumed)
+    return RunLogger(save_dir=str(place.directory.parent), name="", version=place.directory.name, facts=facts,
+                     metrics=metrics, resumed=place.resumed, **purge)
 
 
 def launched_as_rank_zero() -> bool:

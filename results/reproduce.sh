@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# FIRST EDITION: this script and the tables it writes belong to commit abea12a. Since then `compare`
+# became a sweep engine (grids, paired statistics, records on disk) and the helper scripts it calls
+# were retired; run it from that commit: git worktree add ../first-edition abea12a.
 # Reproduces every table in RESULTS.md with `lit-attention compare` on a CPU machine.
 #   bash results/reproduce.sh [vit | vit_lr | vit_control | gpt | gpt_control | mqar | mqar_lr | mqar_init | all]
 # Each section writes results/<section>/.../results.{md,csv,png} and TensorBoard runs next to them

@@ -15,7 +15,7 @@ import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 ROOT = Path(__file__).resolve().parents[1]
-CLI = [sys.executable, "-m", "lit_attention.cli"]
+CLI = [sys.executable, "-m", "lit_attention"]
 VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
 GPT = str(ROOT / "recipes/quickstart/gpt_stdlib.yaml")
 TINY_VIT = [
@@ -51,12 +51,21 @@ def test_vit_quickstart_writes_checkpoints_config_and_readable_scalars(tmp_path)
     assert config["model"]["init_args"]["attention"] == "super"
     assert config["model"]["init_args"]["image_size"] == 8  # copied from the DataModule
     logged = scalars(run_dir)
-    for tag in ("train/loss_step", "val/loss", "val/acc", "val/f1_macro", "val/acc_top5", "train/lr", "hp_metric"):
+    for tag in ("train/loss_step", "val/loss", "val/acc", "val/f1_macro", "val/acc_top5", "train/lr"):
         assert tag in logged, sorted(logged)
+    assert "hp_metric" not in logged  # one tag meaning accuracy here and loss elsewhere compares nothing
     assert 0.0 <= logged["val/acc"][-1] <= 1.0
     hparams = yaml.safe_load((run_dir / "hparams.yaml").read_text())
     assert hparams["attention_name"] == "super" and hparams["params/attention"] > 0
     assert hparams["data/dataset"] == "digits"
+    # The HParams tab: the facts a comparison needs come first (TensorBoard shows the first few),
+    # and the monitored metric says which way is better.
+    experiment, session = hparams_summaries(run_dir)
+    names = [info.name for info in experiment.hparam_infos]
+    assert names[:6] == ["attention_name", "seed", "recipe", "params/non_embedding", "params/total", "params/attention"]
+    assert [(m.name.tag, m.display_name) for m in experiment.metric_infos] == [("val/acc", "val/acc (higher is better)")]
+    assert session.hparams["seed"].number_value == 0 and session.hparams["recipe"].string_value == "quickstart/vit_digits"
+    assert f"Run directory: {Path('runs/quickstart/vit_digits/super/seed_0') / run_dir.name}" in result.stdout
     events = EventAccumulator(str(run_dir), size_guidance={"images": 0})
     events.Reload()
     assert "attention/blocks.0.attn" in events.Tags()["images"]
@@ -66,10 +75,22 @@ def test_vit_quickstart_writes_checkpoints_config_and_readable_scalars(tmp_path)
     assert len(list(run_dir.parent.glob("version_*"))) == 2
 
 
+def hparams_summaries(run_dir: Path):
+    """The HParams plugin's experiment (hyper-parameter and metric infos) and session-start summaries."""
+    from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
+
+    events = EventAccumulator(str(run_dir), size_guidance={"tensors": 0})
+    events.Reload()
+    content = events.PluginTagToContent("hparams")
+    experiment = HParamsPluginData.FromString(content["_hparams_/experiment"]).experiment
+    session = HParamsPluginData.FromString(content["_hparams_/session_start_info"]).session_start_info
+    return experiment, session
+
+
 def test_gpt_quickstart_trains_on_the_stdlib_corpus(tmp_path):
     # 12 steps: ThroughputMonitor reports rates once its 10-batch window is full.
     args = [*CLI, "fit", "--config", GPT, "--trainer.max_steps=12", "--trainer.val_check_interval=6",
-            "--model.max_steps=12", "--data.max_files=40", "--data.val_windows=8", "--data.max_len=32",
+            "--data.max_files=40", "--data.val_windows=8", "--data.max_len=32",
             "--trainer.log_every_n_steps=1", "--trainer.enable_progress_bar=false", "--model.dim=32",
             "--model.depth=1"]
     result = run(args, tmp_path)

@@ -13,6 +13,7 @@ from datamodules import (
     TextClassificationDataModule,
     TranslationDataModule,
 )
+from lit_attention.cli import copy_data_sizes
 from lit_attention.tasks import CausalLanguageModel, ImageClassifier, Seq2SeqTranslator, TextClassifier
 from test_datamodules_text import write_pairs_json, write_reviews  # tests/ is on sys.path under pytest
 
@@ -20,9 +21,10 @@ SMALL = dict(dim=32, num_heads=4, mlp_ratio=2.0, attention="super")
 
 
 def sizes(datamodule, model_class) -> dict:
-    """What the CLI copies from the data into the model."""
-    accepted = inspect.signature(model_class).parameters
-    return {key: getattr(datamodule, key) for key in accepted if hasattr(datamodule, key) and key != "max_steps"}
+    """What the CLI copies from the data into the model: the DataModule's own model_sizes()."""
+    model_args = {name: None for name in inspect.signature(model_class).parameters}
+    copy_data_sizes(model_args, datamodule.model_sizes(), type(datamodule).__name__)
+    return {key: value for key, value in model_args.items() if value is not None}
 
 
 def make_pairs(tmp_path):

@@ -10,7 +10,8 @@ import torchvision
 from PIL import Image
 from sklearn.datasets import load_digits
 
-from datamodules import DataError, ImageDataModule
+from lit_attention.errors import ConfigError
+from datamodules import ImageDataModule
 from datamodules.images import DIGITS_TEST_SIZE, SPECS
 
 # ----------------------------------------------------------------------------- digits
@@ -18,7 +19,7 @@ from datamodules.images import DIGITS_TEST_SIZE, SPECS
 
 def test_digits_attributes_are_known_before_setup():
     dm = ImageDataModule()
-    assert (dm.num_classes, dm.image_size, dm.in_channels) == (10, 8, 1)
+    assert dm.model_sizes() == {"num_classes": 10, "image_size": 8, "in_channels": 1}
     assert dm.train_set is None  # nothing loaded yet
 
 
@@ -48,7 +49,7 @@ def test_digits_end_to_end():
 
 
 def test_digits_split_is_deterministic_and_test_set_ignores_seed():
-    first, again, other = (ImageDataModule(seed=s) for s in (0, 0, 1))
+    first, again, other = (ImageDataModule(split_seed=s) for s in (0, 0, 1))
     for dm in (first, again, other):
         dm.setup("fit")
     assert torch.equal(first.val_set.tensors[0], again.val_set.tensors[0])
@@ -101,7 +102,7 @@ def normalised(label, spec):
 
 def test_cifar10_through_torchvision(cifar_root):
     dm = ImageDataModule("cifar10", data_dir=str(cifar_root), batch_size=8, val_fraction=0.2, download=False)
-    assert (dm.num_classes, dm.image_size, dm.in_channels) == (10, 32, 3)
+    assert dm.model_sizes() == {"num_classes": 10, "image_size": 32, "in_channels": 3}
     dm.prepare_data()
     dm.setup("fit")
     assert (len(dm.train_set), len(dm.val_set), len(dm.test_set)) == (40, 10, 10)
@@ -131,7 +132,7 @@ def test_cifar10_through_torchvision(cifar_root):
 
 def test_cifar10_validation_split_depends_only_on_seed(cifar_root):
     def val_labels(seed):
-        dm = ImageDataModule("cifar10", data_dir=str(cifar_root), val_fraction=0.2, download=False, seed=seed)
+        dm = ImageDataModule("cifar10", data_dir=str(cifar_root), val_fraction=0.2, download=False, split_seed=seed)
         dm.setup("fit")
         return dm.val_set.indices
 
@@ -150,7 +151,7 @@ def test_cifar10_rand_augment_keeps_shapes(cifar_root):
 def test_missing_torchvision_dataset_is_a_clear_error(tmp_path, name):
     dm = ImageDataModule(name, data_dir=str(tmp_path / "nowhere"), download=False)
     dm.prepare_data()  # download=False: nothing to do yet
-    with pytest.raises(DataError, match=rf"'{name}'.*{tmp_path / 'nowhere'}"):
+    with pytest.raises(ConfigError, match=rf"'{name}'.*{tmp_path / 'nowhere'}"):
         dm.setup("fit")
 
 
@@ -170,7 +171,7 @@ def write_image_folder(root, splits=("train", "val"), per_class=4):
 def test_image_folder_train_and_val(tmp_path):
     write_image_folder(tmp_path)
     dm = ImageDataModule("imagefolder", data_dir=str(tmp_path), image_size=16, batch_size=5)
-    assert (dm.num_classes, dm.image_size, dm.in_channels) == (3, 16, 3)
+    assert dm.model_sizes() == {"num_classes": 3, "image_size": 16, "in_channels": 3}
     dm.setup("fit")
     assert (len(dm.train_set), len(dm.val_set), len(dm.test_set)) == (12, 12, 12)  # test falls back to val/
     mean, std = torch.tensor(dm.spec.mean)[:, None, None], torch.tensor(dm.spec.std)[:, None, None]
@@ -198,7 +199,7 @@ def test_image_folder_with_mismatched_classes(tmp_path):
     (tmp_path / "val" / "emu").mkdir()
     Image.new("RGB", (8, 8)).save(tmp_path / "val" / "emu" / "0.png")
     dm = ImageDataModule("imagefolder", data_dir=str(tmp_path), image_size=8)
-    with pytest.raises(DataError, match="class folders"):
+    with pytest.raises(ConfigError, match="class folders"):
         dm.setup("fit")
 
 
@@ -213,9 +214,16 @@ def test_image_folder_with_mismatched_classes(tmp_path):
         ({"batch_size": 0}, "batch_size=0 is invalid"),
         ({"rand_augment": True}, "rand_augment=True does not apply"),
         ({"dataset": "cifar10", "image_size": 64}, "image_size=64 cannot be changed for 'cifar10'"),
-        ({"dataset": "imagefolder", "data_dir": "/no/tree"}, "needs a training tree at '/no/tree/train'"),
     ],
 )
 def test_bad_arguments_fail_in_init(kwargs, message):
-    with pytest.raises(DataError, match=message):
+    with pytest.raises(ConfigError, match=message):
         ImageDataModule(**kwargs)
+
+
+def test_init_reads_no_data_and_model_sizes_names_a_missing_tree():
+    """__init__ only checks arguments (so --help and a bad flag cost nothing); the folder is read by
+    model_sizes(), the first thing a run asks of its DataModule."""
+    dm = ImageDataModule(dataset="imagefolder", data_dir="/no/tree")
+    with pytest.raises(ConfigError, match="needs a training tree at '/no/tree/train'"):
+        dm.model_sizes()

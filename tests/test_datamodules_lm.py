@@ -14,8 +14,9 @@ from lightning.fabric.utilities.distributed import DistributedSamplerWrapper
 from tokenizers import Tokenizer
 from torch.utils.data import DistributedSampler
 
-from datamodules import DataError, LanguageModelingDataModule, language_modeling
-from datamodules.stdlib_corpus import EXCLUDED_DIRS, is_validation_file, stdlib_files
+from lit_attention.errors import ConfigError
+from datamodules import LanguageModelingDataModule, language_modeling
+from datamodules.stdlib_corpus import EXCLUDED_DIRS, split_of, stdlib_files
 from datamodules.text_tokenizers import HFTokenizer
 from datamodules.token_windows import EpochSampler, token_dtype
 
@@ -48,7 +49,7 @@ def windows(dataset, indices):
 
 def test_token_file_is_the_text_and_is_reused(tmp_path, text_files, monkeypatch):
     dm = make_dm(tmp_path, text_files)
-    assert (dm.vocab_size, dm.max_len) == (256, MAX_LEN)
+    assert dm.model_sizes() == {"vocab_size": 256, "max_len": MAX_LEN}
     dm.prepare_data()
     dm.setup("fit")
     cache = dm.cache_dir
@@ -87,8 +88,8 @@ def test_windows_have_the_right_shape_shift_and_content(tmp_path, text_files):
 
 
 def test_validation_windows_are_fixed_and_cover_the_split(tmp_path, text_files):
-    a = make_dm(tmp_path, text_files, seed=0)
-    b = make_dm(tmp_path, text_files, seed=5)  # the seed moves training windows only
+    a = make_dm(tmp_path, text_files, data_seed=0)
+    b = make_dm(tmp_path, text_files, data_seed=5)  # the seed moves training windows only
     for dm in (a, b):
         dm.setup("fit")
     assert torch.equal(windows(a.val_set, range(10)), windows(b.val_set, range(10)))
@@ -102,7 +103,7 @@ def test_validation_windows_are_fixed_and_cover_the_split(tmp_path, text_files):
 
 
 def test_training_windows_depend_on_seed_and_epoch_and_are_reproducible(tmp_path, text_files):
-    a, a_again, b = (make_dm(tmp_path, text_files, seed=s) for s in (0, 0, 1))
+    a, a_again, b = (make_dm(tmp_path, text_files, data_seed=s) for s in (0, 0, 1))
     for dm in (a, a_again, b):
         dm.setup("fit")
 
@@ -175,11 +176,11 @@ def test_token_dtype_follows_vocabulary():
 
 
 def test_too_short_corpus_and_bad_arguments(tmp_path, text_files):
-    with pytest.raises(DataError, match=r"The training split has \d+ tokens, fewer than max_len \+ 1 = 100001"):
+    with pytest.raises(ConfigError, match=r"The training split has \d+ tokens, fewer than max_len \+ 1 = 100001"):
         make_dm(tmp_path, text_files, max_len=100_000).setup("fit")
-    with pytest.raises(DataError, match="max_files applies only to dataset='stdlib'"):
+    with pytest.raises(ConfigError, match="max_files applies only to dataset='stdlib'"):
         make_dm(tmp_path, text_files, max_files=3)
-    with pytest.raises(DataError, match="train_windows_per_epoch=0 is invalid"):
+    with pytest.raises(ConfigError, match="train_windows_per_epoch=0 is invalid"):
         make_dm(tmp_path, text_files, train_windows_per_epoch=0)
 
 
@@ -194,13 +195,14 @@ def test_stdlib_files_leave_out_tests_and_packages():
     assert stdlib_files(max_files=50) == stdlib_files(max_files=50) and len(stdlib_files(max_files=50)) == 50
 
 
-def test_stdlib_split_is_stable_by_path():
+def test_stdlib_splits_are_disjoint_and_stable_by_path():
     files = stdlib_files()
-    first = [f for f in files if is_validation_file(f, 0.05)]
-    assert first == [f for f in files if is_validation_file(f, 0.05)]
-    assert 0.02 < len(first) / len(files) < 0.1
+    splits = {name: [f for f in files if split_of(f, 0.05) == name] for name in ("train", "validation", "test")}
+    assert splits == {name: [f for f in files if split_of(f, 0.05) == name] for name in splits}
+    assert 0.02 < len(splits["validation"]) / len(files) < 0.1 and 0.02 < len(splits["test"]) / len(files) < 0.1
+    assert sum(map(len, splits.values())) == len(files)  # each file in exactly one split
     # Adding or removing other files never moves a file between splits.
-    assert [f for f in files[::3] if is_validation_file(f, 0.05)] == [f for f in first if f in files[::3]]
+    assert [f for f in files[::3] if split_of(f, 0.05) == "test"] == [f for f in splits["test"] if f in files[::3]]
 
 
 def test_stdlib_subset_builds_identically_twice(tmp_path):
@@ -209,19 +211,20 @@ def test_stdlib_subset_builds_identically_twice(tmp_path):
         dm = LanguageModelingDataModule(max_files=60, val_fraction=0.2, max_len=32, batch_size=2,
                                         data_dir=str(tmp_path / f"run{run}"))
         dm.setup("fit")
-        built.append({s: (dm.cache_dir / f"{s}.bin").read_bytes() for s in ("train", "validation")})
+        built.append({s: (dm.cache_dir / f"{s}.bin").read_bytes() for s in ("train", "validation", "test")})
     assert built[0] == built[1] and all(len(v) > 1000 for v in built[0].values())
     tokens = np.frombuffer(built[0]["validation"], dtype=np.uint16)
-    validation_files = [f for f in stdlib_files(max_files=60) if is_validation_file(f, 0.2)]
+    validation_files = [f for f in stdlib_files(max_files=60) if split_of(f, 0.2) == "validation"]
     assert tokens.max() < 256 and (tokens == 0).sum() == len(validation_files)  # NUL ends each file
 
 
 def test_stdlib_default_corpus(tmp_path):
     dm = LanguageModelingDataModule(data_dir=str(tmp_path), batch_size=8)  # the embedded default, whole library
-    assert (dm.vocab_size, dm.max_len) == (256, 256)
+    assert dm.model_sizes() == {"vocab_size": 256, "max_len": 256}
     dm.prepare_data()
     dm.setup("fit")
     assert dm.token_files["train"].num_tokens > 5_000_000 and dm.token_files["validation"].num_tokens > 100_000
+    assert dm.token_files["test"].num_tokens > 100_000 and dm.test_set is not dm.val_set
     inputs, targets = next(iter(dm.train_dataloader()))
     assert inputs.shape == (8, 256) and torch.equal(inputs[:, 1:], targets[:, :-1])
     assert bytes(dm.val_set[0][0].tolist()).decode("utf-8", errors="strict")  # real source text

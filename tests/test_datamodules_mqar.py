@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from datamodules import DataError, MQARDataModule
+from lit_attention.errors import ConfigError
+from datamodules import MQARDataModule
 from datamodules.mqar import IGNORE_INDEX
 
 
@@ -16,7 +17,7 @@ def built(**kwargs):
 @pytest.mark.parametrize("pairs, vocab, length", [(8, 256, 64), (4, 32, 16), (16, 8192, 100)])
 def test_every_query_answers_with_the_paired_value(pairs, vocab, length):
     dm = built(num_kv_pairs=pairs, vocab_size=vocab, max_len=length)
-    assert (dm.vocab_size, dm.max_len) == (vocab, length)
+    assert dm.model_sizes() == {"vocab_size": vocab, "max_len": length}
     for inputs, targets in (dm.train_set.tensors, dm.val_set.tensors):
         assert inputs.shape == targets.shape == (len(inputs), length) and inputs.dtype == targets.dtype == torch.int64
         assert inputs.min() >= 0 and inputs.max() < vocab
@@ -38,7 +39,7 @@ def test_every_query_answers_with_the_paired_value(pairs, vocab, length):
 
 
 def test_data_are_fixed_by_the_seed():
-    a, again, other = built(seed=3), built(seed=3), built(seed=4)
+    a, again, other = built(dataset_seed=3), built(dataset_seed=3), built(dataset_seed=4)
     assert all(torch.equal(x, y) for x, y in zip(a.train_set.tensors, again.train_set.tensors))
     assert all(torch.equal(x, y) for x, y in zip(a.val_set.tensors, again.val_set.tensors))
     assert not torch.equal(a.train_set.tensors[0], other.train_set.tensors[0])
@@ -58,5 +59,5 @@ def test_loader_batches():
     ({"num_train": 0}, "num_train=0 is invalid"),
 ])
 def test_bad_sizes_fail_in_init(kwargs, message):
-    with pytest.raises(DataError, match=message):
+    with pytest.raises(ConfigError, match=message):
         MQARDataModule(**kwargs)

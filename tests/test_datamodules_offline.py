@@ -14,7 +14,8 @@ import datasets
 import huggingface_hub
 import pytest
 
-from datamodules import DataError, LanguageModelingDataModule, TextClassificationDataModule, TranslationDataModule
+from lit_attention.errors import ConfigError
+from datamodules import LanguageModelingDataModule, TextClassificationDataModule, TranslationDataModule
 from datamodules.hub import hub_is_offline
 
 OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
@@ -49,7 +50,7 @@ def unreachable_hub(monkeypatch, empty_caches):
 
 def fails_fast(make, *fragments):
     start = time.monotonic()
-    with pytest.raises(DataError) as caught:
+    with pytest.raises(ConfigError) as caught:
         make()
     elapsed = time.monotonic() - start
     message = str(caught.value)
@@ -62,7 +63,7 @@ def fails_fast(make, *fragments):
 
 def test_text_classification_hub_name_offline(offline):
     dm = TextClassificationDataModule(dataset="stanfordnlp/imdb", hf_cache_dir=offline)  # init needs no data
-    assert dm.num_classes == 2
+    assert dm.model_sizes()["num_classes"] == 2
     message = fails_fast(dm.prepare_data, "'stanfordnlp/imdb'", "not cached", "offline", "data_files")
     assert message.startswith("Dataset 'stanfordnlp/imdb' is not cached and the hub cannot be reached")
 
@@ -83,13 +84,14 @@ def test_translation_hub_name_offline(offline):
 
 
 def test_pretrained_tokenizer_offline(offline):
-    fails_fast(lambda: LanguageModelingDataModule(tokenizer="gpt2"), "Tokenizer 'gpt2'", "offline", "tokenizer='bytes'")
+    fails_fast(lambda: LanguageModelingDataModule(tokenizer="gpt2").model_sizes(), "Tokenizer 'gpt2'", "offline",
+               "tokenizer='bytes'")
 
 
 def test_unreachable_hub_is_treated_as_offline(unreachable_hub):
     assert hub_is_offline()
     dm = TextClassificationDataModule(dataset="fancyzhx/ag_news", hf_cache_dir=unreachable_hub)
-    assert dm.num_classes == 4 and dm.text_column == "text"
+    assert dm.model_sizes()["num_classes"] == 4 and dm.text_column == "text"
     fails_fast(dm.prepare_data, "'fancyzhx/ag_news'", "offline")
     # The libraries' own offline flags are restored afterwards.
     assert datasets.config.HF_HUB_OFFLINE is False and huggingface_hub.constants.HF_HUB_OFFLINE is False
@@ -99,12 +101,13 @@ def test_offline_variable_set_before_start(tmp_path):
     """As a user runs it: HF_HUB_OFFLINE exported in the shell, then a fresh Python process."""
     script = textwrap.dedent("""
         import time
-        from datamodules import DataError, TextClassificationDataModule
+        from datamodules import TextClassificationDataModule
+        from lit_attention.errors import ConfigError
         dm = TextClassificationDataModule(dataset="stanfordnlp/sst2")
         start = time.monotonic()
         try:
             dm.prepare_data()
-        except DataError as error:
+        except ConfigError as error:
             print(f"{time.monotonic() - start:.2f}|{error}")
     """)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home")}

@@ -7,7 +7,9 @@ import pandas as pd
 import pytest
 import torch
 
-from datamodules import DataError, TextClassificationDataModule, TranslationDataModule, text_tokenizers
+from datamodules.text_tokenizers import BOS_ID, EOS_ID
+from lit_attention.errors import ConfigError
+from datamodules import TextClassificationDataModule, TranslationDataModule, text_tokenizers
 
 WORDS = ["good", "bad", "plot", "actor", "café", "niño", "boring", "superb", "scene", "music"]
 
@@ -51,7 +53,7 @@ def classification(tmp_path, files, **kwargs):
 def test_bytes_batches_match_the_texts(tmp_path):
     dm = classification(tmp_path, write_reviews(tmp_path / "raw"), tokenizer="bytes")
     # Known right after __init__, as the CLI links them into the model.
-    assert (dm.vocab_size, dm.pad_id, dm.max_len, dm.num_classes) == (259, 0, 24, 3)
+    assert dm.model_sizes() == {"vocab_size": 259, "pad_id": 0, "max_len": 24, "num_classes": 3}
     dm.prepare_data()
     dm.setup("fit")
     assert (len(dm.train_set), len(dm.val_set), len(dm.test_set)) == (54, 6, 12)
@@ -78,7 +80,7 @@ def test_bytes_batches_match_the_texts(tmp_path):
 def test_local_formats_and_integer_labels(tmp_path, fmt):
     files = write_reviews(tmp_path / "raw", fmt=fmt, string_labels=False)
     dm = classification(tmp_path, files)
-    assert dm.num_classes == 3  # inferred from the label column
+    assert dm.model_sizes()["num_classes"] == 3  # inferred from the label column
     dm.setup("fit")
     batch = next(iter(dm.train_dataloader()))
     assert batch["tokens"].shape == (8, 24) and batch["labels"].shape == (8,)
@@ -88,7 +90,7 @@ def test_local_formats_and_integer_labels(tmp_path, fmt):
 def test_bpe_is_trained_once_and_reloads_to_identical_ids(tmp_path, monkeypatch):
     files = write_reviews(tmp_path / "raw")
     first = classification(tmp_path, files, tokenizer="bpe", vocab_size=300)
-    assert (first.vocab_size, first.pad_id) == (300, 0)
+    assert (first.model_sizes()["vocab_size"], first.model_sizes()["pad_id"]) == (300, 0)
     first.prepare_data()
     first.setup("fit")
     [cached] = (tmp_path / "data" / "tokenizers").iterdir()
@@ -114,14 +116,15 @@ def test_bad_inputs_fail_with_one_sentence(tmp_path):
     files = write_reviews(tmp_path / "raw")
     cases = [
         (lambda: classification(tmp_path, files, text_column="review").setup("fit"), "no text column 'review'"),
-        (lambda: classification(tmp_path, files, label_column="stars"), "no label column 'stars'"),
+        (lambda: classification(tmp_path, files, label_column="stars").model_sizes(), "no label column 'stars'"),
         (lambda: classification(tmp_path, files, num_classes=2).setup("fit"), "3 classes but num_classes=2"),
-        (lambda: classification(tmp_path, str(tmp_path / "missing.parquet")), "missing.parquet.*does not exist"),
+        (lambda: classification(tmp_path, str(tmp_path / "missing.parquet")).model_sizes(), "missing.parquet.*does not exist"),
         (lambda: classification(tmp_path, files, tokenizer="bpe", vocab_size=100), "vocab_size=100 is too small"),
-        (lambda: TextClassificationDataModule(dataset="someone/reviews"), "num_classes is unknown for dataset 'some"),
+        # A misspelt or unknown hub name is named as such, not as a missing num_classes.
+        (lambda: TextClassificationDataModule(dataset="stanfordnlp/imbd"), "'stanfordnlp/imbd' is not one of the hub datasets this suite knows"),
     ]
     for make, message in cases:
-        with pytest.raises(DataError, match=message) as caught:
+        with pytest.raises(ConfigError, match=message) as caught:
             make()
         text = str(caught.value)
         assert text.endswith(".") and "\n" not in text
@@ -160,20 +163,21 @@ def translation(tmp_path, files, **kwargs):
 def check_translation_batch(batch, dm, max_src, max_tgt):
     src, tgt_in, tgt_out = batch["src"], batch["tgt_in"], batch["tgt_out"]
     assert src.shape[1] <= max_src and tgt_in.shape == tgt_out.shape and tgt_in.shape[1] <= max_tgt
-    assert torch.equal(batch["src_padding_mask"], src == dm.pad_id)
-    assert torch.equal(batch["tgt_padding_mask"], tgt_out == dm.pad_id)
-    assert torch.equal(batch["tgt_padding_mask"], tgt_in == dm.pad_id)
+    pad_id = dm.model_sizes()["pad_id"]
+    assert torch.equal(batch["src_padding_mask"], src == pad_id)
+    assert torch.equal(batch["tgt_padding_mask"], tgt_out == pad_id)
+    assert torch.equal(batch["tgt_padding_mask"], tgt_in == pad_id)
     for s, s_pad, t_in, t_out, t_pad in zip(src, batch["src_padding_mask"], tgt_in, tgt_out, batch["tgt_padding_mask"]):
         n_src, n_tgt = int((~s_pad).sum()), int((~t_pad).sum())
-        assert s[n_src - 1] == dm.eos_id and (s[: n_src - 1] > dm.eos_id).all()
-        assert t_in[0] == dm.bos_id and t_out[n_tgt - 1] == dm.eos_id
+        assert s[n_src - 1] == EOS_ID and (s[: n_src - 1] > EOS_ID).all()
+        assert t_in[0] == BOS_ID and t_out[n_tgt - 1] == EOS_ID
         assert torch.equal(t_in[1:n_tgt], t_out[: n_tgt - 1])  # teacher forcing: shifted by one
 
 
 def test_translation_from_hub_layout_json(tmp_path):
     files = {split: write_pairs_json(tmp_path / f"{split}.jsonl", n) for split, n in (("train", 80), ("test", 9))}
     dm = translation(tmp_path, files)
-    assert (dm.vocab_size, dm.pad_id, dm.bos_id, dm.eos_id, dm.max_src_len, dm.max_tgt_len) == (320, 0, 1, 2, 64, 64)
+    assert dm.model_sizes() == {"vocab_size": 320, "pad_id": 0, "bos_id": 1, "eos_id": 2, "max_src_len": 64, "max_tgt_len": 64}
     dm.prepare_data()
     dm.setup("fit")
     assert (len(dm.train_set), len(dm.val_set), len(dm.test_set)) == (76, 4, 9)
@@ -182,7 +186,7 @@ def test_translation_from_hub_layout_json(tmp_path):
     # Decoding the targets gives the Spanish sentences back (the byte-level BPE is lossless).
     decoded = [dm.decode(row.tolist()) for b in dm.test_dataloader() for row in b["tgt_out"]]
     assert decoded == [pair(i)[1] for i in range(9)]
-    assert dm.decode([dm.bos_id] + dm.tokenizer.encode_batch(["hola"])[0].tolist() + [dm.eos_id, 7, 8]) == "hola"
+    assert dm.decode([BOS_ID] + dm.tokenizer.encode_batch(["hola"])[0].tolist() + [EOS_ID, 7, 8]) == "hola"
 
 
 def test_translation_from_two_columns_truncates_and_caches_bpe(tmp_path, monkeypatch):
@@ -211,7 +215,7 @@ def test_translation_from_two_columns_truncates_and_caches_bpe(tmp_path, monkeyp
 
 def test_translation_test_split_ignores_seed(tmp_path):
     path = write_pairs_json(tmp_path / "all.jsonl", 60)
-    a, b = (translation(tmp_path, path, seed=s) for s in (0, 1))
+    a, b = (translation(tmp_path, path, split_seed=s) for s in (0, 1))
     for dm in (a, b):
         dm.setup("fit")
     assert a.test_set["source"] == b.test_set["source"]
@@ -220,9 +224,9 @@ def test_translation_test_split_ignores_seed(tmp_path):
 
 def test_translation_wrong_languages(tmp_path):
     path = write_pairs_json(tmp_path / "all.jsonl", 10)
-    with pytest.raises(DataError, match=r"translates between \['en', 'es'\], not 'en' and 'fr'"):
+    with pytest.raises(ConfigError, match=r"translates between \['en', 'es'\], not 'en' and 'fr'"):
         translation(tmp_path, path, target_lang="fr").setup("fit")
-    with pytest.raises(DataError, match="tokenizer='gpt2' is not supported"):
+    with pytest.raises(ConfigError, match="tokenizer='gpt2' is not supported"):
         translation(tmp_path, path, tokenizer="gpt2")
 
 
@@ -245,8 +249,8 @@ def test_pretrained_tokenizer_without_pad_gets_one_appended(tmp_path, monkeypatc
     monkeypatch.setattr(text_tokenizers, "download_hub_file", from_cache)
     dm = classification(tmp_path, write_reviews(tmp_path / "raw"), tokenizer="someone/gpt-like")
     size = gpt_like.get_vocab_size()
-    assert requested == [("someone/gpt-like", "tokenizer.json")]
-    assert (dm.vocab_size, dm.pad_id) == (size + 1, size)  # the appended pad id
+    assert (dm.model_sizes()["vocab_size"], dm.model_sizes()["pad_id"]) == (size + 1, size)  # the appended pad id
+    assert requested == [("someone/gpt-like", "tokenizer.json")]  # read once
     dm.setup("fit")
     batch = next(iter(dm.test_dataloader()))
     assert batch["tokens"].max() == size and torch.equal(batch["padding_mask"], batch["tokens"] == size)

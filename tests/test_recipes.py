@@ -1,25 +1,27 @@
 """Every recipe under recipes/ parses through the real CLI, offline, without touching any data.
 
-Starting `lit-attention` costs ~5 s of imports, and there are ~20 configurations to check, so one
-subprocess (offline, in an empty directory) runs the CLI's own `main(["fit", ..., "--print_config"])`
-once per configuration and, for each recipe, the CLI's own parse -> link data sizes -> build the model
-(on the meta device) path that `fit` runs before any data is touched. One real `lit-attention`
-subprocess checks that the batched runs print exactly what the console script prints.
+In-process: `main(["fit", ..., "--print_config"])` (the console script's entry point) prints each
+recipe's resolved config, and `plan_run` (what `compare` checks runs with) builds each model on the
+meta device with the data's sizes. One real `lit-attention` subprocess checks that the in-process
+printing is what the console script prints.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 import yaml
+
+import datamodules.language_modeling as language_modeling
+from lit_attention.attention import MultiHeadAttention
+from lit_attention.cli import GROWABLE_SIZES, plan_run
+from lit_attention.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "recipes"
@@ -28,183 +30,87 @@ CPU_DEBUG = TRAINER / "cpu_debug.yaml"
 VIT_DIGITS = RECIPES / "quickstart" / "vit_digits.yaml"
 NQ = RECIPES / "nonlinear_query"
 NQ_BASE = NQ / "gpt3_small.yaml"
-NQ_ARMS = {  # overlay -> (attention, mlp_ratio) it must select
-    "standard": ("standard", 4.0),
-    "identity_query": ("identity_query", 4.0),
-    "nonlinear_query": ("nonlinear_query", 4.0),
-    "param_matched_control": ("standard", 4.75),
-}
 TOKENS_PER_STEP = 491_520  # the nonlinear-query paper's ~491k tokens per optimizer step
-# Directories whose YAMLs other than the base are overlays, parsed stacked after the base.
-OVERLAY_BASES = {NQ: NQ_BASE}
-# What the CLI copies from the DataModule into the model: recipes must not repeat these.
-DATA_TO_MODEL = {
-    "num_classes", "image_size", "in_channels", "vocab_size", "max_len", "pad_id", "bos_id", "eos_id",
-    "max_src_len", "max_tgt_len",
+# Every nonlinear-query overlay: (attention, mlp_ratio, lr, weight decay, tied, half scale), as the
+# authors' released configs run each arm (controlled/: only the query differs from the baseline).
+NQ_ARMS = {
+    "standard": ("standard", 4.0, 6e-4, 0.1, True, False),
+    "identity_query": ("identity_query", 4.0, 6e-4, 2**-5, False, True),
+    "residual_query": ("residual_query", 4.0, 6e-4, 0.1, True, True),
+    "nonlinear_query": ("nonlinear_query", 4.0, 8e-4, 0.1, True, True),
+    "param_matched_control": ("standard", 4.75, 6e-4, 0.1, True, False),
+    "controlled/identity_query": ("identity_query", 4.0, 6e-4, 0.1, True, True),
+    "controlled/nonlinear_query": ("nonlinear_query", 4.0, 6e-4, 0.1, True, True),
 }
-# Pretrained tokenizers cannot be fetched offline; for the model build only, they are replaced by a
-# stand-in with the real vocabulary size (printing the config never loads them).
-OFFLINE_VOCABS = {"gpt2": 50257}
+
+
+class OfflineTokenizer:
+    """The GPT-2 tokenizer's sizes, for building models offline (the real one is a download)."""
+
+    def __init__(self, name: str) -> None:
+        assert name == "gpt2", name
+        self.vocab_size, self.pad_id, self.bos_id, self.eos_id = 50258, 50257, None, 50256
 
 
 def recipe_files() -> list[Path]:
     return sorted(p for p in RECIPES.rglob("*.yaml") if TRAINER not in p.parents)
 
 
-def trainer_presets() -> list[Path]:
-    return sorted(TRAINER.glob("*.yaml"))
-
-
 def stack(recipe: Path) -> list[Path]:
-    """The config files a recipe is parsed with: its base first when it is an overlay."""
-    base = OVERLAY_BASES.get(recipe.parent)
-    return [base, recipe] if base is not None and recipe != base else [recipe]
+    """The config files a recipe is parsed with: its base first when it is a nonlinear-query overlay."""
+    return [NQ_BASE, recipe] if NQ in recipe.parents and recipe != NQ_BASE else [recipe]
+
+
+def config_args(configs: list[Path]) -> list[str]:
+    return [word for config in configs for word in ("--config", str(config))]
 
 
 def rel(path: Path) -> str:
     return str(path.relative_to(ROOT))
 
 
-def fit_args(configs: list[Path], print_config: bool = True) -> list[str]:
-    args = ["fit"]
-    for config in configs:
-        args += ["--config", str(config)]
-    return args + (["--print_config"] if print_config else [])
+@pytest.fixture(scope="module")
+def offline_home(tmp_path_factory):
+    """An empty working directory and a private home for every cache, for the whole module."""
+    home = tmp_path_factory.mktemp("recipes")
+    saved = dict(os.environ)
+    os.environ.update({"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(home / "hf_home"),
+                       "TORCH_HOME": str(home / "torch_home")})
+    (home / "cwd").mkdir()
+    cwd = os.getcwd()
+    os.chdir(home / "cwd")
+    yield home
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(saved)
 
 
-def jobs() -> dict[str, dict]:
-    """id -> {"kind": "print" | "build", "args": [...]}."""
-    found = {}
-    for recipe in recipe_files():
-        configs = [*stack(recipe), CPU_DEBUG]
-        found[f"print:{rel(recipe)}"] = {"kind": "print", "args": fit_args(configs)}
-        found[f"build:{rel(recipe)}"] = {"kind": "build", "args": fit_args(configs, print_config=False)[1:]}
-    for preset in trainer_presets():
-        found[f"print:{rel(preset)}"] = {"kind": "print", "args": fit_args([VIT_DIGITS, preset])}
-    # The base as shipped (its 8-GPU trainer, no cpu_debug), for the tokens-per-step arithmetic.
-    found["print:nq_base_as_shipped"] = {"kind": "print", "args": fit_args([NQ_BASE])}
-    return found
-
-
-DRIVER = textwrap.dedent(
-    """
-    import contextlib, io, json, sys, traceback
-
-    jobs_path, out_path = sys.argv[1], sys.argv[2]
-    sys.argv = sys.argv[:1]  # LightningCLI(args=...) warns when sys.argv also holds arguments
-    jobs = json.load(open(jobs_path))
-    offline_vocabs = json.loads(OFFLINE_VOCABS)
-
-    import torch
-    from lit_attention import cli
-
-    results = {}
-    # 1. The real entry point, exactly as `lit-attention fit ... --print_config` runs it.
-    for key, job in jobs.items():
-        if job["kind"] != "print":
-            continue
-        out, err = io.StringIO(), io.StringIO()
-        code = 0
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                cli.main(job["args"])
-            except SystemExit as exit:
-                code = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)
-            except BaseException:
-                code, err = 1, io.StringIO(traceback.format_exc())
-        results[key] = {"rc": code, "stdout": out.getvalue(), "stderr": err.getvalue()[-4000:]}
-
-    # 2. What `fit` does before touching data: parse, copy the data's sizes into the model
-    #    (`before_instantiate_classes`, which also builds the model once on the meta device).
-    import datamodules.language_modeling as lm
-    import datamodules.text_classification as tc
-
-    class OfflineTokenizer:
-        def __init__(self, name):
-            if name not in offline_vocabs:
-                raise RuntimeError(f"no offline stand-in for the pretrained tokenizer {name!r}; add it to OFFLINE_VOCABS")
-            self.name, self.vocab_size = name, offline_vocabs[name]
-            self.pad_id, self.bos_id, self.eos_id = None, None, self.vocab_size - 1
-
-    lm.pretrained_tokenizer = tc.pretrained_tokenizer = OfflineTokenizer
-
-    class BuildOnly(cli.LitAttentionCLI):
-        def instantiate_classes(self):
-            config = self._subcommand_config()
-            with torch.device("meta"):
-                self.task = cli._class_of(config.model)(**cli._init_args(config.model))
-
-    for key, job in jobs.items():
-        if job["kind"] != "build":
-            continue
-        try:
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                built = BuildOnly(args=job["args"], run=False)
-            results[key] = {
-                "rc": 0,
-                "model": cli._init_args(built.config.model),
-                "params": built.task.model.parameter_counts(),
-            }
-        except BaseException:
-            results[key] = {"rc": 1, "stderr": traceback.format_exc()[-4000:]}
-
-    json.dump(results, open(out_path, "w"), default=str)
-    """
-).replace("OFFLINE_VOCABS", repr(json.dumps(OFFLINE_VOCABS)), 1)
-
-
-def offline_env(home: Path) -> dict[str, str]:
-    return {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "HF_DATASETS_OFFLINE": "1",
-        "HF_HOME": str(home / "hf_home"),  # anything downloaded or cached would land here
-        "TORCH_HOME": str(home / "torch_home"),
-        "LIT_ATTENTION_TRACEBACK": "1",
-    }
+def print_config(configs: list[Path], capsys) -> dict:
+    """The config `lit-attention fit --config ... --print_config` prints, run in-process."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["fit", *config_args(configs), "--print_config"])
+    printed = capsys.readouterr()
+    assert exit_.value.code == 0, printed.err[-3000:]
+    return yaml.safe_load(printed.out)
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory):
-    """(empty working directory, private home for caches)."""
-    base = tmp_path_factory.mktemp("recipes")
-    (base / "cwd").mkdir()
-    (base / "home").mkdir()
-    return base / "cwd", base / "home"
+def plans(offline_home):
+    """{recipe: plan_run(recipe + cpu_debug)} with a stand-in for the GPT-2 tokenizer download."""
+    original = language_modeling.pretrained_tokenizer
+    language_modeling.pretrained_tokenizer = OfflineTokenizer
+    try:
+        return {recipe: plan_run(config_args([*stack(recipe), CPU_DEBUG])) for recipe in recipe_files()}
+    finally:
+        language_modeling.pretrained_tokenizer = original
 
 
-@pytest.fixture(scope="module")
-def results(workspace):
-    cwd, home = workspace
-    driver, jobs_file, out_file = home / "driver.py", home / "jobs.json", home / "results.json"
-    driver.write_text(DRIVER)
-    jobs_file.write_text(json.dumps(jobs()))
-    done = subprocess.run(
-        [sys.executable, str(driver), str(jobs_file), str(out_file)],
-        cwd=cwd, env=offline_env(home), capture_output=True, text=True, timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(out_file.read_text())
-
-
-def printed(results, key: str) -> dict:
-    result = results[key]
-    assert result["rc"] == 0, f"{key} exited {result['rc']}:\n{result['stderr']}"
-    return yaml.safe_load(result["stdout"])
-
-
-def built(results, recipe: Path) -> dict:
-    result = results[f"build:{rel(recipe)}"]
-    assert result["rc"] == 0, f"{rel(recipe)} does not build:\n{result['stderr']}"
-    return result
-
-
-# ---------------------------------------------------------------------------------------------- (1)
+# ---------------------------------------------------------------------------------------------- every recipe
 
 
 @pytest.mark.parametrize("recipe", recipe_files(), ids=rel)
-def test_recipe_prints_its_config_and_builds_offline(results, recipe):
-    config = printed(results, f"print:{rel(recipe)}")
+def test_recipe_prints_its_config_and_builds_offline(recipe, plans, offline_home, capsys):
+    config = print_config([*stack(recipe), CPU_DEBUG], capsys)
     raw = yaml.safe_load(recipe.read_text())
     is_overlay = stack(recipe) != [recipe]
 
@@ -215,40 +121,47 @@ def test_recipe_prints_its_config_and_builds_offline(results, recipe):
         assert raw["run"]["name"] == rel(recipe.with_suffix("")).removeprefix("recipes/")
         assert "seed_everything" in raw
         assert raw["model"]["init_args"]["attention"] == "standard", "switch variants with --model.attention"
-    # Sizes that the DataModule defines are left to the CLI.
-    repeated = DATA_TO_MODEL & set((raw.get("model") or {}).get("init_args") or {})
-    assert not repeated, f"model.init_args repeats sizes the data defines: {sorted(repeated)}"
+    # Sizes the DataModule defines are left to it, except a size deliberately larger than the data's.
+    model_args = (raw.get("model") or {}).get("init_args") or {}
+    sizes = plans[recipe].datamodule.model_sizes()
+    for key in set(model_args) & set(sizes):
+        assert key in GROWABLE_SIZES and model_args[key] > sizes[key], f"model.init_args repeats the data's {key}"
+    # The schedule follows the trainer: no recipe repeats the number of steps in the model.
+    assert "max_steps" not in model_args
     # cpu_debug (stacked last) really is in effect: a smoke run would stay on the CPU.
     assert config["trainer"]["accelerator"] == "cpu" and config["trainer"]["max_steps"] == 20
 
     # The model builds with the data's sizes copied in, before any data is read.
-    result = built(results, recipe)
-    assert result["params"]["total"] > result["params"]["attention"] > 0
+    counts = plans[recipe].model.param_counts
+    assert counts["total"] > counts["attention"] > 0
 
 
-def test_nothing_was_downloaded_or_written(results, workspace):
-    cwd, home = workspace
-    assert results  # every configuration has been run
-    assert list(cwd.iterdir()) == [], "the CLI wrote files (data/ or runs/) while only parsing"
-    assert not (home / "hf_home").exists() or not any(p.is_file() for p in (home / "hf_home").rglob("*"))
-    assert not (home / "torch_home").exists()
+def test_printed_config_shows_the_sizes_the_run_uses(offline_home, capsys):
+    config = print_config([VIT_DIGITS], capsys)
+    model = config["model"]["init_args"]
+    assert (model["num_classes"], model["image_size"], model["in_channels"]) == (10, 8, 1)  # the digits', not defaults
 
 
-def test_batched_runs_print_what_the_console_script_prints(results, workspace):
-    cwd, home = workspace
-    recipe = NQ / "nonlinear_query.yaml"
+def test_nothing_was_downloaded_or_written(plans, offline_home):
+    assert plans  # every recipe has been planned
+    assert list((offline_home / "cwd").iterdir()) == [], "the CLI wrote files (data/ or runs/) while only parsing"
+    hf_home = offline_home / "hf_home"
+    assert not hf_home.exists() or not any(p.is_file() for p in hf_home.rglob("*"))
+    assert not (offline_home / "torch_home").exists()
+
+
+def test_in_process_printing_is_what_the_console_script_prints(offline_home, capsys):
+    configs = [*stack(NQ / "nonlinear_query.yaml"), CPU_DEBUG]
+    in_process = print_config(configs, capsys)
     script = Path(sys.executable).with_name("lit-attention")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "lit_attention.cli"]
-    done = subprocess.run(
-        command + fit_args([*stack(recipe), CPU_DEBUG]), cwd=cwd, env=offline_env(home),
-        capture_output=True, text=True, timeout=120,
-    )
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "lit_attention"]
+    done = subprocess.run([*command, "fit", *config_args(configs), "--print_config"], capture_output=True,
+                          text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout == results[f"print:{rel(recipe)}"]["stdout"]
-    assert list(cwd.iterdir()) == []
+    assert yaml.safe_load(done.stdout) == in_process
 
 
-def test_the_super_attention_recipes_cover_the_papers_experiments(results):
+def test_the_super_attention_recipes_cover_the_papers_experiments(plans):
     expected = {
         "vit_mnist": ("ImageClassifier", "mnist"),
         "vit_cifar10": ("ImageClassifier", "cifar10"),
@@ -258,23 +171,19 @@ def test_the_super_attention_recipes_cover_the_papers_experiments(results):
         "translation_en_es": ("Seq2SeqTranslator", "Helsinki-NLP/opus_books"),
     }
     for name, (task, dataset) in expected.items():
-        recipe = RECIPES / "super_attention" / f"{name}.yaml"
-        config = printed(results, f"print:{rel(recipe)}")
-        assert config["model"]["class_path"].endswith(task)
-        assert config["data"]["init_args"]["dataset"] == dataset
-        model = built(results, recipe)["model"]
+        plan = plans[RECIPES / "super_attention" / f"{name}.yaml"]
+        assert type(plan.model).__name__ == task
+        assert plan.config.data.init_args.dataset == dataset
         if task == "ImageClassifier":
-            assert model["image_size"] % model["patch_size"] == 0
+            model = plan.config.model.init_args
+            assert model.image_size % model.patch_size == 0
         if name == "translation_en_es":
-            assert config["data"]["init_args"]["config"] == "en-es"
+            assert plan.config.data.init_args.config == "en-es"
 
 
-# ---------------------------------------------------------------------------------------------- (2)
-
-
-@pytest.mark.parametrize("preset", trainer_presets(), ids=rel)
-def test_trainer_preset_stacks_on_the_digits_recipe(results, preset):
-    config = printed(results, f"print:{rel(preset)}")
+@pytest.mark.parametrize("preset", sorted(TRAINER.glob("*.yaml")), ids=rel)
+def test_trainer_preset_stacks_on_the_digits_recipe(preset, offline_home, capsys):
+    config = print_config([VIT_DIGITS, preset], capsys)
     assert config["run"]["name"] == "quickstart/vit_digits"
     for key, value in yaml.safe_load(preset.read_text())["trainer"].items():
         shown = config["trainer"][key]
@@ -286,40 +195,48 @@ def test_trainer_preset_stacks_on_the_digits_recipe(results, preset):
             assert shown == value, key
 
 
-# ---------------------------------------------------------------------------------------------- (3)
+# ---------------------------------------------------------------------------------------------- the nonlinear-query arms
 
 
-def nq_config(results, arm: str) -> dict:
-    return printed(results, f"print:{rel(NQ / f'{arm}.yaml')}")
-
-
-def test_nonlinear_query_overlays_select_their_arm_and_change_nothing_else(results):
-    configs = {arm: nq_config(results, arm) for arm in NQ_ARMS}
-    reference = configs["standard"]
-    for arm, (attention, mlp_ratio) in NQ_ARMS.items():
-        model = configs[arm]["model"]["init_args"]
-        assert (model["attention"], model["mlp_ratio"]) == (attention, mlp_ratio), arm
+def test_nonlinear_query_arms_are_the_authors_settings(plans):
+    """Each overlay selects its arm as the authors' released config runs it, and changes nothing else."""
+    base = plans[NQ_BASE].config
+    for arm, (attention, mlp_ratio, lr, weight_decay, tied, half) in NQ_ARMS.items():
+        plan = plans[NQ / f"{arm}.yaml"]
+        model = plan.config.model.init_args
+        assert (model.attention, model.mlp_ratio, model.lr, model.weight_decay, model.tie_weights) == (
+            attention, mlp_ratio, lr, weight_decay, tied), arm
+        layer = next(m for m in plan.model.modules() if isinstance(m, MultiHeadAttention))
+        assert layer.scale == pytest.approx((0.5 if half else 1.0) / 64 ** 0.5), arm
+        assert model.decay_positions, arm  # every >= 2-D parameter decayed, as nanoGPT and the authors
         for section in ("trainer", "data", "seed_everything"):
-            assert configs[arm][section] == reference[section], (arm, section)
-        others = {k: v for k, v in model.items() if k not in ("attention", "mlp_ratio")}
-        assert others == {k: v for k, v in reference["model"]["init_args"].items() if k not in ("attention", "mlp_ratio")}
-    # Each arm logs under its own directory: the control must not land in the baseline's standard/.
-    assert configs["param_matched_control"]["run"]["name"] != reference["run"]["name"]
-    assert nq_config(results, "nonlinear_query")["run"]["name"] == reference["run"]["name"]
+            assert plan.config[section] == base[section], (arm, section)
+        changed = {k for k in model.keys() if model[k] != base.model.init_args[k]}
+        assert changed <= {"attention", "mlp_ratio", "lr", "weight_decay", "tie_weights"}, (arm, changed)
+    # Arms that share an attention name log under different run names (controls, controlled arms).
+    names = {arm: plans[NQ / f"{arm}.yaml"].config.run.name for arm in NQ_ARMS}
+    assert names["param_matched_control"] != names["standard"]
+    assert names["controlled/identity_query"] != names["identity_query"]
+    data = base.data.init_args
+    assert (data.val_split, data.split_seed, data.val_fraction) == ("random", 2357, 0.0005)
 
 
-def test_nonlinear_query_arms_have_the_parameter_counts_the_papers_compare(results):
-    counts = {arm: built(results, NQ / f"{arm}.yaml")["params"] for arm in NQ_ARMS}
-    model = built(results, NQ / "standard.yaml")["model"]
-    d, depth = model["dim"], model["depth"]
-    assert (d, depth, model["num_heads"], model["max_len"], model["vocab_size"]) == (768, 12, 12, 1024, 50257)
+def test_nonlinear_query_arms_have_the_parameter_counts_the_papers_compare(plans):
+    counts = {arm: plans[NQ / f"{arm}.yaml"].model.param_counts for arm in NQ_ARMS}
+    model = plans[NQ / "standard.yaml"].config.model.init_args
+    d, depth = model.dim, model.depth
+    assert (d, depth, model.num_heads, model.max_len, model.vocab_size) == (768, 12, 12, 1024, 50304)
     standard = counts["standard"]
+    # GPT-2 small without biases, tied, with the 50304 vocabulary: 124.4M, nanoGPT's count plus positions.
+    assert standard["total"] == 50304 * d + 1024 * d + depth * (12 * d * d + 2 * d) + d == 124_373_760
     # Per layer: attention 4d^2 + MLP 2*4d^2 = 12d^2 (+ two norm weights); the embeddings are apart.
     assert standard["non_embedding"] == depth * (12 * d * d + 2 * d) + d
     assert standard["attention"] == depth * 4 * d * d
     # identity_query drops W_Q; nonlinear_query swaps it for W_1 (d x d/2) + W_2 (d/2 x d) + 2 norms.
-    assert standard["attention"] - counts["identity_query"]["attention"] == depth * d * d
+    assert standard["attention"] - counts["controlled/identity_query"]["attention"] == depth * d * d
     assert counts["nonlinear_query"]["attention"] - standard["attention"] == depth * 2 * d
+    # The authors' identity arm is untied: its output head is a second 50304 x d matrix.
+    assert counts["identity_query"]["total"] - counts["controlled/identity_query"]["total"] == 50304 * d
     # The control: MLP 2*4.75d^2 = 9.5d^2 -> 13.5d^2 per layer, +12.5% non-embedding parameters.
     control = counts["param_matched_control"]
     assert control["attention"] == standard["attention"]
@@ -327,8 +244,8 @@ def test_nonlinear_query_arms_have_the_parameter_counts_the_papers_compare(resul
     assert math.isclose(control["non_embedding"] / standard["non_embedding"], 1.125, abs_tol=1e-3)
 
 
-def test_gpt3_small_base_trains_on_the_documented_tokens_per_step(results):
-    config = printed(results, "print:nq_base_as_shipped")
+def test_gpt3_small_base_trains_on_the_documented_tokens_per_step(offline_home, capsys):
+    config = print_config([NQ_BASE], capsys)  # as shipped: its 8-GPU trainer, no cpu_debug
     trainer, model, data = config["trainer"], config["model"]["init_args"], config["data"]["init_args"]
     gpus = trainer["devices"] * trainer["num_nodes"]
     sequences = data["batch_size"] * trainer["accumulate_grad_batches"] * gpus
@@ -353,11 +270,10 @@ def test_gpt3_small_base_trains_on_the_documented_tokens_per_step(results):
     assert trainer["precision"] == "bf16-mixed" and trainer["gradient_clip_val"] == 1.0
     assert model["lr"] == 6e-4 and math.isclose(model["lr"] * model["min_lr_ratio"], 6e-5)
     assert model["betas"] == [0.9, 0.95] and model["weight_decay"] == 0.1 and model["warmup_steps"] == 2000
-    assert model["max_steps"] == trainer["max_steps"], "the cosine must end where training ends"
     assert (data["dataset"], data["tokenizer"], data["max_len"]) == ("Skylion007/openwebtext", "gpt2", 1024)
     assert (model["dim"], model["depth"], model["num_heads"], model["mlp_ratio"]) == (768, 12, 12, 4.0)
-    # One epoch (validation + checkpoint) is 2,000 optimizer steps, as the comment says.
-    assert data["train_windows_per_epoch"] == 2000 * sequences
+    # Validation every 1,000 optimizer steps on 2,400 windows, the authors' 200 x 12.
+    assert trainer["val_check_interval"] == 1000 * trainer["accumulate_grad_batches"] and data["val_windows"] == 2400
     budget = re.search(r"max_steps ([\d,]+) x 491,520 = ([\d.]+)B tokens", text)
     assert budget and int(budget.group(1).replace(",", "")) == trainer["max_steps"]
     assert math.isclose(trainer["max_steps"] * TOKENS_PER_STEP / 1e9, float(budget.group(2)), abs_tol=0.05)

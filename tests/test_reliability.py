@@ -18,14 +18,15 @@ from torch.utils.data import DataLoader
 from datamodules import LanguageModelingDataModule
 from datamodules.loaders import make_loader
 from lit_attention.checkpointing import LastCheckpoint, atomic_save
-from lit_attention.cli import main
+from lit_attention.main import main
 from lit_attention.errors import ConfigError
+from lit_attention.records import TIMING_FIELDS, read_record
 from lit_attention.run_dirs import claim_new_version
 from lit_attention.tasks import CausalLanguageModel, ImageClassifier
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
-CLI = [sys.executable, "-m", "lit_attention.cli"]
+CLI = [sys.executable, "-m", "lit_attention"]
 GPT = str(ROOT / "recipes/quickstart/gpt_stdlib.yaml")
 VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
 SMALL = dict(dim=32, depth=1, num_heads=4)
@@ -39,7 +40,7 @@ def gpt_args(data_dir) -> list[str]:
     """A 32-wide, 1-layer GPT with dropout on 40 stdlib files: 5 batches per epoch, validation every
     4 steps, 12 steps in all (3 epochs, the last one cut short)."""
     return [
-        "--config", GPT, "--trainer.max_steps=12", "--model.max_steps=12", "--model.warmup_steps=2",
+        "--config", GPT, "--trainer.max_steps=12", "--model.warmup_steps=2",
         "--data.max_files=40", "--data.val_windows=8", "--data.max_len=32", "--data.batch_size=8",
         "--data.train_windows_per_epoch=40", "--trainer.val_check_interval=4", "--model.dim=32",
         "--model.depth=1", "--model.dropout=0.1", "--trainer.deterministic=true", f"--data.data_dir={data_dir}",
@@ -204,9 +205,16 @@ def test_killed_run_resumes_to_bit_identical_weights_and_metrics(gpt_runs, lm_da
     for part in ("state_dict", "optimizer_states", "lr_schedulers"):
         assert_same_tensors(final_a[part], final_b[part], part)
     curves_a, curves_b = scalars(run_a), scalars(run_b)
-    for tag in ("val/loss", "val/ppl", "val/acc", "train/loss_step", "train/lr", "hp_metric"):
+    for tag in ("val/loss", "val/ppl", "val/acc", "train/loss_step", "train/lr"):
         assert curves_a[tag] == curves_b[tag], tag
     assert [step for step, _ in curves_a["val/loss"]] == [3, 7, 11]
+    # The run's record (what compare builds its tables from) is the same too: the curve, the samples
+    # seen and the first batch travel with the checkpoints. Only wall-clock times and the path differ.
+    records = [read_record(run / "record.json") for run in (run_a, run_b)]
+    for record in records:
+        for key in (*TIMING_FIELDS, "run_dir", "provenance"):
+            record.pop(key)
+    assert records[0] == records[1] and len(records[0]["curve"]) == 3 and records[0]["samples_seen"] == 12 * 8
 
 
 def _save_then_die(path: str, kill: bool, naive: bool) -> None:
@@ -427,7 +435,7 @@ LOCAL_TEXT = ["--data.dataset=null", "--data.max_files=null"]
 # case: (extra arguments given the test's directory, expected words)
 BAD_INPUTS = {
     "unknown recipe key": (lambda d: ["--config", _write(d / "typo.yaml", "trainer:\n  max_stepz: 3\n")],
-                           "does not accept option 'trainer.max_stepz'"),
+                           "Option 'trainer.max_stepz' is not accepted"),
     "unknown model key in a recipe": (lambda d: ["--config", _write(d / "typo.yaml", "model:\n  init_args:\n    dimm: 3\n")],
                                       "Option 'dimm' is not accepted by lit_attention.tasks.CausalLanguageModel"),
     "missing local file": (lambda d: [*LOCAL_TEXT, f"--data.data_files={d}/missing.txt"],
@@ -443,6 +451,8 @@ BAD_INPUTS = {
     ),
     "checkpoint of other sizes": (
         lambda d: [f"--ckpt_path={_lm_checkpoint(d / 'wide.ckpt', dim=64)}"], "dim is 64 in the checkpoint but 32 here"),
+    "optimizer override": (lambda d: ["--optimizer=SGD"], "--optimizer is not available: every task builds AdamW"),
+    "non-positive learning rate": (lambda d: ["--model.lr=0"], "lr=0.0 is invalid; it must be > 0."),
     # Only found when the data is first loaded (prepare_data), the first expensive step of a run.
     "hub dataset not cached offline": (
         lambda d: ["--data.dataset=roneneldan/TinyStories", "--data.max_files=null", f"--data.hf_cache_dir={d}/hf"],

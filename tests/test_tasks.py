@@ -39,7 +39,7 @@ def text_setup(attention):
         tokens = torch.zeros(12, dtype=torch.long)
         tokens[:length] = torch.randint(3, 50, (length,), generator=g)
         items.append({"tokens": tokens, "padding_mask": tokens == 0, "labels": i % 2})
-    module = TextClassifier(vocab_size=50, max_len=12, num_classes=2, depth=2, attention=attention, **SMALL)
+    module = TextClassifier(vocab_size=50, max_len=12, num_classes=2, pad_id=0, depth=2, attention=attention, **SMALL)
     return module, items
 
 
@@ -64,7 +64,7 @@ def translation_setup(attention):
         tgt[0], tgt[1 : 1 + len(body)], tgt[1 + len(body)] = 1, body, 2
         items.append({"src": src, "src_padding_mask": src == 0, "tgt_in": tgt[:-1], "tgt_out": tgt[1:],
                       "tgt_padding_mask": tgt[:-1] == 0})
-    module = Seq2SeqTranslator(vocab_size=30, max_src_len=10, max_tgt_len=11, encoder_depth=1, decoder_depth=1,
+    module = Seq2SeqTranslator(vocab_size=30, max_src_len=10, max_tgt_len=11, pad_id=0, bos_id=1, eos_id=2, encoder_depth=1, decoder_depth=1,
                                attention=attention, beam_size=2, **SMALL)
     return module, items
 
@@ -134,13 +134,22 @@ def test_training_through_lightning_lowers_the_loss(task, tmp_path):
     assert plain_loss(module, batch) < 0.7 * before
 
 
-def test_hyperparameters_carry_parameter_counts_but_checkpoints_stay_loadable():
+def test_parameter_counts_and_checkpoints_that_load_with_weights_only(tmp_path):
     module = CausalLanguageModel(vocab_size=40, max_len=12, depth=2, attention="nonlinear_query", **SMALL)
-    logged = module.hparams_initial
-    assert logged["attention_name"] == "nonlinear_query"
-    assert logged["params/total"] == sum(p.numel() for p in module.model.parameters())  # tied head once
-    assert logged["params/attention"] == 2 * (4 * 32 * 32 + 2 * 32)
-    assert "params/total" not in module.hparams  # load_from_checkpoint passes hparams back to __init__
+    assert module.param_counts["total"] == sum(p.numel() for p in module.model.parameters())  # tied head once
+    assert module.param_counts["attention"] == 2 * (4 * 32 * 32 + 2 * 32)
+    assert module.param_counts["non_embedding"] == module.param_counts["total"] - 40 * 32 - 12 * 32
+    # Only __init__'s own arguments are hyper-parameters (load_from_checkpoint passes them back), and
+    # they are plain values: a checkpoint loads with torch.load(weights_only=True).
+    assert not any(key.startswith("params/") for key in module.hparams)
+    run = trainer(tmp_path, max_steps=1, limit_val_batches=0, enable_checkpointing=False)
+    _, items = lm_setup("nonlinear_query")
+    run.fit(module, DataLoader(ListDataset(items), batch_size=4))
+    run.save_checkpoint(tmp_path / "model.ckpt")
+    torch.load(tmp_path / "model.ckpt", weights_only=True)
+    loaded = CausalLanguageModel.load_from_checkpoint(tmp_path / "model.ckpt")
+    for name, tensor in module.state_dict().items():
+        assert torch.equal(tensor, loaded.state_dict()[name]), name
 
 
 def test_weight_decay_skips_norms_biases_positions_and_value_mix(tmp_path):
@@ -155,6 +164,36 @@ def test_weight_decay_skips_norms_biases_positions_and_value_mix(tmp_path):
     assert "blocks.0.attn.in_proj.weight" in decayed and "head.weight" in decayed
     assert {"pos_embed", "cls_token", "blocks.0.attn.value_mix", "blocks.0.norm1.weight", "head.bias"} <= kept_out
     assert decay["weight_decay"] == module.hparams.weight_decay and no_decay["weight_decay"] == 0.0
+
+
+def test_decay_positions_decays_positions_and_cls_but_never_value_mix(tmp_path):
+    module = ImageClassifier(num_classes=10, image_size=8, in_channels=1, patch_size=2, depth=1, attention="super",
+                             decay_positions=True, **SMALL)
+    decay, no_decay = module.optimizer_and_schedule(10)[0].param_groups
+    names = {id(p): n for n, p in module.model.named_parameters()}
+    assert {"pos_embed", "cls_token"} <= {names[id(p)] for p in decay["params"]}
+    assert "blocks.0.attn.value_mix" in {names[id(p)] for p in no_decay["params"]}
+
+
+@pytest.mark.parametrize("max_steps", [12, 30])
+def test_schedule_ends_where_the_trainer_ends(tmp_path, max_steps):
+    """One source of truth: the cosine reaches min_lr_ratio at the trainer's max_steps, nothing else sets it."""
+    module, items = lm_setup("standard")
+    module.hparams.warmup_steps = 2
+    run = trainer(tmp_path, max_steps=max_steps, limit_val_batches=0, enable_checkpointing=False)
+    lrs = []
+
+    class RecordLR(L.Callback):
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            lrs.append(trainer.optimizers[0].param_groups[0]["lr"])
+
+    run.callbacks.append(RecordLR())
+    run.fit(module, DataLoader(ListDataset(items * 4), batch_size=2))
+    peak, floor = module.hparams.lr, module.hparams.lr * module.hparams.min_lr_ratio
+    assert len(lrs) == max_steps and max(lrs) == pytest.approx(peak)
+    expected_last = floor + (peak - floor) * 0.5 * (1 + math.cos(math.pi * (max_steps - 1 - 2) / (max_steps - 2)))
+    assert lrs[-1] == pytest.approx(expected_last)
+    assert run.lr_scheduler_configs[0].scheduler.get_last_lr()[0] == pytest.approx(floor)  # after the last step
 
 
 def test_warmup_then_cosine_schedule():
@@ -173,7 +212,8 @@ def test_language_model_can_rank_runs_by_accuracy_for_recall_tasks(tmp_path):
 
     from lit_attention.errors import ConfigError
 
-    assert (CausalLanguageModel(**SMALL).monitor, CausalLanguageModel(**SMALL).monitor_mode) == ("val/loss", "min")
+    default = CausalLanguageModel(vocab_size=40, max_len=12, depth=1, **SMALL)
+    assert (default.monitor, default.monitor_mode) == ("val/loss", "min")
     module = CausalLanguageModel(vocab_size=40, max_len=12, depth=1, monitor="val/acc", **SMALL)
     assert (module.monitor, module.monitor_mode) == ("val/acc", "max")
     torch.manual_seed(0)
@@ -182,7 +222,6 @@ def test_language_model_can_rank_runs_by_accuracy_for_recall_tasks(tmp_path):
     best = ModelCheckpoint(monitor=module.monitor, mode=module.monitor_mode)
     run = trainer(tmp_path, max_steps=4, val_check_interval=2, limit_val_batches=1, callbacks=[best])
     run.fit(module, DataLoader(ListDataset(items), batch_size=8), DataLoader(ListDataset(items), batch_size=8))
-    assert run.callback_metrics["hp_metric"] == run.callback_metrics["val/acc"]
     assert best.best_model_score == max(best.best_model_score, run.callback_metrics["val/acc"])
     with pytest.raises(ConfigError, match="monitor 'val/ppl' is not available for language models; valid choices are val/loss, val/acc"):
-        CausalLanguageModel(monitor="val/ppl", **SMALL)
+        CausalLanguageModel(vocab_size=40, max_len=12, monitor="val/ppl", **SMALL)

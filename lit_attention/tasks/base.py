@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import math
+from dataclasses import dataclass, fields
 
 import lightning as L
 import torch
@@ -13,23 +15,69 @@ from torch import nn
 from lit_attention.attention import resolve_spec
 from lit_attention.errors import ConfigError
 
-# 2-D parameters that are still kept out of weight decay: positions and the CLS token are lookup
-# tables, and W_A starts at the identity, so decay would drag `super` toward zero mixing.
-NO_DECAY_NAMES = ("pos_embed", "src_pos", "tgt_pos", "cls_token", "value_mix")
+# 2-D parameters kept out of weight decay unless `decay_positions`: positions and the CLS token are
+# lookup tables. W_A is never decayed: it starts at the identity, and decay would drag `super` toward
+# zero mixing.
+POSITION_NAMES = ("pos_embed", "src_pos", "tgt_pos", "cls_token")
+NEVER_DECAYED = ("value_mix",)
+
+
+@dataclass(frozen=True)
+class OptimizerSettings:
+    """AdamW and its warm-up + cosine schedule: the arguments every task takes (see TaskModule).
+    The schedule's length is the trainer's (`max_steps`, else the estimated number of optimizer steps)."""
+
+    lr: float
+    weight_decay: float
+    betas: tuple[float, float]
+    warmup_steps: int
+    min_lr_ratio: float
+    decay_positions: bool
+
+    @classmethod
+    def of(cls, hparams) -> "OptimizerSettings":
+        return cls(**{f.name: hparams[f.name] for f in fields(cls)})
 
 
 class TaskModule(L.LightningModule):
-    """Base LightningModule. Subclasses build `self.model` (a plain nn.Module with
-    `parameter_counts()`) after calling `self.save_hyperparameters()` with these optimizer arguments:
-    lr, weight_decay, betas, warmup_steps, max_steps, min_lr_ratio, compile."""
+    """Base LightningModule. Subclasses take their architecture's arguments, pass the rest here with
+    `**optimization`, and build `self.model` (a plain nn.Module with `parameter_counts()`).
+
+    Args:
+        lr: peak learning rate of AdamW (> 0).
+        weight_decay: AdamW weight decay of the matrices (>= 0; biases, norms and W_A are never decayed).
+        betas: AdamW betas.
+        warmup_steps: linear warm-up from ~0 to `lr` over this many optimizer steps.
+        min_lr_ratio: the cosine decays to lr * min_lr_ratio (in [0, 1]) at the trainer's last step.
+        decay_positions: also decay position embeddings and the CLS token (nanoGPT and the
+            nonlinear-query authors decay every parameter with two or more dimensions).
+        compile: run the inner model under torch.compile.
+    """
+
+    def __init__(
+        self,
+        *,
+        lr: float = 1e-3,
+        weight_decay: float = 0.05,
+        betas: tuple[float, float] = (0.9, 0.999),
+        warmup_steps: int = 100,
+        min_lr_ratio: float = 0.01,
+        decay_positions: bool = False,
+        compile: bool = False,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()  # the arguments of every __init__ of the subclass chain
+        check_hyperparameters(self.hparams)
 
     model: nn.Module
     monitor: str  # the validation metric that ranks runs and checkpoints
     monitor_mode: str  # "max" or "min"
 
+    model_class: type[nn.Module]  # the plain model the task trains
+
     def build_model(self) -> nn.Module:
-        """The plain model described by `self.hparams`."""
-        raise NotImplementedError
+        """The plain model described by `self.hparams` (the hyper-parameters named like its arguments)."""
+        return self.model_class(**model_arguments(self.model_class, self.hparams))
 
     @staticmethod
     def forward_batch(model: nn.Module, batch):
@@ -76,15 +124,8 @@ class TaskModule(L.LightningModule):
             )
 
     def _record_model_facts(self) -> None:
-        """Add the variant's name and parameter counts to the hyper-parameters the logger sees.
-
-        They go to `hparams_initial` only (what Lightning logs), not to `hparams` (what
-        `load_from_checkpoint` passes back to `__init__`).
-        """
+        """The parameter counts (total, non-embedding, attention) the logger and the run record report."""
         self.param_counts = self.model.parameter_counts()
-        facts = {f"params/{name}": count for name, count in self.param_counts.items()}
-        facts["attention_name"] = resolve_spec(self.hparams.attention).name
-        self._hparams_initial.update(facts)
 
     def configure_model(self) -> None:
         # Compile the inner nn.Module in place: parameter names, and so checkpoints, stay the same.
@@ -93,26 +134,81 @@ class TaskModule(L.LightningModule):
             self._compiled = True
 
     def configure_optimizers(self):
+        # One source of truth for the schedule's length: the trainer's max_steps, or the optimizer
+        # steps its epochs and accumulation make when max_steps is not set.
+        optimizer, scheduler = self.optimizer_and_schedule(int(self.trainer.estimated_stepping_batches))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def optimizer_and_schedule(self, total_steps: int) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
+        """AdamW over the model's parameters in two groups (decayed, not decayed) and the warm-up +
+        cosine schedule that ends at `total_steps` (a step-wise LambdaLR)."""
+        settings = OptimizerSettings.of(self.hparams)
+        keep_out = NEVER_DECAYED + (() if settings.decay_positions else POSITION_NAMES)
         decay, no_decay = [], []
         for name, param in self.model.named_parameters():
             if not param.requires_grad:
                 continue
-            keep_out = param.dim() < 2 or any(part in name for part in NO_DECAY_NAMES)
-            (no_decay if keep_out else decay).append(param)
-        hp = self.hparams
+            kept_out = param.dim() < 2 or any(part in name for part in keep_out)
+            (no_decay if kept_out else decay).append(param)
         optimizer = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": hp.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=hp.lr,
-            betas=tuple(hp.betas),
+            [{"params": decay, "weight_decay": settings.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=settings.lr,
+            betas=tuple(settings.betas),
             fused=self.device.type == "cuda",
         )
-        total = hp.max_steps or int(self.trainer.estimated_stepping_batches)
-        schedule = warmup_cosine(hp.warmup_steps, total, hp.min_lr_ratio)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        schedule = warmup_cosine(settings.warmup_steps, total_steps, settings.min_lr_ratio)
+        return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
 
     def log_learning_rate(self) -> None:
         self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], on_step=True, on_epoch=False)
+
+
+def model_arguments(model_class: type[nn.Module], hparams) -> dict:
+    """The hyper-parameters `model_class.__init__` takes, by name."""
+    accepted = inspect.signature(model_class.__init__).parameters
+    return {name: hparams[name] for name in accepted if name != "self" and name in hparams}
+
+
+def require_sizes(task: TaskModule, names: tuple[str, ...]) -> None:
+    """The sizes the DataModule sets on the command line must be there when a task is built in Python."""
+    for name in names:
+        if task.hparams.get(name) is None:
+            raise ConfigError(f"{type(task).__name__} needs {name}; pass it, or train through `lit-attention`, "
+                              "which takes it from the DataModule.")
+
+
+def _positive_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+
+# What every hyper-parameter of the tasks must be, checked when a task is built (on the meta device by
+# the CLI, before any data work): name -> (test, the rule in words).
+LIMITS = {
+    "lr": (lambda v: v > 0, "> 0"),
+    "weight_decay": (lambda v: v >= 0, ">= 0"),
+    "betas": (lambda v: len(v) == 2 and all(0 <= b < 1 for b in v), "two numbers in [0, 1)"),
+    "warmup_steps": (lambda v: isinstance(v, int) and v >= 0, "an integer >= 0"),
+    "min_lr_ratio": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    **{name: (_positive_int, "a positive integer") for name in (
+        "dim", "depth", "encoder_depth", "decoder_depth", "num_heads", "patch_size", "beam_size", "max_new_tokens")},
+    "mlp_ratio": (lambda v: v > 0, "> 0"),
+    "dropout": (lambda v: 0 <= v < 1, "in [0, 1)"),
+    "drop_path": (lambda v: 0 <= v < 1, "in [0, 1)"),
+    "label_smoothing": (lambda v: 0 <= v < 1, "in [0, 1)"),
+    "norm_eps": (lambda v: v > 0, "> 0"),
+    "init_std": (lambda v: v > 0, "> 0"),
+    "bleu_batches": (lambda v: isinstance(v, int) and v >= 0, "an integer >= 0"),
+    "temperature": (lambda v: v >= 0, ">= 0 (0 is greedy)"),
+    "top_k": (lambda v: v is None or _positive_int(v), "a positive integer or null"),
+    "top_p": (lambda v: v is None or 0 < v <= 1, "in (0, 1] or null"),
+}
+
+
+def check_hyperparameters(hparams) -> None:
+    """One sentence for the first hyper-parameter outside its limits."""
+    for name, (valid, rule) in LIMITS.items():
+        if name in hparams and not valid(hparams[name]):
+            raise ConfigError(f"{name}={hparams[name]!r} is invalid; it must be {rule}.")
 
 
 def warmup_cosine(warmup_steps: int, total_steps: int, min_ratio: float):
@@ -120,7 +216,7 @@ def warmup_cosine(warmup_steps: int, total_steps: int, min_ratio: float):
     down to `min_ratio` at `total_steps`, flat afterwards."""
 
     def factor(step: int) -> float:
-        if step < warmup_steps:
+        if step < warmup_steps:  # warmup_steps > 0 here
             return (step + 1) / warmup_steps
         progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
         return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))

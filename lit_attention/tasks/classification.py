@@ -17,13 +17,23 @@ def classification_metrics(num_classes: int) -> MetricCollection:
     }
     if num_classes >= 10:
         metrics["acc_top5"] = MulticlassAccuracy(num_classes, top_k=5, average="micro")
-    return MetricCollection(metrics)
+    # No compute groups: torchmetrics would otherwise merge metrics whose states happen to be equal
+    # after the first batch (a perfectly classified one makes top-5 accuracy and macro-F1 look alike),
+    # and from then on report one metric's value under the other's name.
+    return MetricCollection(metrics, compute_groups=False)
 
 
 class ClassificationTask(TaskModule):
-    """Cross-entropy training; accuracy (top-1, top-5 from 10 classes) and macro-F1 per stage."""
+    """Cross-entropy training; accuracy (top-1, top-5 from 10 classes) and macro-F1 per stage.
+
+    Args:
+        label_smoothing: label smoothing of the training loss (validation and test use none).
+    """
 
     monitor, monitor_mode = "val/acc", "max"
+
+    def __init__(self, *, label_smoothing: float = 0.0, **optimization) -> None:
+        super().__init__(**optimization)
 
     def _build_metrics(self, num_classes: int) -> None:
         metrics = classification_metrics(num_classes)
@@ -58,10 +68,15 @@ class ClassificationTask(TaskModule):
     def test_step(self, batch, batch_idx):
         self._step(batch, "test")
 
-    def on_validation_epoch_end(self) -> None:
-        # The HParams tab compares runs on `hp_metric`: the monitored validation metric.
-        self.log("hp_metric", self.val_metrics["acc"].compute())
+    def predict_logits(self, batch) -> tuple[torch.Tensor, list[str]]:
+        """(logits, the inputs' names or texts) of a `predict` batch."""
+        raise NotImplementedError
 
-    def predict_step(self, batch, batch_idx):
-        logits, _ = self.logits_and_labels(batch)
-        return logits.argmax(dim=-1)
+    def predict_step(self, batch, batch_idx) -> list[dict]:
+        """One row per input: the predicted class and every class's probability."""
+        logits, inputs = self.predict_logits(batch)
+        probabilities = logits.float().softmax(dim=-1).cpu()
+        names = getattr(self.trainer.datamodule, "class_names", None) or [str(i) for i in range(logits.shape[-1])]
+        return [{"input": text, "prediction": names[int(row.argmax())],
+                 "probabilities": {name: round(float(p), 6) for name, p in zip(names, row)}}
+                for text, row in zip(inputs, probabilities)]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 import torch.nn.functional as F
 from torchmetrics import MeanMetric
@@ -9,7 +11,7 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from lit_attention.errors import ConfigError
 from lit_attention.models import GPT
-from lit_attention.tasks.base import TaskModule, check_length, check_token_ids
+from lit_attention.tasks.base import TaskModule, check_length, check_token_ids, require_sizes
 
 IGNORE = -100  # targets equal to this are not scored (MQAR scores only its query positions)
 MONITORS = {"val/loss": "min", "val/acc": "max"}  # the metric that ranks runs and picks the best checkpoint
@@ -19,15 +21,35 @@ class CausalLanguageModel(TaskModule):
     """Language modelling. Batches are `(inputs (B, T), targets (B, T))`; logs loss, perplexity
     (exp of the token-weighted mean loss) and next-token accuracy over scored targets.
 
-    `monitor` picks the validation metric that ranks runs (`compare`) and the best checkpoint:
-    `val/loss` for language modelling, `val/acc` where only some answers count, as in MQAR recall.
-    `init_std` is the std of the GPT's normal initialisation (GPT-2's 0.02 by default).
+    Args:
+        vocab_size: token ids; set by the DataModule (a larger value is allowed, e.g. GPT-2's 50304).
+        max_len: positions (and the size of W_A); set by the DataModule (a larger value is allowed).
+        dim: model width d.
+        depth: transformer blocks.
+        num_heads: attention heads (must divide dim).
+        mlp_ratio: MLP hidden width as a multiple of dim.
+        attention: the variant: standard, optimized, efficient, super, identity_query, residual_query or nonlinear_query, a preset with settings ('super,value_mix_init=xavier') or an axes spec ('query=residual_mlp,key=identity,value=identity,value_mix=true').
+        dropout: dropout in embeddings, attention and MLP.
+        drop_path: stochastic depth of the last block.
+        bias: biases in linear layers and LayerNorms (GPT-2 has them).
+        tie_weights: the output head shares the token embedding.
+        activation: gelu (exact) or gelu_tanh (GPT-2's approximation).
+        norm_eps: LayerNorm eps.
+        init_std: std of the normal initialisation (GPT-2's 0.02).
+        monitor: the validation metric that ranks runs (`compare`) and picks the best checkpoint:
+            val/loss for language modelling, val/acc where only some answers count (MQAR recall).
+        max_new_tokens: tokens `predict` generates after each prompt.
+        temperature: sampling temperature of `predict`; 0 picks the most likely token (greedy).
+        top_k: sample among the k most likely tokens only (None: all).
+        top_p: sample among the most likely tokens whose probabilities sum to p (None: all).
     """
+
+    model_class = GPT
 
     def __init__(
         self,
-        vocab_size: int = 256,
-        max_len: int = 256,
+        vocab_size: int | None = None,
+        max_len: int | None = None,
         dim: int = 384,
         depth: int = 6,
         num_heads: int = 6,
@@ -37,34 +59,26 @@ class CausalLanguageModel(TaskModule):
         drop_path: float = 0.0,
         bias: bool = False,
         tie_weights: bool = True,
-        lr: float = 6e-4,
-        weight_decay: float = 0.1,
-        betas: tuple[float, float] = (0.9, 0.95),
-        warmup_steps: int = 100,
-        max_steps: int | None = None,
-        min_lr_ratio: float = 0.1,
-        compile: bool = False,
-        monitor: str = "val/loss",
+        activation: Literal["gelu", "gelu_tanh"] = "gelu",
+        norm_eps: float = 1e-5,
         init_std: float = 0.02,
+        monitor: Literal["val/loss", "val/acc"] = "val/loss",
+        max_new_tokens: int = 64,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        **optimization,
     ) -> None:
-        super().__init__()
+        super().__init__(**optimization)
         if monitor not in MONITORS:
             raise ConfigError(f"monitor {monitor!r} is not available for language models; valid choices are {', '.join(MONITORS)}.")
+        require_sizes(self, ("vocab_size", "max_len"))
         self.monitor, self.monitor_mode = monitor, MONITORS[monitor]
-        self.save_hyperparameters()
         self.model = self.build_model()
         for stage in ("train", "val", "test"):
             setattr(self, f"{stage}_accuracy", MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE))
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
         self._record_model_facts()
-
-    def build_model(self) -> GPT:
-        hp = self.hparams
-        return GPT(
-            vocab_size=hp.vocab_size, max_len=hp.max_len, dim=hp.dim, depth=hp.depth, num_heads=hp.num_heads,
-            mlp_ratio=hp.mlp_ratio, attention=hp.attention, dropout=hp.dropout, drop_path=hp.drop_path,
-            bias=hp.bias, tie_weights=hp.tie_weights, init_std=hp.init_std,
-        )
 
     def forward(self, tokens):
         return self.model(tokens)
@@ -119,13 +133,16 @@ class CausalLanguageModel(TaskModule):
         return loss
 
     def on_validation_epoch_end(self) -> None:
-        loss = self._log_loss_and_perplexity("val")
-        # The HParams tab compares runs on `hp_metric`: the monitored validation metric.
-        self.log("hp_metric", loss if self.monitor == "val/loss" else self.val_accuracy.compute())
+        self._log_loss_and_perplexity("val")
 
     def on_test_epoch_end(self) -> None:
         self._log_loss_and_perplexity("test")
 
-    def predict_step(self, batch, batch_idx):
-        inputs = batch[0] if isinstance(batch, (tuple, list)) else batch
-        return self.model(inputs).argmax(dim=-1)
+    def predict_step(self, batch, batch_idx) -> list[dict]:
+        """Continue each prompt of a left-padded batch; one row per prompt with the generated text."""
+        hp = self.hparams
+        tokens = self.model.generate(batch["tokens"], hp.max_new_tokens, temperature=hp.temperature, top_k=hp.top_k,
+                                     top_p=hp.top_p, padding_mask=batch["padding_mask"])
+        new = tokens[:, batch["tokens"].shape[1]:].tolist()
+        decode = self.trainer.datamodule.decode
+        return [{"prompt": prompt, "continuation": decode(ids)} for prompt, ids in zip(batch["texts"], new)]

@@ -2,52 +2,56 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
+
 from lit_attention.models import TextEncoderClassifier
-from lit_attention.tasks.base import check_length, check_token_ids
+from lit_attention.tasks.base import check_length, check_token_ids, require_sizes
 from lit_attention.tasks.classification import ClassificationTask
 
 
 class TextClassifier(ClassificationTask):
     """Text classification. Batches are dicts with `tokens` (B, T), `padding_mask` (B, T, True at
-    padding) and `labels` (B,). `vocab_size`, `max_len`, `num_classes` and `pad_id` come from the
-    DataModule on the command line."""
+    padding) and `labels` (B,).
+
+    Args:
+        vocab_size: token ids; set by the DataModule (a larger value is allowed).
+        max_len: positions (and the size of W_A); set by the DataModule (a larger value is allowed).
+        num_classes: classes; set by the DataModule.
+        pad_id: the padding token's id; set by the DataModule.
+        dim: model width d.
+        depth: transformer blocks.
+        num_heads: attention heads (must divide dim).
+        mlp_ratio: MLP hidden width as a multiple of dim.
+        attention: the variant: standard, optimized, efficient, super, identity_query, residual_query or nonlinear_query, a preset with settings ('super,value_mix_init=xavier') or an axes spec ('query=residual_mlp,key=identity,value=identity,value_mix=true').
+        pool: cls (a learned CLS token) or mean (masked mean of the real tokens).
+        dropout: dropout in embeddings, attention and MLP.
+        drop_path: stochastic depth of the last block.
+    """
+
+    model_class = TextEncoderClassifier
 
     def __init__(
         self,
-        vocab_size: int = 259,
-        max_len: int = 256,
-        num_classes: int = 2,
-        pad_id: int = 0,
+        vocab_size: int | None = None,
+        max_len: int | None = None,
+        num_classes: int | None = None,
+        pad_id: int | None = None,
         dim: int = 256,
         depth: int = 4,
         num_heads: int = 4,
         mlp_ratio: float = 4.0,
         attention: str | dict = "standard",
-        pool: str = "cls",
+        pool: Literal["cls", "mean"] = "cls",
         dropout: float = 0.1,
         drop_path: float = 0.0,
-        label_smoothing: float = 0.0,
-        lr: float = 5e-4,
-        weight_decay: float = 0.01,
-        betas: tuple[float, float] = (0.9, 0.999),
-        warmup_steps: int = 100,
-        max_steps: int | None = None,
-        min_lr_ratio: float = 0.01,
-        compile: bool = False,
+        **optimization,
     ) -> None:
-        super().__init__()
-        self.save_hyperparameters()
+        super().__init__(**optimization)
+        require_sizes(self, ("vocab_size", "max_len", "num_classes", "pad_id"))
         self.model = self.build_model()
         self._build_metrics(num_classes)
         self._record_model_facts()
-
-    def build_model(self) -> TextEncoderClassifier:
-        hp = self.hparams
-        return TextEncoderClassifier(
-            vocab_size=hp.vocab_size, max_len=hp.max_len, num_classes=hp.num_classes, dim=hp.dim,
-            depth=hp.depth, num_heads=hp.num_heads, mlp_ratio=hp.mlp_ratio, attention=hp.attention,
-            pool=hp.pool, pad_id=hp.pad_id, dropout=hp.dropout, drop_path=hp.drop_path,
-        )
 
     def forward(self, tokens, padding_mask=None):
         return self.model(tokens, padding_mask)
@@ -71,3 +75,6 @@ class TextClassifier(ClassificationTask):
 
     def labels_of(self, batch):
         return batch["labels"]
+
+    def predict_logits(self, batch):
+        return self.model(batch["tokens"], batch["padding_mask"]), batch["texts"]

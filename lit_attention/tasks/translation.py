@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torchmetrics.text import SacreBLEUScore
 
 from lit_attention.models import Seq2SeqTransformer
-from lit_attention.tasks.base import TaskModule, check_length, check_token_ids
+from lit_attention.tasks.base import TaskModule, check_length, check_token_ids, model_arguments, require_sizes
 
 
 class Seq2SeqTranslator(TaskModule):
@@ -16,18 +16,38 @@ class Seq2SeqTranslator(TaskModule):
 
     Validation decodes greedily on the first `bleu_batches` batches; test decodes every batch with
     `beam_size`. Texts come from the DataModule's `decode(ids)`; without one, ids are compared as words.
+
+    Args:
+        vocab_size: token ids of the shared source/target vocabulary; set by the DataModule.
+        max_src_len: source positions (and the size of cross-attention's W_A); set by the DataModule.
+        max_tgt_len: target positions (and the size of the decoder's W_A); set by the DataModule.
+        pad_id: padding id; set by the DataModule.
+        bos_id: begin-of-sequence id; set by the DataModule.
+        eos_id: end-of-sequence id; set by the DataModule.
+        dim: model width d.
+        encoder_depth: encoder blocks.
+        decoder_depth: decoder blocks.
+        num_heads: attention heads (must divide dim).
+        mlp_ratio: MLP hidden width as a multiple of dim.
+        attention: the variant: standard, optimized, efficient, super, identity_query, residual_query or nonlinear_query, a preset with settings ('super,value_mix_init=xavier') or an axes spec ('query=residual_mlp,key=identity,value=identity,value_mix=true').
+        dropout: dropout in embeddings, attention and MLP.
+        drop_path: stochastic depth of the last block.
+        label_smoothing: label smoothing of the training loss.
+        beam_size: beams for test and predict (validation decodes greedily).
+        bleu_batches: validation batches scored with BLEU after each validation.
     """
 
     monitor, monitor_mode = "val/bleu", "max"
+    model_class = Seq2SeqTransformer
 
     def __init__(
         self,
-        vocab_size: int = 8000,
-        max_src_len: int = 64,
-        max_tgt_len: int = 64,
-        pad_id: int = 0,
-        bos_id: int = 1,
-        eos_id: int = 2,
+        vocab_size: int | None = None,
+        max_src_len: int | None = None,
+        max_tgt_len: int | None = None,
+        pad_id: int | None = None,
+        bos_id: int | None = None,
+        eos_id: int | None = None,
         dim: int = 256,
         encoder_depth: int = 3,
         decoder_depth: int = 3,
@@ -39,29 +59,18 @@ class Seq2SeqTranslator(TaskModule):
         label_smoothing: float = 0.1,
         beam_size: int = 4,
         bleu_batches: int = 4,
-        lr: float = 5e-4,
-        weight_decay: float = 0.01,
-        betas: tuple[float, float] = (0.9, 0.98),
-        warmup_steps: int = 200,
-        max_steps: int | None = None,
-        min_lr_ratio: float = 0.01,
-        compile: bool = False,
+        **optimization,
     ) -> None:
-        super().__init__()
-        self.save_hyperparameters()
+        super().__init__(**optimization)
+        require_sizes(self, ("vocab_size", "max_src_len", "max_tgt_len", "pad_id", "bos_id", "eos_id"))
         self.model = self.build_model()
         self.val_bleu, self.test_bleu = SacreBLEUScore(), SacreBLEUScore()
         self._record_model_facts()
 
     def build_model(self) -> Seq2SeqTransformer:
-        hp = self.hparams
-        return Seq2SeqTransformer(
-            src_vocab_size=hp.vocab_size, tgt_vocab_size=hp.vocab_size, max_src_len=hp.max_src_len,
-            max_tgt_len=hp.max_tgt_len, dim=hp.dim, encoder_depth=hp.encoder_depth,
-            decoder_depth=hp.decoder_depth, num_heads=hp.num_heads, mlp_ratio=hp.mlp_ratio,
-            attention=hp.attention, dropout=hp.dropout, drop_path=hp.drop_path, pad_id=hp.pad_id,
-            bos_id=hp.bos_id, eos_id=hp.eos_id,
-        )
+        hp = self.hparams  # one vocabulary for both sides
+        return Seq2SeqTransformer(src_vocab_size=hp.vocab_size, tgt_vocab_size=hp.vocab_size,
+                                  **model_arguments(Seq2SeqTransformer, hp))
 
     def forward(self, src, tgt_in, src_padding_mask=None, tgt_padding_mask=None):
         return self.model(src, tgt_in, src_padding_mask, tgt_padding_mask)
@@ -126,9 +135,8 @@ class Seq2SeqTranslator(TaskModule):
         self._score(batch, self.test_bleu, beam_size=self.hparams.beam_size)
         self.log("test/bleu", self.test_bleu, on_epoch=True)
 
-    def on_validation_epoch_end(self) -> None:
-        if self.hparams.bleu_batches > 0:
-            self.log("hp_metric", self.val_bleu.compute())
-
-    def predict_step(self, batch, batch_idx):
-        return self.model.generate(batch["src"], batch["src_padding_mask"], beam_size=self.hparams.beam_size)
+    def predict_step(self, batch, batch_idx) -> list[dict]:
+        """Translate each source sentence (beam search with `beam_size`); one row per sentence."""
+        hypotheses = self.model.generate(batch["src"], batch["src_padding_mask"], beam_size=self.hparams.beam_size)
+        sources = batch.get("texts") or self._texts(batch["src"])
+        return [{"source": source, "translation": text} for source, text in zip(sources, self._texts(hypotheses))]

@@ -1,0 +1,141 @@
+"""Where `compare` runs its `lit-attention fit` commands: here, N at a time, or as SLURM jobs.
+
+Both launchers run exactly the command `sweep.Run.command` builds and report each finished run
+(its exit status and the last line it printed) through a callback, as it finishes.
+
+* `LocalLauncher`: `parallel` subprocesses at a time. With GPUs, each gets its own `devices_per_run`
+  GPUs (CUDA_VISIBLE_DEVICES), so a run may itself be DDP; on CPU the cores are split between them
+  (OMP_NUM_THREADS), which also keeps every run's arithmetic identical from one sweep to the next.
+  Children die with `compare` (Linux), so a killed sweep leaves no run behind holding its directory.
+* `SlurmLauncher`: one SLURM job per run through submitit; a multi-node run is one job of
+  `nodes x gpus_per_node` tasks, each running the command, which Lightning's SLURM environment joins
+  into one DDP run. `cluster="local"` runs the same jobs with submitit's local executor (tests, CI).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+Done = Callable[["Job", int, str], None]  # (job, exit status, last line of its output)
+
+
+@dataclass
+class Job:
+    key: object  # the sweep's handle for the run
+    command: list[str]
+    log: Path  # where the run's output goes (appended)
+
+
+def last_line(log: Path) -> str:
+    """The last line a run printed that says something (its one-sentence error, say)."""
+    try:
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    errors = [line for line in lines if line.startswith("error:")]
+    return (errors or lines or [""])[-1][:500]
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL it when the parent dies (Linux prctl PR_SET_PDEATHSIG)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+
+
+class LocalLauncher:
+    def __init__(self, parallel: int = 1, devices_per_run: int = 1) -> None:
+        self.parallel, self.devices_per_run = parallel, devices_per_run
+        self.gpus = torch.cuda.device_count()
+
+    def describe(self) -> str:
+        if self.gpus:
+            return f"{self.parallel} at a time, {self.devices_per_run} GPU(s) each"
+        return f"{self.parallel} at a time, {self.threads()} CPU thread(s) each"
+
+    def threads(self) -> int:
+        return max(1, (os.cpu_count() or 1) // self.parallel)
+
+    def environment(self, slot: int) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.gpus:
+            first = slot * self.devices_per_run
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str((first + i) % self.gpus) for i in range(self.devices_per_run))
+        else:
+            env["OMP_NUM_THREADS"] = str(self.threads())
+        return env
+
+    def run(self, jobs: list[Job], done: Done) -> None:
+        pending, running = list(jobs), {}  # slot -> (job, process, log file)
+        while pending or running:
+            for slot in range(self.parallel):
+                if slot not in running and pending:
+                    job = pending.pop(0)
+                    job.log.parent.mkdir(parents=True, exist_ok=True)
+                    log = open(job.log, "a")
+                    log.write(f"$ {' '.join(job.command)}\n")
+                    log.flush()
+                    process = subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT,
+                                               env=self.environment(slot), preexec_fn=_die_with_parent)
+                    running[slot] = (job, process, log)
+            time.sleep(0.2)
+            for slot, (job, process, log) in list(running.items()):
+                if process.poll() is not None:
+                    log.close()
+                    del running[slot]
+                    done(job, process.returncode, last_line(job.log))
+
+
+class SlurmLauncher:
+    """Submits every run as a SLURM job (or a local job with cluster="local") and waits for them."""
+
+    def __init__(self, folder: Path, partition: str | None = None, time_min: int = 60, gpus_per_node: int = 0,
+                 nodes: int = 1, cpus_per_task: int | None = None, cluster: str | None = None) -> None:
+        import submitit
+
+        self.executor = submitit.AutoExecutor(folder=folder, cluster=cluster)
+        tasks = max(1, gpus_per_node)  # one process per GPU: Lightning's SLURM environment expects that
+        parameters = {"timeout_min": time_min, "nodes": nodes, "tasks_per_node": tasks,
+                      "gpus_per_node": gpus_per_node, "name": "lit-attention"}
+        if cpus_per_task:
+            parameters["cpus_per_task"] = cpus_per_task
+        if partition and self.executor.cluster == "slurm":
+            parameters["slurm_partition"] = partition
+        self.executor.update_parameters(**parameters)
+        self.nodes, self.tasks = nodes, tasks
+
+    def describe(self) -> str:
+        return f"{self.executor.cluster} jobs of {self.nodes} node(s) x {self.tasks} task(s)"
+
+    def run(self, jobs: list[Job], done: Done) -> None:
+        import submitit
+
+        submitted = []
+        for job in jobs:
+            job.log.parent.mkdir(parents=True, exist_ok=True)
+            function = submitit.helpers.CommandFunction(job.command, verbose=False)
+            submitted.append((job, self.executor.submit(function)))
+        while submitted:
+            time.sleep(1.0)
+            for entry in list(submitted):
+                job, handle = entry
+                if not handle.done():
+                    continue
+                submitted.remove(entry)
+                status, output = 0, ""
+                try:
+                    output = handle.result() or ""
+                except Exception as error:  # noqa: BLE001  (a failed job: its error text is the report)
+                    status, output = 1, str(error)
+                with open(job.log, "a") as log:
+                    log.write(f"$ {' '.join(job.command)}\n{output}\n")
+                done(job, status, last_line(job.log))

@@ -1,0 +1,117 @@
+"""The `lit-attention` command: which subcommand runs, and how every error a user can fix is said.
+
+    lit-attention fit|validate|test|predict ...   one run (lit_attention/cli.py)
+    lit-attention compare ...                      a sweep of runs (lit_attention/compare.py)
+
+Exit status: 0 done, 2 bad input (one sentence on stderr, no traceback unless
+LIT_ATTENTION_TRACEBACK=1), 3 the training loss became NaN or infinite.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from argparse import ArgumentError
+from pathlib import Path
+
+import yaml
+
+from lit_attention.errors import ConfigError
+
+TRACEBACK_ENV = "LIT_ATTENTION_TRACEBACK"
+COMMANDS = ("fit", "validate", "test", "predict", "compare")
+
+
+def main(argv: list[str] | None = None) -> None:
+    words = list(sys.argv[1:] if argv is None else argv)
+    command = words[0] if words and not words[0].startswith("-") else "fit"
+    try:
+        check_command_line(words)
+        if command == "compare":
+            from lit_attention.compare import run as compare
+
+            compare(words[1:])
+        else:
+            from lit_attention.cli import run as fit_validate_test_predict
+
+            fit_validate_test_predict(argv)
+    except BaseException as error:  # noqa: BLE001  (sorted below: only user errors become one sentence)
+        status, sentence = explain(error)
+        if status is None or os.environ.get(TRACEBACK_ENV):
+            raise
+        print(f"error: {sentence}\n(set {TRACEBACK_ENV}=1 to see the traceback)", file=sys.stderr)
+        sys.exit(status)
+
+
+def explain(error: BaseException) -> tuple[int | None, str]:
+    """(exit status, one sentence) for an error a user can fix; (None, "") for anything else."""
+    from lit_attention.callbacks import NonFiniteLossError
+
+    if isinstance(error, NonFiniteLossError):
+        return 3, str(error)
+    if isinstance(error, ConfigError):
+        return 2, last_sentence(str(error))
+    if isinstance(error, ArgumentError):
+        from lit_attention.cli import registered_classes
+        from lit_attention.parser_errors import parser_error_sentence
+
+        return 2, parser_error_sentence(str(error), registered_classes()) + " `lit-attention <command> --help` lists the options."
+    return None, ""
+
+
+def last_sentence(message: str) -> str:
+    """A ConfigError raised in a DataLoader worker reaches the main process wrapped in the worker's
+    traceback ("Caught ConfigError in DataLoader worker process 0 ..."): keep what it said."""
+    if "Original Traceback" not in message:
+        return message
+    tail = message.strip().splitlines()[-1]
+    return tail.split("ConfigError: ", 1)[-1]
+
+
+def check_command_line(words: list[str]) -> None:
+    """What can be refused before any library loads: an unknown command, an optimizer override, and
+    recipe files that are missing, not YAML (named with file and line, not `<unicode string>`) or that
+    replace the optimizer."""
+    if words and not words[0].startswith("-") and words[0] not in COMMANDS:
+        raise ConfigError(f"Unknown command {words[0]!r}; valid commands are {', '.join(COMMANDS)}.")
+    for word in words:
+        option = word.split("=")[0]
+        if option in ("--optimizer", "--lr_scheduler"):
+            raise ConfigError(_NO_OPTIMIZER.format(option=option))
+    for path in config_files(words):
+        file = Path(path)
+        if not file.is_file():
+            raise ConfigError(f"Recipe {path!r} does not exist; pass a YAML file such as recipes/quickstart/vit_digits.yaml.")
+        try:
+            recipe = yaml.safe_load(file.read_text())
+        except yaml.YAMLError as error:
+            mark = getattr(error, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+            raise ConfigError(f"Recipe {path!r} is not valid YAML: {problem}{where}.") from None
+        for key in ("optimizer", "lr_scheduler"):
+            if isinstance(recipe, dict) and key in recipe:
+                raise ConfigError(f"Recipe {path!r} sets {key}: " + _NO_OPTIMIZER.format(option=key)[0].lower()
+                                  + _NO_OPTIMIZER.format(option=key)[1:])
+
+
+_NO_OPTIMIZER = (
+    "{option} is not available: every task builds AdamW with weight-decay groups and a warm-up + cosine "
+    "schedule from its own settings; change them with --model.lr, --model.weight_decay, --model.betas, "
+    "--model.warmup_steps and --model.min_lr_ratio."
+)
+
+
+def config_files(words: list[str]) -> list[str]:
+    """The values of every --config / -c in a command line."""
+    found = []
+    for i, word in enumerate(words):
+        if word in ("--config", "-c") and i + 1 < len(words):
+            found.append(words[i + 1])
+        elif word.startswith("--config="):
+            found.append(word.split("=", 1)[1])
+    return found
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""jsonargparse's reports of a bad command line or recipe, as one sentence naming the value and the choices.
+
+jsonargparse explains a bad value of a subclass argument (`--model.lr 0`) as a nested report: the
+union of types `--model` accepts, the class path it tried, the inner key and its type. The user needs
+the innermost part: which flag, which value, what is valid.
+"""
+
+from __future__ import annotations
+
+import re
+
+_KEY = re.compile(r'Parser key "([^"]+)"')
+_CLASS_PATH = re.compile(r"Problem with given class_path '[^']+'")
+_RESTRICTION = re.compile(r"Not of type (\w+): (.+?) does not conform to restriction (\S+(?: and \S+)?)")
+_LITERAL = re.compile(r"Expected a typing\.Literal\[(.*?)\](?=[. ]|$)")
+_GIVEN = re.compile(r"(?:Given value|Got value): (.+?)(?= Expected a | Given value|$)")
+_TYPE = re.compile(r"Expected a <class '(\w+)'>")
+_IMPORT_PATH = re.compile(r"Expected a dot import path string: (\S+)")
+_TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string", "NoneType": "null"}
+_RESTRICTION_WORDS = {"v>0": "> 0", "v>=0": ">= 0", "v<0": "< 0", "v>=0 and v<=1": "between 0 and 1 (inclusive)",
+                      "v>0 and v<1": "strictly between 0 and 1"}
+
+
+def flag_of(message: str) -> str | None:
+    """`--model.lr` for a report about `model` -> class_path -> `lr` (short flags, without init_args)."""
+    flat = " ".join(message.split())
+    outer = _KEY.search(flat)
+    if outer is None:
+        return None
+    key = outer.group(1)
+    nested = _CLASS_PATH.search(flat, outer.end())
+    if nested is not None:
+        inner = _KEY.search(flat, nested.end())
+        if inner is not None:
+            key = f"{key}.{inner.group(1)}"
+    return f"--{key}"
+
+
+def parser_error_sentence(message: str, classes: dict[str, list[str]] | None = None) -> str:
+    """One sentence for a jsonargparse error `message`; `classes` maps `model`/`data` to their valid
+    short class names, for a class name that does not exist."""
+    flat = " ".join(message.split())
+    unknown = re.search(r"Option '([^']+)' is not accepted|does not accept option '([^']+)'", flat)
+    if unknown:
+        owner = re.search(r"(?:accepted by|class_path) '?([\w.]+)", flat)
+        where = f" by {owner.group(1)}" if owner else ""
+        return f"Option {unknown.group(1) or unknown.group(2)!r} is not accepted{where}."
+    unrecognized = re.search(r"[Uu]nrecognized arguments: (.+?)(?=;|$)", flat)
+    if unrecognized:
+        return f"Unrecognized arguments: {unrecognized.group(1).rstrip('.')}."
+    flag = flag_of(flat)
+    if flag is None:
+        return flat.rstrip(".") + "."
+    missing_class = _IMPORT_PATH.search(flat)
+    if missing_class and flag.lstrip("-") in (classes or {}):
+        choices = ", ".join(classes[flag.lstrip("-")])
+        return f"{flag} {missing_class.group(1)!r} is not one of this suite's classes; valid choices are {choices}."
+    given = _given_value(flat)
+    nested = _CLASS_PATH.search(flat)
+    if nested is not None:  # what follows is about the inner key; the NoneType there is the class's own option
+        flat = flat[nested.end():].replace("Expected a <class 'NoneType'>", "")
+    restriction = _RESTRICTION.search(flat)
+    if restriction:
+        value, rule = restriction.group(2), restriction.group(3).strip()
+        return f"{flag} {value} is invalid; it must be {_RESTRICTION_WORDS.get(rule, rule)}."
+    literals = _LITERAL.findall(flat)
+    if literals:
+        choices = list(dict.fromkeys(choice.strip().strip("'\"") for group in literals for choice in group.split(",")))
+        if "NoneType" in flat:
+            choices.append("null")
+        return f"{flag} {given!r} is invalid; valid choices are {', '.join(choices)}."
+    types = [name for name in dict.fromkeys(_TYPE.findall(flat)) if name != "NestedArg"]
+    if types:
+        wanted = " or ".join(_TYPE_WORDS.get(name, f"a {name}") for name in types)
+        return f"{flag} {given!r} is invalid; it must be {wanted}."
+    return f"{flag} is invalid: {flat.rstrip('.')}."
+
+
+def _given_value(flat: str) -> str | None:
+    found = _GIVEN.findall(flat)
+    if not found:
+        return None
+    value = found[-1].strip()
+    nested = re.fullmatch(r"NestedArg\(key='[^']*', val='(.*)'\)", value)
+    return nested.group(1) if nested else value

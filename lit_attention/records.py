@@ -1,0 +1,149 @@
+"""A run's record: one small JSON file (`record.json` in the run directory) written when `fit` ends,
+from which `compare` builds its tables, so no table ever depends on a process's memory.
+
+The recorder's state (the validation curve, samples and tokens seen, training time, the first
+batch's fingerprint) travels with every checkpoint, so a run killed and resumed writes the same
+record as one that never stopped (timings aside: they are wall-clock).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+
+RECORD = "record.json"
+# Fields that measure time on this machine: never part of a result that must repeat bit for bit.
+TIMING_FIELDS = ("train_seconds", "wall_seconds", "train_samples_per_second")
+
+
+class RunRecorder(L.Callback):
+    """Collects what the record holds while the run trains; `record()` assembles it."""
+
+    def __init__(self) -> None:
+        self.curve: list[list[float]] = []  # [epoch, global step, monitored value] after each validation
+        self.samples = 0
+        self.tokens = 0
+        self.train_seconds = 0.0
+        self.first_batch: str | None = None
+        self._batch_started = 0.0
+        self._started = time.perf_counter()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"curve": self.curve, "samples": self.samples, "tokens": self.tokens,
+                "train_seconds": self.train_seconds, "first_batch": self.first_batch}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.curve, self.samples, self.tokens = [list(p) for p in state["curve"]], state["samples"], state["tokens"]
+        self.train_seconds, self.first_batch = state["train_seconds"], state["first_batch"]
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if self.first_batch is None:
+            self.first_batch = batch_fingerprint(batch)
+        self._batch_started = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.train_seconds += time.perf_counter() - self._batch_started
+        self.samples += pl_module.batch_size_of(batch) * trainer.world_size
+        tokens = pl_module.tokens_of(batch)
+        if tokens is not None:
+            self.tokens += tokens * trainer.world_size  # this rank's count, times the ranks (an estimate under DDP)
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.sanity_checking or pl_module.monitor not in trainer.callback_metrics:
+            return
+        value = float(trainer.callback_metrics[pl_module.monitor])
+        self.curve.append([trainer.current_epoch, trainer.global_step, value])
+
+    def record(self, trainer: L.Trainer, pl_module, test_metrics: dict[str, float] | None, facts: dict[str, Any]) -> dict:
+        """The record of the finished run: `facts` (variant, seed, recipe, settings) first, then results."""
+        best = None
+        if self.curve:
+            pick = max if pl_module.monitor_mode == "max" else min
+            epoch, step, value = pick(self.curve, key=lambda point: point[2])
+            best = {"epoch": int(epoch), "step": int(step), "value": value}
+        flops = getattr(pl_module, "flops_per_batch", None)
+        batches = trainer.global_step * trainer.accumulate_grad_batches
+        return {
+            **facts,
+            "monitor": pl_module.monitor,
+            "mode": pl_module.monitor_mode,
+            "curve": self.curve,
+            "best": best,
+            "final": self.curve[-1][2] if self.curve else None,
+            "test": test_metrics,
+            "params": dict(pl_module.param_counts),
+            "optimizer_steps": trainer.global_step,
+            "samples_seen": self.samples,
+            "tokens_seen": self.tokens if self.tokens else None,
+            "flops_per_batch": flops,  # forward + backward of one training batch on one device, counted by torch
+            "train_flops": flops * batches * trainer.world_size if flops else None,
+            "first_batch_sha256": self.first_batch,
+            "train_seconds": round(self.train_seconds, 3),
+            "train_samples_per_second": round(self.samples / self.train_seconds, 2) if self.train_seconds else None,
+            "wall_seconds": round(time.perf_counter() - self._started, 3),
+            "provenance": provenance(),
+        }
+
+
+def batch_fingerprint(batch) -> str:
+    """sha256 of a batch's tensors (and strings), in order: which examples, in which order, a run began with."""
+    digest = hashlib.sha256()
+
+    def feed(item) -> None:
+        if isinstance(item, torch.Tensor):
+            digest.update(item.detach().cpu().contiguous().numpy().tobytes())
+        elif isinstance(item, dict):
+            for key in sorted(item):
+                feed(item[key])
+        elif isinstance(item, (list, tuple)):
+            for part in item:
+                feed(part)
+        else:
+            digest.update(repr(item).encode())
+
+    feed(batch)
+    return digest.hexdigest()
+
+
+def provenance() -> dict[str, Any]:
+    """The code and library versions a record was produced with."""
+    import lightning
+
+    return {"commit": _git_commit(), "python": platform.python_version(), "torch": torch.__version__,
+            "lightning": lightning.__version__}
+
+
+def _git_commit() -> str | None:
+    """The project's git commit (with `+dirty` when it has uncommitted changes), if it is a checkout."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
+        if commit.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return commit.stdout.strip() + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def write_record(directory: str | os.PathLike, record: dict) -> Path:
+    """Write `record.json` atomically (a reader never sees half a file); returns its path."""
+    path = Path(directory) / RECORD
+    partial = path.with_name(f".{RECORD}.{os.getpid()}.tmp")
+    partial.write_text(json.dumps(record, indent=1, sort_keys=False) + "\n")
+    os.replace(partial, path)
+    return path
+
+
+def read_record(path: str | os.PathLike) -> dict:
+    return json.loads(Path(path).read_text())

@@ -1,0 +1,270 @@
+"""`compare`'s report, built only from the runs' records on disk: results.csv (one row per run, nothing
+wall-clock, so an interrupted and resumed sweep writes the same file as one that never stopped),
+timings.csv, results.md (tables with paired statistics) and results.png.
+
+Tables, for the monitored validation metric of the recipe's task (and the test metric with --test):
+* every arm x grid point: mean ± std over seeds, parameters, training FLOPs, seeds done / failed;
+* with a grid, the tuned table: each arm's grid point with the best mean *validation* value, and that
+  point's *test* value (selection never sees the test split);
+* the paired comparison of every arm with the baseline: seed-by-seed differences, 95% t-interval,
+  p-value and Holm-corrected p-value across the arms compared;
+* with --success-threshold, the runs that reached it, with exact binomial intervals.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from lit_attention.records import TIMING_FIELDS
+from lit_attention.statistics import PairedDifference, clopper_pearson, mean_std, paired_difference, verdict, with_holm
+from lit_attention.sweep import Plan, RunState, point_label
+
+CSV_FIELDS = ["arm", "variant", "point", "seed", "status", "best", "best_step", "final", "test", "params_total",
+              "params_non_embedding", "params_attention", "train_flops", "optimizer_steps", "samples_seen",
+              "tokens_seen", "first_batch_sha256"]
+
+
+@dataclass
+class Cell:
+    """The runs of one arm at one grid point."""
+
+    arm: str
+    point: tuple
+    states: list[RunState]
+
+    @property
+    def records(self) -> list[dict]:
+        return [s.record for s in self.states if s.record is not None]
+
+    def by_seed(self, value) -> dict[int, float]:
+        found = {}
+        for state in self.states:
+            if state.record is not None and value(state.record) is not None:
+                found[state.run.seed] = value(state.record)
+        return found
+
+
+def best_value(record: dict) -> float | None:
+    return record["best"]["value"] if record.get("best") else None
+
+
+def test_value(record: dict) -> float | None:
+    test = record.get("test") or {}
+    return test.get(record["monitor"].replace("val/", "test/"))
+
+
+def write_report(plan: Plan, states: list[RunState], output: Path, command: str, baseline: str,
+                 success_threshold: float | None) -> str:
+    """Write results.csv, timings.csv, results.md and results.png into `output`; returns the markdown."""
+    cells = {(arm, point): Cell(arm, point, []) for point in plan.points for arm in plan.arms}
+    for state in states:
+        cells[(state.run.arm, state.run.point)].states.append(state)
+    write_csv(output / "results.csv", states)
+    write_timings(output / "timings.csv", states)
+    finished = [s.record for s in states if s.record is not None]
+    if not finished:
+        text = f"# Comparison\n\n`{command}`\n\nNo run has finished yet.\n"
+        (output / "results.md").write_text(text)
+        return text
+    monitor, mode = finished[0]["monitor"], finished[0]["mode"]
+    has_test = any(test_value(r) is not None for r in finished)
+    tuned = tuned_points(plan, cells, mode)
+    sections = [
+        f"# Comparison\n\n`{command}`\n",
+        seeds_paragraph(plan, monitor, mode, has_test),
+        "## Every run\n\n" + full_table(plan, cells, monitor, has_test),
+    ]
+    if len(plan.points) > 1:
+        sections.append("## Tuned per arm\n\n" + tuned_table(plan, cells, tuned, monitor, has_test))
+    sections.append(comparison_section(plan, cells, tuned, baseline, monitor, mode, has_test))
+    if success_threshold is not None:
+        sections.append(success_section(plan, cells, tuned, success_threshold, monitor, mode))
+    sections.append("![curves](results.png)\n")
+    text = "\n".join(sections)
+    (output / "results.md").write_text(text)
+    plot(output / "results.png", plan, cells, tuned, monitor)
+    return text
+
+
+def write_csv(path: Path, states: list[RunState]) -> None:
+    with open(path, "w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(CSV_FIELDS)
+        for state in sorted(states, key=lambda s: (s.run.arm, s.run.point, s.run.seed)):
+            run, record = state.run, state.record or {}
+            status = "finished" if state.record else "failed" if state.failure else "missing"
+            params = record.get("params", {})
+            best = record.get("best") or {}
+            writer.writerow([run.arm, run.variant, point_label(run.point), run.seed, status, best.get("value"),
+                             best.get("step"), record.get("final"), test_value(record) if record else None,
+                             params.get("total"), params.get("non_embedding"), params.get("attention"),
+                             record.get("train_flops"), record.get("optimizer_steps"), record.get("samples_seen"),
+                             record.get("tokens_seen"), record.get("first_batch_sha256")])
+
+
+def write_timings(path: Path, states: list[RunState]) -> None:
+    with open(path, "w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["arm", "point", "seed", *TIMING_FIELDS])
+        for state in states:
+            if state.record is not None:
+                writer.writerow([state.run.arm, point_label(state.run.point), state.run.seed,
+                                 *(state.record.get(field) for field in TIMING_FIELDS)])
+
+
+def seeds_paragraph(plan: Plan, monitor: str, mode: str, has_test: bool) -> str:
+    direction = "higher" if mode == "max" else "lower"
+    test = (f" and {monitor.replace('val/', 'test/')} on the held-out test split (the best checkpoint)"
+            if has_test else "; run with --test for held-out test numbers")
+    return (f"Metric: {monitor} ({direction} is better) on the validation split{test}. Each seed "
+            f"({', '.join(map(str, plan.seeds))}) varies the initialisation, the training data order and "
+            "dropout; the data splits stay fixed. Runs with the same seed see the same batches, so arms are "
+            "compared seed by seed.\n")
+
+
+def _pm(values: list[float], digits: int = 4) -> str:
+    mean, std = mean_std(values)
+    return "n/a" if math.isnan(mean) else f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def _count(value) -> str:
+    if value is None:
+        return "n/a"
+    for unit, size in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= size:
+            return f"{value / size:.3g}{unit}"
+    return f"{value:.3g}"
+
+
+def full_table(plan: Plan, cells: dict, monitor: str, has_test: bool) -> str:
+    header = ["arm", "grid point", f"best {monitor}", f"final {monitor}"]
+    header += [monitor.replace("val/", "test/")] if has_test else []
+    header += ["params (non-emb.)", "attention params", "train FLOPs", "seeds done", "failed"]
+    rows = []
+    for point in plan.points:
+        for arm in plan.arms:
+            cell = cells[(arm, point)]
+            records = cell.records
+            row = [arm, point_label(point), _pm([best_value(r) for r in records if best_value(r) is not None]),
+                   _pm([r["final"] for r in records if r.get("final") is not None])]
+            if has_test:
+                row.append(_pm([test_value(r) for r in records if test_value(r) is not None]))
+            params = records[0]["params"] if records else {}
+            flops = [r["train_flops"] for r in records if r.get("train_flops")]
+            failed = [s for s in cell.states if s.failure is not None and s.record is None]
+            row += [_count(params.get("non_embedding")), _count(params.get("attention")),
+                    _count(statistics.fmean(flops)) if flops else "n/a", f"{len(records)}/{len(cell.states)}",
+                    "; ".join(f"seed {s.run.seed}: {s.failure['message']}" for s in failed) or "-"]
+            rows.append(row)
+    return markdown(header, rows)
+
+
+def tuned_points(plan: Plan, cells: dict, mode: str) -> dict[str, tuple]:
+    """Each arm's grid point with the best mean best-validation value over its finished seeds."""
+    pick = max if mode == "max" else min
+    tuned = {}
+    for arm in plan.arms:
+        scored = [(statistics.fmean(v), point) for point in plan.points
+                  if (v := [best_value(r) for r in cells[(arm, point)].records if best_value(r) is not None])]
+        if scored:
+            tuned[arm] = pick(scored, key=lambda item: item[0])[1]
+    return tuned
+
+
+def tuned_table(plan: Plan, cells: dict, tuned: dict, monitor: str, has_test: bool) -> str:
+    header = ["arm", "chosen on validation", f"best {monitor}"]
+    header += [monitor.replace("val/", "test/")] if has_test else []
+    rows = []
+    for arm in plan.arms:
+        if arm not in tuned:
+            continue
+        records = cells[(arm, tuned[arm])].records
+        row = [arm, point_label(tuned[arm]), _pm([best_value(r) for r in records])]
+        if has_test:
+            row.append(_pm([test_value(r) for r in records if test_value(r) is not None]))
+        rows.append(row)
+    return markdown(header, rows)
+
+
+def comparison_pairs(plan: Plan, cells: dict, tuned: dict, baseline: str, has_test: bool) -> list[tuple[str, PairedDifference]]:
+    """(arm, paired difference with the baseline) for every other arm, Holm-corrected together: at the
+    one grid point, or with a grid at each arm's tuned point (so each side got its own tuning)."""
+    value = test_value if has_test else best_value
+    if baseline not in plan.arms or baseline not in tuned:
+        return []
+    reference = cells[(baseline, tuned[baseline])].by_seed(value)
+    arms = [arm for arm in plan.arms if arm != baseline and arm in tuned]
+    differences = [paired_difference(cells[(arm, tuned[arm])].by_seed(value), reference) for arm in arms]
+    return list(zip(arms, with_holm(differences)))
+
+
+def comparison_section(plan: Plan, cells: dict, tuned: dict, baseline: str, monitor: str, mode: str,
+                       has_test: bool) -> str:
+    metric = monitor.replace("val/", "test/") if has_test else f"best {monitor}"
+    title = f"## Against `{baseline}`: paired differences in {metric}\n\n"
+    pairs = comparison_pairs(plan, cells, tuned, baseline, has_test)
+    if not pairs:
+        return title + f"No comparison: the baseline `{baseline}` has no finished run (choose one with --baseline).\n"
+    where = " at each arm's tuned grid point" if len(plan.points) > 1 else ""
+    header = ["arm", "seeds", f"difference (arm − {baseline})", "95% interval", "p", "p (Holm)", "verdict"]
+    rows = []
+    for arm, d in pairs:
+        interval = "n/a" if math.isnan(d.low) else f"[{d.low:+.4f}, {d.high:+.4f}]"
+        p = lambda x: "n/a" if math.isnan(x) else f"{x:.3g}"  # noqa: E731
+        rows.append([arm, str(d.n), "n/a" if math.isnan(d.mean) else f"{d.mean:+.4f}", interval, p(d.p),
+                     p(d.p_holm), verdict(d, mode)])
+    note = (f"Seed-by-seed differences{where}, with a paired t-interval; p-values corrected with Holm's method "
+            f"across the {len(pairs)} arms compared. \"No detectable difference\" means the interval spans "
+            "what this many seeds can resolve, not that the arms are equal.\n\n")
+    return title + note + markdown(header, rows)
+
+
+def success_section(plan: Plan, cells: dict, tuned: dict, threshold: float, monitor: str, mode: str) -> str:
+    reached = (lambda v: v >= threshold) if mode == "max" else (lambda v: v <= threshold)
+    header = ["arm", "grid point", f"runs with best {monitor} {'≥' if mode == 'max' else '≤'} {threshold}",
+              "95% interval (exact)"]
+    rows = []
+    for point in plan.points:
+        for arm in plan.arms:
+            values = [best_value(r) for r in cells[(arm, point)].records if best_value(r) is not None]
+            k, n = sum(reached(v) for v in values), len(values)
+            low, high = clopper_pearson(k, n)
+            rows.append([arm, point_label(point), f"{k}/{n}", "n/a" if n == 0 else f"[{low:.2f}, {high:.2f}]"])
+    return "## Runs that reached the threshold\n\n" + markdown(header, rows)
+
+
+def markdown(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows]) + "\n"
+
+
+def plot(path: Path, plan: Plan, cells: dict, tuned: dict, monitor: str) -> None:
+    """Validation curves (mean ± std over seeds) of each arm at its tuned point."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7.5, 4.6))
+    for arm in plan.arms:
+        if arm not in tuned:
+            continue
+        curves = [r["curve"] for r in cells[(arm, tuned[arm])].records if r["curve"]]
+        length = min((len(c) for c in curves), default=0)
+        if length == 0:
+            continue
+        steps = [curves[0][i][1] for i in range(length)]
+        stats = [mean_std([c[i][2] for c in curves]) for i in range(length)]
+        line, = axes.plot(steps, [m for m, _ in stats], label=f"{arm} ({point_label(tuned[arm])})")
+        axes.fill_between(steps, [m - s for m, s in stats], [m + s for m, s in stats], color=line.get_color(), alpha=0.2)
+    axes.set_xlabel("training step")
+    axes.set_ylabel(monitor)
+    axes.set_title("validation curves (mean ± std over seeds)")
+    axes.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)

@@ -1,0 +1,57 @@
+"""The resolved `config.yaml` of every run, and what a resume with other settings keeps of the old one."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import yaml
+from lightning.pytorch.cli import SaveConfigCallback
+
+# Settings whose change on resume is not worth a warning.
+RESUME_IGNORED_SETTINGS = ("ckpt_path", "config")
+
+
+class RunConfigSaver(SaveConfigCallback):
+    """Lightning's config writer. Resuming with other settings is allowed (more steps, more GPUs, a lower
+    learning rate) but never silent: before the run's config.yaml is replaced, the changes are printed
+    and the earlier file is kept next to it as `config.before_resume_<n>.yaml`."""
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        log_dir = trainer.log_dir  # on every rank: reading it is a collective broadcast under DDP
+        if not self.already_saved and trainer.is_global_zero and log_dir:
+            keep_config_on_change(Path(log_dir), self.parser.dump(self.config, skip_none=False))
+        super().setup(trainer, pl_module, stage)
+
+
+def keep_config_on_change(run_dir: Path, new_config: str) -> Path | None:
+    """If `run_dir/config.yaml` exists and differs from `new_config` (beyond the ignored settings), copy
+    it to `config.before_resume_<n>.yaml`, print what changed, and return the copy."""
+    saved = run_dir / "config.yaml"
+    if not saved.is_file():
+        return None
+    before = _flatten(yaml.safe_load(saved.read_text()) or {})
+    now = _flatten(yaml.safe_load(new_config) or {})
+    changed = [key for key in sorted(before.keys() | now.keys())
+               if key.split(".")[0] not in RESUME_IGNORED_SETTINGS and before.get(key) != now.get(key)]
+    if not changed:
+        return None
+    number = 1
+    while (kept := run_dir / f"config.before_resume_{number}.yaml").exists():
+        number += 1
+    shutil.copy2(saved, kept)
+    listed = ", ".join(f"{key} {before.get(key)!r} -> {now.get(key)!r}" for key in changed[:8])
+    print(f"warning: resuming {run_dir} with changed settings: {listed}; the earlier config is kept as {kept.name}.",
+          file=sys.stderr)
+    return kept
+
+
+def _flatten(tree, prefix: str = "") -> dict:
+    """{"a.b.c": leaf} for nested dicts (lists stay leaves)."""
+    if not isinstance(tree, dict):
+        return {prefix: tree}
+    flat = {}
+    for key, value in tree.items():
+        flat.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+    return flat

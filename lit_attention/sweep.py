@@ -1,0 +1,168 @@
+"""What a `compare` sweep runs: the arms (variants, parameter-matched controls) x grid points x seeds,
+where each run lives on disk, the `lit-attention fit` command that trains it, and its state.
+
+A run's directory is `<output>/runs/<grid point>[/<arm>]/<variant>/seed_<n>/version_<k>/` (the
+ordinary run layout with the grid point as the recipe name). A run is finished when its newest
+version holds a record.json; otherwise re-running the sweep resumes it from its last.ckpt
+(`fit --ckpt_path last`, which starts it afresh when it has none).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lit_attention.attention import list_presets, resolve_spec
+from lit_attention.errors import ConfigError
+from lit_attention.records import RECORD, read_record
+from lit_attention.run_dirs import versions, version_dir
+
+FAILURE = "failure.json"
+# Settings the sweep itself sets for every run, and the compare option to use instead.
+CONTROLLED = {
+    "model.attention": "--variants", "model.init_args.attention": "--variants", "seed_everything": "--seeds",
+    "run.root": "--output", "run.name": "--output", "run.settings": "--grid", "run.test": "--test",
+    "ckpt_path": "nothing: compare resumes interrupted runs itself", "model": "--config",
+}
+
+
+@dataclass(frozen=True)
+class Run:
+    arm: str  # the row label: the variant's name, or a control's ("standard~efficient")
+    variant: str  # the attention spec's name
+    point: tuple[tuple[str, str], ...]  # the grid values, in --grid order
+    seed: int
+    overrides: tuple[str, ...] = ()  # the arm's own arguments (a matched control's MLP ratio)
+
+    @property
+    def point_label(self) -> str:
+        return point_label(self.point)
+
+    def directory(self, output: Path) -> Path:
+        """`<output>/runs/<point>[/<arm>]/<variant>/seed_<n>`: what `fit --run.root/--run.name` makes."""
+        return Path(output) / "runs" / self.run_name / self.variant / f"seed_{self.seed}"
+
+    @property
+    def run_name(self) -> str:
+        name = _slug(self.point_label)
+        return f"{name}/{_slug(self.arm)}" if self.overrides else name
+
+    def command(self, configs: list[str], extra: list[str], output: Path, test: bool) -> list[str]:
+        settings = {**dict(self.point), "arm": self.arm}
+        return [
+            sys.executable, "-m", "lit_attention", "fit", *[w for c in configs for w in ("--config", c)],
+            f"--model.init_args.attention={self.variant}", f"--seed_everything={self.seed}",
+            f"--run.root={Path(output) / 'runs'}", f"--run.name={self.run_name}", f"--run.test={str(test).lower()}",
+            f"--run.settings={json.dumps(settings)}", "--ckpt_path=last", "--trainer.enable_progress_bar=false",
+            *[f"--{key}={value}" for key, value in self.point], *self.overrides, *extra,
+        ]
+
+
+@dataclass
+class RunState:
+    run: Run
+    record: dict | None = None
+    failure: dict | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.record is not None
+
+
+@dataclass
+class Plan:
+    runs: list[Run] = field(default_factory=list)
+    arms: list[str] = field(default_factory=list)  # in table order
+    points: list[tuple[tuple[str, str], ...]] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=list)
+
+
+def parse_variants(tokens: list[str]) -> list[str]:
+    """`all`, comma-separated presets (with their settings after a preset: `super,value_mix_init=xavier`
+    is one spec), or whole axes specs; returns spec names, each once."""
+    variants: list[str] = []
+    for token in tokens:
+        for part in re.split(r",(?=[^,=]+(?:,|$))", token) if "=" in token else token.split(","):
+            if part == "all":
+                variants += list_presets()
+            elif part:
+                variants.append(resolve_spec(part).name)  # a typo fails here, before any training
+    return list(dict.fromkeys(variants))
+
+
+def parse_grid(items: list[str]) -> list[tuple[str, list[str]]]:
+    """[(key, [values])] from `KEY=V1,V2,...` items; keys may be written with or without `--`."""
+    grid: list[tuple[str, list[str]]] = []
+    for item in items:
+        key, sep, values = item.partition("=")
+        key = key.strip().lstrip("-")
+        choices = [v.strip() for v in values.split(",")]
+        if not sep or not key or not all(choices):
+            raise ConfigError(f"--grid {item!r} is malformed; write KEY=V1,V2,... such as "
+                              "model.init_args.lr=3e-4,1e-3,3e-3.")
+        check_not_controlled(key, f"--grid {key}")
+        if any(key == k for k, _ in grid):
+            raise ConfigError(f"--grid {key} is given twice; put all its values in one --grid {key}=V1,V2,...")
+        grid.append((key, list(dict.fromkeys(choices))))
+    return grid
+
+
+def check_not_controlled(key: str, where: str) -> None:
+    key = key.lstrip("-").split("=")[0]
+    bare = key.replace(".init_args.", ".")
+    for controlled, instead in CONTROLLED.items():
+        if key == controlled or bare == controlled.replace(".init_args.", "."):
+            raise ConfigError(f"{where} sets {key}, which compare sets for every run itself; use {instead}.")
+
+
+def check_extra_arguments(extra: list[str], grid: list[tuple[str, list[str]]]) -> None:
+    """Arguments passed on to every fit may not set what the sweep varies."""
+    for word in extra:
+        if not word.startswith("--"):
+            continue
+        key = word[2:].split("=")[0]
+        check_not_controlled(key, f"The extra argument {word!r}")
+        for grid_key, _ in grid:
+            if key.replace(".init_args.", ".") == grid_key.replace(".init_args.", "."):
+                raise ConfigError(f"The extra argument {word!r} sets {key}, which --grid varies; drop one of them.")
+
+
+def grid_points(grid: list[tuple[str, list[str]]]) -> list[tuple[tuple[str, str], ...]]:
+    keys = [key for key, _ in grid]
+    return [tuple(zip(keys, values)) for values in itertools.product(*(values for _, values in grid))]
+
+
+def point_label(point: tuple[tuple[str, str], ...]) -> str:
+    """`lr=1e-3,weight_decay=0.1` (the last part of each key), or `default` without a grid."""
+    if not point:
+        return "default"
+    return ",".join(f"{key.split('.')[-1]}={value}" for key, value in point)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^\w.,=+~-]", "_", text)
+
+
+def find_state(run: Run, output: Path) -> RunState:
+    """A run's state on disk: its record (newest version holding one) or its last failure."""
+    base = run.directory(output)
+    for number in reversed(versions(base)):
+        path = version_dir(base, number) / RECORD
+        if path.is_file():
+            return RunState(run, record=read_record(path))
+    failure = base / FAILURE
+    return RunState(run, failure=json.loads(failure.read_text()) if failure.is_file() else None)
+
+
+def write_failure(run: Run, output: Path, status: int, message: str) -> None:
+    base = run.directory(output)
+    base.mkdir(parents=True, exist_ok=True)
+    (base / FAILURE).write_text(json.dumps({"exit_status": status, "message": message}) + "\n")
+
+
+def clear_failure(run: Run, output: Path) -> None:
+    (run.directory(output) / FAILURE).unlink(missing_ok=True)
