@@ -69,3 +69,12 @@ def test_generation_benchmark_compares_every_path_at_every_length():
     summary = rows[11:]  # after the second table's header
     assert [row[0] for row in summary] == ["4", "8"] and summary[0][5] == "yes"  # ours = transformers, token for token
     assert "load average" in out and "prompt logits agree with transformers" in out
+
+
+def test_compiled_training_benchmark_runs_every_configuration():
+    out = run_script("compiled_training.py", "--vit-dim", "16", "--vit-batch", "4", "--gpt-dim", "16", "--gpt-batch", "2",
+                     "--context", "8", "--compile-steps", "1", "--calls", "1", "--repeats", "1", "--backend", "eager")
+    rows = table(out)
+    configurations = ["eager float32", "compiled float32", "eager bfloat16", "compiled bfloat16"]
+    assert [row[1] for row in rows] == configurations * 2
+    assert rows[0][3] == "1.00" and rows[1][4] != "" and rows[2][4] == ""  # compile time only where compiled
