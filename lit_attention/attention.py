@@ -441,7 +441,8 @@ class MultiHeadAttention(nn.Module):
         `key_padding_mask` / `memory_padding_mask`: bool (B, T) / (B, S), True marks padding
         (the torch.nn.MultiheadAttention convention).
         `cache`: decode incrementally (see `KVCache`); `x` then holds only the new positions, and the
-        padding and memory live in the cache.
+        padding and memory live in the cache. This path always uses SDPA (`fused` selects between the
+        two uncached paths); tests compare it with the uncached forward.
         """
         if cache is not None:
             return self._forward_cached(x, cache)
