@@ -69,21 +69,26 @@ class GPT(nn.Module):
         With a `cache` (from `new_cache`), `tokens` are the positions right after those the cache holds
         (each row's own next position when its rows differ in length) and the cache keeps them.
         """
+        return self.lm_head(self.features(tokens, cache))
+
+    def features(self, tokens: torch.Tensor, cache: list[BlockCache] | None = None) -> torch.Tensor:
+        """What `forward` feeds the head: the final-norm states (B, T, d). Decoding applies the head to
+        the last position only (at GPT-2's 50257 tokens the head costs more than the blocks)."""
         if cache is not None:
-            return self._forward_cached(tokens, cache)
+            return self._features_cached(tokens, cache)
         t = tokens.shape[1]
         if t > self.max_len:
             raise ConfigError(f"Sequence length {t} exceeds max_len={self.max_len}; use at most {self.max_len} tokens of context.")
         x = self.dropout(self.token_embed(tokens) + self.pos_embed.weight[:t])
         for block in self.blocks:
             x = block(x)
-        return self.lm_head(self.norm(x))
+        return self.norm(x)
 
     def new_cache(self, batch: int) -> list[BlockCache]:
         """One empty key/value cache per block for `batch` rows, each sized to max_len."""
         return [block.new_cache(batch, self.max_len) for block in self.blocks]
 
-    def _forward_cached(self, tokens: torch.Tensor, cache: list[BlockCache]) -> torch.Tensor:
+    def _features_cached(self, tokens: torch.Tensor, cache: list[BlockCache]) -> torch.Tensor:
         first = cache[0].attn  # every layer holds the same positions
         if first.row_lengths is None:
             start, end = first.length, first.length + tokens.shape[1]
@@ -95,7 +100,7 @@ class GPT(nn.Module):
         x = self.dropout(self.token_embed(tokens) + positions)
         for block, block_cache in zip(self.blocks, cache):
             x = block(x, cache=block_cache)
-        return self.lm_head(self.norm(x))
+        return self.norm(x)
 
     @torch.no_grad()
     def generate(
@@ -133,15 +138,16 @@ class GPT(nn.Module):
             if use_cache and longest + i <= self.max_len:
                 if cache is None:  # the prompts, in one forward
                     cache = self.new_cache(batch)
-                    logits = self(seqs[:, :longest], cache=cache)
+                    states = self.features(seqs[:, :longest], cache=cache)
                     if lengths is None:
-                        logits = logits[:, -1]
+                        states = states[:, -1]
                     else:
-                        logits = logits[rows, lengths - 1]
+                        states = states[rows, lengths - 1]
                         for block_cache in cache:
                             block_cache.attn.keep_first(lengths)
                 else:
-                    logits = self(token[:, None], cache=cache)[:, -1]
+                    states = self.features(token[:, None], cache=cache)[:, -1]
+                logits = self.lm_head(states)
             else:
                 logits = self._last_logits(seqs, t + i if lengths is None else lengths + i)
             token = next_token(logits, temperature, top_k, top_p)
@@ -158,14 +164,14 @@ class GPT(nn.Module):
         """Logits after the first `ends` tokens of each row of `seqs`, recomputed from at most the last
         max_len of them (`ends` an int when every row has the same length)."""
         if isinstance(ends, int):
-            return self(seqs[:, max(0, ends - self.max_len) : ends])[:, -1]
+            return self.lm_head(self.features(seqs[:, max(0, ends - self.max_len) : ends])[:, -1])
         width = min(self.max_len, int(ends.max()))
         # A row shorter than `width` starts at 0 and carries stale slots after its end: causal attention
         # never lets them reach its last real position.
         starts = (ends - width).clamp(min=0)
         context = seqs.gather(1, starts[:, None] + torch.arange(width, device=seqs.device))
         rows = torch.arange(len(seqs), device=seqs.device)
-        return self(context)[rows, ends - 1 - starts]
+        return self.lm_head(self.features(context)[rows, ends - 1 - starts])
 
     def parameter_counts(self) -> dict[str, int]:
         return parameter_counts(self, [self.token_embed.weight, self.pos_embed.weight])
