@@ -162,6 +162,17 @@ def test_gpt_cache_of_rows_with_different_lengths_matches_each_row_alone(variant
         torch.testing.assert_close(torch.cat(steps, dim=1)[row], alone[length:], **TIGHT)
 
 
+def test_gpt_cache_refuses_positions_past_max_len():
+    model = gpt("super")
+    for lengths in (torch.tensor([MAX_LEN, MAX_LEN]), torch.tensor([MAX_LEN, 3])):  # equal rows, then unequal
+        cache = model.new_cache(2)
+        model(torch.zeros(2, MAX_LEN, dtype=torch.long), cache=cache)
+        for block_cache in cache:
+            block_cache.attn.keep_first(lengths)
+        with pytest.raises(ConfigError, match=f"Sequence length {MAX_LEN + 1} exceeds max_len={MAX_LEN}"):
+            model(torch.zeros(2, 1, dtype=torch.long), cache=cache)
+
+
 def test_gpt_sampling_draws_the_same_tokens_with_and_without_cache():
     model = gpt("super")
     tokens = torch.randint(0, VOCAB, (2, 3))

@@ -90,11 +90,11 @@ class GPT(nn.Module):
 
     def _features_cached(self, tokens: torch.Tensor, cache: list[BlockCache]) -> torch.Tensor:
         first = cache[0].attn  # every layer holds the same positions
+        end = first.length + tokens.shape[1]  # the longest row's length after this call
+        if end > self.max_len:
+            raise ConfigError(f"Sequence length {end} exceeds max_len={self.max_len}; use at most {self.max_len} tokens of context.")
         if first.row_lengths is None:
-            start, end = first.length, first.length + tokens.shape[1]
-            if end > self.max_len:
-                raise ConfigError(f"Sequence length {end} exceeds max_len={self.max_len}; use at most {self.max_len} tokens of context.")
-            positions = self.pos_embed.weight[start:end]
+            positions = self.pos_embed.weight[first.length : end]
         else:
             positions = self.pos_embed(first.row_lengths)[:, None]  # one new token per row
         x = self.dropout(self.token_embed(tokens) + positions)
