@@ -41,7 +41,8 @@ def median_interleaved(steps: dict[str, Callable[[], object]], warmup: int, call
     """Median seconds per call of each step; repeats alternate between steps so that drift in
     machine load (a shared CPU, GPU clocks) hits all of them alike."""
     for step in steps.values():
-        seconds_per_call(step, warmup, device)
+        if warmup:  # 0: the caller warmed up (a shorter run, say)
+            seconds_per_call(step, warmup, device)
     samples: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(repeats):
         for name, step in steps.items():

@@ -3,6 +3,7 @@
 from lit_attention.attention import (
     PRESETS,
     AttentionSpec,
+    KVCache,
     MultiHeadAttention,
     count_attention_parameters,
     list_presets,
@@ -12,6 +13,7 @@ from lit_attention.attention import (
 __all__ = [
     "PRESETS",
     "AttentionSpec",
+    "KVCache",
     "MultiHeadAttention",
     "count_attention_parameters",
     "list_presets",

@@ -24,6 +24,11 @@ Masking rules for W_A (the ones published code gets wrong):
 Two paths compute the same thing: the fused one (one input projection, views for identity axes,
 `F.scaled_dot_product_attention`) used for training, and a plain-math reference path (explicit
 scores, explicit masks, explicit softmax) kept so tests can prove the fused one right.
+
+A third, for decoding, takes a `KVCache` (`forward(x, cache=...)`): it computes only the new
+positions and keeps what later positions need. Causal W_A makes the mixed value at t equal to
+sum_{j<=t} W_A[t, j] V_j, which never changes once written, so the cache holds the unmixed values (to
+mix each new row) and the mixed ones (to attend to); tests prove it equal to the uncached forward.
 """
 
 from __future__ import annotations
@@ -225,6 +230,72 @@ def value_mix_init(kind: str, length: int) -> torch.Tensor:
     return nn.init.normal_(weight, std=1.0 / math.sqrt(length))
 
 
+class KVCache:
+    """What one attention layer keeps between decoding steps (inference); build it with
+    `MultiHeadAttention.new_cache` (causal self-attention) or `.memory_cache` (cross-attention).
+
+    Self-attention buffers are (B, capacity, d), allocated once and written in place; the first
+    `length` positions are filled. `keys` holds K (the input itself for identity keys), `raw_values`
+    the unmixed V (the same tensor as `keys` when both axes are identity), and `values` what queries
+    attend to: W_A V with value mixing, else `raw_values` again.
+
+    `row_lengths` (B,) is set only when rows hold different numbers of positions (right-aligned prompts,
+    see `keep_first`): row b then writes its next position at row_lengths[b], its slots from there on
+    are stale and masked, and `length` is the longest row's.
+
+    Cross-attention caches hold the memory's keys and values, `length` = S, and `allowed`
+    (B, 1, 1, S), the memory padding mask (None without padding).
+    """
+
+    def __init__(self, keys: torch.Tensor, raw_values: torch.Tensor, values: torch.Tensor, length: int = 0,
+                 allowed: torch.Tensor | None = None) -> None:
+        self.keys, self.raw_values, self.values = keys, raw_values, values
+        self.length, self.allowed = length, allowed
+        self.row_lengths: torch.Tensor | None = None
+        self.rows = self.columns = None  # aranges over the batch and the capacity, for row_lengths
+
+    @property
+    def capacity(self) -> int:
+        return self.keys.shape[1]
+
+    def check_room(self, length: int) -> None:
+        if length > self.capacity:
+            raise ConfigError(f"Position {length - 1} is past the cache's capacity of {self.capacity} positions; "
+                              "decode at most that many or start again from a shorter context.")
+
+    def keep_first(self, lengths: torch.Tensor) -> None:
+        """Keep only the first lengths[b] positions of row b: what a forward over right-aligned prompts of
+        different lengths should leave (the positions after each prompt are its padding)."""
+        if bool((lengths == lengths[0]).all()):
+            self.length, self.row_lengths = int(lengths[0]), None
+            return
+        self.length, self.row_lengths = int(lengths.max()), lengths.clone()
+        self.rows = torch.arange(len(lengths), device=lengths.device)
+        self.columns = torch.arange(self.capacity, device=lengths.device)
+
+    def _buffers(self) -> list[torch.Tensor]:
+        distinct = {id(t): t for t in (self.keys, self.raw_values, self.values)}
+        return list(distinct.values())
+
+    def reorder(self, rows: torch.Tensor) -> None:
+        """Row i takes over row rows[i]'s state (beam search keeping its best parents), in place."""
+        for buffer in self._buffers():
+            buffer[:, : self.length] = buffer[rows, : self.length]
+        if self.row_lengths is not None:
+            self.row_lengths = self.row_lengths[rows]
+        if self.allowed is not None:
+            self.allowed = self.allowed[rows]
+
+    def repeat_interleave(self, repeats: int) -> KVCache:
+        """A cache with each row repeated `repeats` times (one copy per beam), buffers shared as here."""
+        copies = {id(t): t.repeat_interleave(repeats, dim=0) for t in self._buffers()}
+        cache = KVCache(copies[id(self.keys)], copies[id(self.raw_values)], copies[id(self.values)], self.length,
+                        None if self.allowed is None else self.allowed.repeat_interleave(repeats, dim=0))
+        if self.row_lengths is not None:
+            cache.keep_first(self.row_lengths.repeat_interleave(repeats))
+        return cache
+
+
 class MultiHeadAttention(nn.Module):
     """Self- or cross-attention for every preset and every combination of the axes.
 
@@ -300,23 +371,26 @@ class MultiHeadAttention(nn.Module):
     def _project(self, x: torch.Tensor, memory: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Return Q, K, V as (B, T, d) tensors; identity axes are the inputs themselves (no copy)."""
         source = x if memory is None else memory
-        parts: dict[str, torch.Tensor] = {}
-        if self.in_proj is not None:
-            parts.update(zip(self._from_x, self.in_proj(x).split(self.dim, dim=-1)))
+        parts = self._project_input(x)
         if self.memory_proj is not None:
             parts.update(zip(self._from_memory, self.memory_proj(source).split(self.dim, dim=-1)))
+        return self._query(x, parts), parts.get("k", source), parts.get("v", source)
+
+    def _project_input(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The projections of `x` this variant keeps, by name (q, k, v), from the one fused matmul."""
+        if self.in_proj is None:
+            return {}
+        return dict(zip(self._from_x, self.in_proj(x).split(self.dim, dim=-1)))
+
+    def _query(self, x: torch.Tensor, parts: dict[str, torch.Tensor]) -> torch.Tensor:
         query = self.spec.query
         if query == "linear":
-            q = parts["q"]
-        elif query == "identity":
-            q = x
-        elif query == "residual":
-            q = x + parts["q"]
-        else:  # residual_mlp
-            q = x + self.query_mlp(x)
-        k = parts.get("k", source)
-        v = parts.get("v", source)
-        return q, k, v
+            return parts["q"]
+        if query == "identity":
+            return x
+        if query == "residual":
+            return x + parts["q"]
+        return x + self.query_mlp(x)  # residual_mlp
 
     def _split_heads(self, t: torch.Tensor) -> torch.Tensor:
         """(B, T, d) -> (B, h, T, d_h) as a view: head i is the i-th slice of d_h columns."""
@@ -360,12 +434,18 @@ class MultiHeadAttention(nn.Module):
         key_padding_mask: torch.Tensor | None = None,
         memory: torch.Tensor | None = None,
         memory_padding_mask: torch.Tensor | None = None,
+        cache: KVCache | None = None,
     ) -> torch.Tensor:
         """Attend from `x` (B, T, d) to itself, or to `memory` (B, S, d) for cross-attention.
 
         `key_padding_mask` / `memory_padding_mask`: bool (B, T) / (B, S), True marks padding
         (the torch.nn.MultiheadAttention convention).
+        `cache`: decode incrementally (see `KVCache`); `x` then holds only the new positions, and the
+        padding and memory live in the cache. This path always uses SDPA (`fused` selects between the
+        two uncached paths); tests compare it with the uncached forward.
         """
+        if cache is not None:
+            return self._forward_cached(x, cache)
         if self.cross_attention != (memory is not None):
             raise ConfigError(
                 "memory must be given exactly when the module was built with cross_attention=True."
@@ -374,21 +454,22 @@ class MultiHeadAttention(nn.Module):
         q, k, v = self._project(x, memory)
         if self.value_mix is not None:
             w = self._value_mix_block(v.shape[1])
-            if self.fused:
-                # Zeroing padded rows of V is zeroing padded columns of W_A, without a (B, T, T) copy.
-                if kv_padding is not None:
-                    v = v.masked_fill(kv_padding[..., None], 0.0)
-                # One GEMM for the whole batch and all heads: (T, T) @ (T, B*d), not B products
-                # against a broadcast W_A whose backward would sum B (T, T) gradients.
-                b, t, d = v.shape
-                v = (w @ v.transpose(0, 1).reshape(t, b * d)).view(t, b, d).transpose(0, 1)
-            else:
-                v = self._reference_value_mix(w, v, kv_padding)
+            v = self._fused_value_mix(w, v, kv_padding) if self.fused else self._reference_value_mix(w, v, kv_padding)
         q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)
         attend = self._fused_attention if self.fused else self._reference_attention
         y = attend(q, k, v, kv_padding)
         y = y.transpose(1, 2).reshape(x.shape[0], x.shape[1], self.dim)
         return F.dropout(self.out_proj(y), self.dropout, self.training)
+
+    @staticmethod
+    def _fused_value_mix(w: torch.Tensor, v: torch.Tensor, kv_padding: torch.Tensor | None) -> torch.Tensor:
+        # Zeroing padded rows of V is zeroing padded columns of W_A, without a (B, T, T) copy.
+        if kv_padding is not None:
+            v = v.masked_fill(kv_padding[..., None], 0.0)
+        # One GEMM for the whole batch and all heads: (T, T) @ (T, B*d), not B products
+        # against a broadcast W_A whose backward would sum B (T, T) gradients.
+        b, t, d = v.shape
+        return (w @ v.transpose(0, 1).reshape(t, b * d)).view(t, b, d).transpose(0, 1)
 
     def _fused_attention(self, q, k, v, kv_padding):
         dropout_p = self.dropout if self.training else 0.0
@@ -419,6 +500,103 @@ class MultiHeadAttention(nn.Module):
             self.recorded_weights = weights.detach()
         weights = F.dropout(weights, self.dropout, self.training)
         return weights @ v
+
+    # ------------------------------------------------------------------ incremental decoding
+
+    def new_cache(self, batch: int, capacity: int | None = None, dtype: torch.dtype | None = None,
+                  device: torch.device | None = None) -> KVCache:
+        """An empty self-attention cache for `batch` rows of up to `capacity` positions (default max_len),
+        allocated once here and written in place by every later `forward(x, cache=...)`."""
+        if self.cross_attention or not self.causal:
+            raise ConfigError("new_cache is for causal self-attention; cross-attention takes memory_cache(memory) "
+                              "and bidirectional attention cannot decode incrementally.")
+        capacity = capacity or self.max_len
+        if capacity is None or (self.value_mix is not None and capacity > self.max_len):
+            raise ConfigError(f"Cache capacity {capacity} is invalid for variant {self.spec.name!r}; give a positive "
+                              f"capacity of at most max_len={self.max_len} (required when max_len is unset).")
+        weight = self.out_proj.weight
+        # Zeros, not empty: masked slots get weight 0 in the softmax, and 0 * NaN would still be NaN.
+        zeros = lambda: torch.zeros(batch, capacity, self.dim, dtype=dtype or weight.dtype,  # noqa: E731
+                                    device=device or weight.device)
+        keys = zeros()
+        # Identity keys and values are both the input: one buffer serves as both.
+        raw_values = keys if self.spec.key == self.spec.value == "identity" else zeros()
+        values = zeros() if self.value_mix is not None else raw_values
+        return KVCache(keys, raw_values, values)
+
+    def memory_cache(self, memory: torch.Tensor, memory_padding_mask: torch.Tensor | None = None) -> KVCache:
+        """Cross-attention's keys and values of encoder `memory` (B, S, d), projected and mixed once per
+        source, with the padding mask of the full forward (W_A's padded columns zeroed, padded keys masked)."""
+        if not self.cross_attention:
+            raise ConfigError("memory_cache is for cross-attention; causal self-attention takes new_cache(batch).")
+        parts = {}
+        if self.memory_proj is not None:
+            parts = dict(zip(self._from_memory, self.memory_proj(memory).split(self.dim, dim=-1)))
+        k, v = parts.get("k", memory), parts.get("v", memory)
+        if self.value_mix is not None:
+            v = self._fused_value_mix(self._value_mix_block(memory.shape[1]), v, memory_padding_mask)
+        allowed = None
+        if memory_padding_mask is not None:
+            allowed = self._allowed(1, memory.shape[1], memory_padding_mask, memory.device)
+        return KVCache(k, v, v, length=memory.shape[1], allowed=allowed)
+
+    def _forward_cached(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        if self.cross_attention:
+            q = self._query(x, self._project_input(x))
+            y = self._attend(q, cache.keys, cache.values, cache.allowed)
+        elif cache.row_lengths is None:
+            y = self._extend(x, cache)
+        else:
+            y = self._extend_rows(x, cache)
+        return F.dropout(self.out_proj(y), self.dropout, self.training)
+
+    def _extend(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """Append positions [length, length + T) in every row and attend from them."""
+        q, k, v = self._project(x, None)
+        start, end = cache.length, cache.length + x.shape[1]
+        cache.check_room(end)
+        cache.keys[:, start:end] = k
+        if cache.raw_values is not cache.keys:
+            cache.raw_values[:, start:end] = v
+        if self.value_mix is not None:
+            # Rows start..end-1 of the lower-triangular W_A, against every unmixed value so far.
+            w = self.value_mix[start:end, :end]
+            if end - start > 1:
+                w = torch.tril(w, diagonal=start)
+            cache.values[:, start:end] = w @ cache.raw_values[:, :end]
+        cache.length = end
+        mask = None
+        if 0 < start and end - start > 1:  # several new queries after a prefix: causal with an offset
+            mask = torch.arange(end, device=x.device) <= torch.arange(start, end, device=x.device)[:, None]
+        return self._attend(q, cache.keys[:, :end], cache.values[:, :end], mask, is_causal=start == 0 and end > 1)
+
+    def _extend_rows(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """Append one position per row at row b's own next position (rows of different lengths)."""
+        if x.shape[1] != 1:
+            raise ConfigError(f"A cache whose rows differ in length takes one new position at a time, got {x.shape[1]}.")
+        q, k, v = self._project(x, None)
+        position, rows = cache.row_lengths, cache.rows
+        end = cache.length + 1  # the longest row's new length
+        cache.check_room(end)
+        cache.keys[rows, position] = k[:, 0]
+        if cache.raw_values is not cache.keys:
+            cache.raw_values[rows, position] = v[:, 0]
+        allowed = cache.columns[:end] <= position[:, None]  # (B, end): row b's slots past its position are stale
+        if self.value_mix is not None:
+            # Row `position` of W_A for each row: its positions are real ones, as the prompt was right-aligned.
+            w = self.value_mix[position, :end].masked_fill(~allowed, 0.0)
+            cache.values[rows, position] = (w[:, None] @ cache.raw_values[:, :end])[:, 0]
+        cache.row_lengths, cache.length = position + 1, end
+        return self._attend(q, cache.keys[:, :end], cache.values[:, :end], allowed[:, None, None])
+
+    def _attend(self, q, k, v, mask, is_causal: bool = False) -> torch.Tensor:
+        """SDPA on (B, T, d) tensors split into heads; returns (B, T, d)."""
+        b, t, _ = q.shape
+        y = F.scaled_dot_product_attention(
+            self._split_heads(q), self._split_heads(k), self._split_heads(v), attn_mask=mask,
+            dropout_p=self.dropout if self.training else 0.0, is_causal=is_causal, scale=self.scale,
+        )
+        return y.transpose(1, 2).reshape(b, t, self.dim)
 
     def extra_repr(self) -> str:
         return (

@@ -1,6 +1,7 @@
 """The benchmark scripts keep running and print what BENCHMARKS.md quotes. Nothing here asserts a
 speed: timings belong to the benchmarks, and CI machines are too noisy for them."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,8 +17,10 @@ from lit_attention.attention import MultiHeadAttention, list_presets  # noqa: E4
 
 
 def run_script(name: str, *args: str) -> str:
+    # This checkout's package first: an editable install elsewhere (another worktree) would shadow it.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / name), *args], capture_output=True,
-                            text=True, timeout=300, cwd=ROOT)
+                            text=True, timeout=300, cwd=ROOT, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 
@@ -53,3 +56,25 @@ def test_lightning_overhead_benchmark_runs_both_paths():
     out = run_script("lightning_overhead.py", "--steps", "3", "--repeats", "1", "--dim", "32", "--depth", "1",
                      "--heads", "2", "--context", "16", "--vocab", "64")
     assert "plain PyTorch loop" in out and "Lightning Trainer.fit" in out
+
+
+def test_generation_benchmark_compares_every_path_at_every_length():
+    out = run_script("generation.py", "--dim", "32", "--depth", "1", "--heads", "2", "--vocab", "64", "--prompt", "4",
+                     "--new-tokens", "4", "8", "--repeats", "1")
+    rows = table(out)
+    paths = ["transformers generate", "transformers forward loop", "ours standard, cached", "ours standard, uncached",
+             "ours super, cached"]
+    assert [row[:2] for row in rows[:10]] == [[n, path] for n in ("4", "8") for path in paths]
+    assert rows[0][3] == "1.00" and rows[1][4] == "1.00"  # each baseline against itself
+    summary = rows[11:]  # after the second table's header
+    assert [row[0] for row in summary] == ["4", "8"] and summary[0][5] == "yes"  # ours = transformers, token for token
+    assert "load average" in out and "prompt logits agree with transformers" in out
+
+
+def test_compiled_training_benchmark_runs_every_configuration():
+    out = run_script("compiled_training.py", "--vit-dim", "16", "--vit-batch", "4", "--gpt-dim", "16", "--gpt-batch", "2",
+                     "--context", "8", "--compile-steps", "1", "--calls", "1", "--repeats", "1", "--backend", "eager")
+    rows = table(out)
+    configurations = ["eager float32", "compiled float32", "eager bfloat16", "compiled bfloat16"]
+    assert [row[1] for row in rows] == configurations * 2
+    assert rows[0][3] == "1.00" and rows[1][4] != "" and rows[2][4] == ""  # compile time only where compiled

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
-from lit_attention.attention import AttentionSpec, MultiHeadAttention, count_attention_parameters
+from lit_attention.attention import AttentionSpec, KVCache, MultiHeadAttention, count_attention_parameters
 from lit_attention.errors import ConfigError
 
 # GPT-2 uses the tanh approximation of GELU; ViT, BERT and most recent models the exact one.
@@ -38,6 +40,14 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.dropout(self.fc2(self.act(self.fc1(x))))
+
+
+@dataclass
+class BlockCache:
+    """One block's decoding state: its self-attention cache and, in a decoder block, its cross-attention's."""
+
+    attn: KVCache
+    cross_attn: KVCache | None = None
 
 
 class TransformerBlock(nn.Module):
@@ -80,13 +90,31 @@ class TransformerBlock(nn.Module):
         padding_mask: torch.Tensor | None = None,
         memory: torch.Tensor | None = None,
         memory_padding_mask: torch.Tensor | None = None,
+        cache: BlockCache | None = None,
     ) -> torch.Tensor:
+        """With a `cache` (from `new_cache`), `x` holds only the new positions; padding and memory are
+        in the cache."""
+        if cache is not None:
+            return self._forward_cached(x, cache)
         x = x + self.drop_path(self.attn(self.norm1(x), key_padding_mask=padding_mask))
         if self.cross_attn is not None:
             x = x + self.drop_path(
                 self.cross_attn(self.norm_cross(x), memory=memory, memory_padding_mask=memory_padding_mask)
             )
         return x + self.drop_path(self.mlp(self.norm2(x)))
+
+    def _forward_cached(self, x: torch.Tensor, cache: BlockCache) -> torch.Tensor:
+        x = x + self.drop_path(self.attn(self.norm1(x), cache=cache.attn))
+        if self.cross_attn is not None:
+            x = x + self.drop_path(self.cross_attn(self.norm_cross(x), cache=cache.cross_attn))
+        return x + self.drop_path(self.mlp(self.norm2(x)))
+
+    def new_cache(self, batch: int, capacity: int | None = None, memory: torch.Tensor | None = None,
+                  memory_padding_mask: torch.Tensor | None = None) -> BlockCache:
+        """An empty self-attention cache (see MultiHeadAttention.new_cache) and, for a decoder block,
+        the cross-attention cache of `memory`."""
+        cross = None if self.cross_attn is None else self.cross_attn.memory_cache(memory, memory_padding_mask)
+        return BlockCache(self.attn.new_cache(batch, capacity), cross)
 
 
 def drop_path_rates(drop_path: float, depth: int) -> list[float]:

@@ -1,4 +1,4 @@
-"""GPT decoder: causal pre-norm blocks, weight-tied head, sampling with temperature / top-k."""
+"""GPT decoder: causal pre-norm blocks, weight-tied head, cached generation with temperature / top-k / top-p."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from torch import nn
 
 from lit_attention.attention import AttentionSpec
 from lit_attention.errors import ConfigError
-from lit_attention.models.blocks import TransformerBlock, drop_path_rates, parameter_counts
+from lit_attention.models.blocks import BlockCache, TransformerBlock, drop_path_rates, parameter_counts
+from lit_attention.models.sampling import check_sampling, next_token
 
 
 class GPT(nn.Module):
@@ -62,34 +63,115 @@ class GPT(nn.Module):
             for proj in (block.attn.out_proj, block.mlp.fc2):
                 nn.init.normal_(proj.weight, std=init_std / math.sqrt(2 * depth))
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens (B, T) with T <= max_len -> logits (B, T, vocab_size)."""
+    def forward(self, tokens: torch.Tensor, cache: list[BlockCache] | None = None) -> torch.Tensor:
+        """tokens (B, T) with T <= max_len -> logits (B, T, vocab_size).
+
+        With a `cache` (from `new_cache`), `tokens` are the positions right after those the cache holds
+        (each row's own next position when its rows differ in length) and the cache keeps them.
+        """
+        return self.lm_head(self.features(tokens, cache))
+
+    def features(self, tokens: torch.Tensor, cache: list[BlockCache] | None = None) -> torch.Tensor:
+        """What `forward` feeds the head: the final-norm states (B, T, d). Decoding applies the head to
+        the last position only (at GPT-2's 50257 tokens the head costs more than the blocks)."""
+        if cache is not None:
+            return self._features_cached(tokens, cache)
         t = tokens.shape[1]
         if t > self.max_len:
             raise ConfigError(f"Sequence length {t} exceeds max_len={self.max_len}; use at most {self.max_len} tokens of context.")
         x = self.dropout(self.token_embed(tokens) + self.pos_embed.weight[:t])
         for block in self.blocks:
             x = block(x)
-        return self.lm_head(self.norm(x))
+        return self.norm(x)
+
+    def new_cache(self, batch: int) -> list[BlockCache]:
+        """One empty key/value cache per block for `batch` rows, each sized to max_len."""
+        return [block.new_cache(batch, self.max_len) for block in self.blocks]
+
+    def _features_cached(self, tokens: torch.Tensor, cache: list[BlockCache]) -> torch.Tensor:
+        first = cache[0].attn  # every layer holds the same positions
+        end = first.length + tokens.shape[1]  # the longest row's length after this call
+        if end > self.max_len:
+            raise ConfigError(f"Sequence length {end} exceeds max_len={self.max_len}; use at most {self.max_len} tokens of context.")
+        if first.row_lengths is None:
+            positions = self.pos_embed.weight[first.length : end]
+        else:
+            positions = self.pos_embed(first.row_lengths)[:, None]  # one new token per row
+        x = self.dropout(self.token_embed(tokens) + positions)
+        for block, block_cache in zip(self.blocks, cache):
+            x = block(x, cache=block_cache)
+        return self.norm(x)
 
     @torch.no_grad()
     def generate(
-        self, tokens: torch.Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None
+        self,
+        tokens: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        padding_mask: torch.Tensor | None = None,
+        use_cache: bool = True,
     ) -> torch.Tensor:
-        """Append `max_new_tokens` sampled tokens to `tokens` (B, T); temperature 0 means greedy."""
-        for _ in range(max_new_tokens):
-            context = tokens[:, -self.max_len :]
-            logits = self(context)[:, -1]
-            if temperature == 0:
-                next_token = logits.argmax(dim=-1, keepdim=True)
+        """Append `max_new_tokens` tokens to the prompts `tokens` (B, T); returns (B, T + max_new_tokens).
+
+        temperature 0 is greedy decoding; otherwise tokens are sampled at `temperature` from the `top_k`
+        most probable and, of those, the fewest reaching probability `top_p` (see `filter_logits`).
+        `padding_mask` (bool (B, T), True at padding) allows prompts of different lengths, padded on the
+        LEFT; each row then decodes exactly as its prompt alone would (positions start at its first real
+        token), and the output keeps the padding in front.
+        With `use_cache` each step runs only the new token through a key/value cache; without, every
+        step re-runs the whole context (same tokens, slower). Once a sequence outgrows max_len, the
+        context is cropped to its last max_len tokens and every later step recomputes it without the
+        cache, as positions past max_len do not exist.
+        """
+        check_sampling(temperature, top_k, top_p)
+        batch, t = tokens.shape
+        lengths = _prompt_lengths(padding_mask, tokens.shape)
+        # Decode in a right-aligned buffer: every row's real tokens start at position 0.
+        seqs = tokens.new_zeros(batch, t + max_new_tokens)
+        seqs[:, :t] = tokens if lengths is None else _left_to_right(tokens, padding_mask)
+        rows = torch.arange(batch, device=tokens.device)
+        longest = t if lengths is None else int(lengths.max())
+        cache = None
+        for i in range(max_new_tokens):
+            if use_cache and longest + i <= self.max_len:
+                if cache is None:  # the prompts, in one forward
+                    cache = self.new_cache(batch)
+                    states = self.features(seqs[:, :longest], cache=cache)
+                    if lengths is None:
+                        states = states[:, -1]
+                    else:
+                        states = states[rows, lengths - 1]
+                        for block_cache in cache:
+                            block_cache.attn.keep_first(lengths)
+                else:
+                    states = self.features(token[:, None], cache=cache)[:, -1]
+                logits = self.lm_head(states)
             else:
-                logits = logits / temperature
-                if top_k is not None:
-                    kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]
-                    logits = logits.masked_fill(logits < kth, float("-inf"))
-                next_token = torch.multinomial(logits.softmax(dim=-1), num_samples=1)
-            tokens = torch.cat([tokens, next_token], dim=1)
-        return tokens
+                logits = self._last_logits(seqs, t + i if lengths is None else lengths + i)
+            token = next_token(logits, temperature, top_k, top_p)
+            if lengths is None:
+                seqs[:, t + i] = token
+            else:
+                seqs[rows, lengths + i] = token
+        if lengths is None:
+            return seqs
+        generated = seqs.gather(1, lengths[:, None] + torch.arange(max_new_tokens, device=tokens.device))
+        return torch.cat([tokens, generated], dim=1)
+
+    def _last_logits(self, seqs: torch.Tensor, ends: int | torch.Tensor) -> torch.Tensor:
+        """Logits after the first `ends` tokens of each row of `seqs`, recomputed from at most the last
+        max_len of them (`ends` an int when every row has the same length)."""
+        if isinstance(ends, int):
+            return self.lm_head(self.features(seqs[:, max(0, ends - self.max_len) : ends])[:, -1])
+        width = min(self.max_len, int(ends.max()))
+        # A row shorter than `width` starts at 0 and carries stale slots after its end: causal attention
+        # never lets them reach its last real position.
+        starts = (ends - width).clamp(min=0)
+        context = seqs.gather(1, starts[:, None] + torch.arange(width, device=seqs.device))
+        rows = torch.arange(len(seqs), device=seqs.device)
+        return self.lm_head(self.features(context)[rows, ends - 1 - starts])
 
     def parameter_counts(self) -> dict[str, int]:
         return parameter_counts(self, [self.token_embed.weight, self.pos_embed.weight])
@@ -132,3 +214,25 @@ def _init_weights(module: nn.Module, std: float) -> None:
             nn.init.zeros_(module.bias)
     elif isinstance(module, nn.Embedding):
         nn.init.normal_(module.weight, std=std)
+
+
+def _prompt_lengths(padding_mask: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | None:
+    """Real tokens per row of a left-padded prompt batch (None without a mask), checked."""
+    if padding_mask is None:
+        return None
+    if padding_mask.shape != shape or padding_mask.dtype != torch.bool:
+        raise ConfigError(f"padding_mask must be a bool tensor shaped like the prompts {tuple(shape)}, "
+                          f"got {padding_mask.dtype} {tuple(padding_mask.shape)}.")
+    if (padding_mask[:, 1:] & ~padding_mask[:, :-1]).any():
+        raise ConfigError("padding_mask has padding after a real token; pad prompts on the left (True before each row's first real token).")
+    lengths = (~padding_mask).sum(dim=1)
+    if (lengths == 0).any():
+        raise ConfigError("padding_mask marks a whole prompt as padding; every row needs at least one real token.")
+    return lengths
+
+
+def _left_to_right(tokens: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
+    """Rotate each left-padded row so its real tokens start at column 0 (the padding moves to the end)."""
+    pads = padding_mask.sum(dim=1, keepdim=True)
+    columns = torch.arange(tokens.shape[1], device=tokens.device)
+    return tokens.gather(1, (columns + pads) % tokens.shape[1])

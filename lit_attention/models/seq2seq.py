@@ -8,7 +8,7 @@ from torch import nn
 
 from lit_attention.attention import AttentionSpec
 from lit_attention.errors import ConfigError
-from lit_attention.models.blocks import TransformerBlock, drop_path_rates, parameter_counts
+from lit_attention.models.blocks import BlockCache, TransformerBlock, drop_path_rates, parameter_counts
 
 
 class Seq2SeqTransformer(nn.Module):
@@ -78,12 +78,25 @@ class Seq2SeqTransformer(nn.Module):
         memory: torch.Tensor,
         src_padding_mask: torch.Tensor | None = None,
         tgt_padding_mask: torch.Tensor | None = None,
+        cache: list[BlockCache] | None = None,
     ) -> torch.Tensor:
-        _check_length("target", tgt_in.shape[1], self.max_tgt_len)
-        x = self.dropout(self.tgt_embed(tgt_in) + self.tgt_pos.weight[: tgt_in.shape[1]])
-        for block in self.decoder:
-            x = block(x, padding_mask=tgt_padding_mask, memory=memory, memory_padding_mask=src_padding_mask)
+        """Decoder logits (B, T, tgt_vocab). With a `cache` (from `new_decoder_cache`, which holds the
+        memory), `tgt_in` are only the positions after those the cache holds."""
+        start = 0 if cache is None else cache[0].attn.length
+        end = start + tgt_in.shape[1]
+        _check_length("target", end, self.max_tgt_len)
+        x = self.dropout(self.tgt_embed(tgt_in) + self.tgt_pos.weight[start:end])
+        for i, block in enumerate(self.decoder):
+            if cache is None:
+                x = block(x, padding_mask=tgt_padding_mask, memory=memory, memory_padding_mask=src_padding_mask)
+            else:
+                x = block(x, cache=cache[i])
         return self.lm_head(self.decoder_norm(x))
+
+    def new_decoder_cache(self, memory: torch.Tensor, src_padding_mask: torch.Tensor | None = None) -> list[BlockCache]:
+        """Per decoder block: an empty self-attention cache and the cross-attention keys and values of
+        `memory` (B, S, d), projected once here for the whole decoding."""
+        return [block.new_cache(memory.shape[0], self.max_tgt_len, memory, src_padding_mask) for block in self.decoder]
 
     def forward(
         self,
@@ -106,23 +119,34 @@ class Seq2SeqTransformer(nn.Module):
         max_new_tokens: int | None = None,
         beam_size: int = 1,
         length_penalty: float = 1.0,
+        use_cache: bool = True,
     ) -> torch.Tensor:
         """Translate `src` (B, S). Returns generated ids (B, L) without bos, padded with pad_id after eos.
 
         beam_size 1 decodes greedily; larger beams keep the `beam_size` best prefixes by summed
         log-probability and return the hypothesis with the best score / length**length_penalty.
+        With `use_cache` the decoder runs only the new token each step, against a key/value cache
+        (beams reorder it) and the memory's keys and values projected once; without, it re-runs the
+        whole prefix (same result, slower).
         """
         max_new_tokens = min(max_new_tokens or self.max_tgt_len, self.max_tgt_len)
         memory = self.encode(src, src_padding_mask)
         if beam_size == 1:
-            return self._greedy(memory, src_padding_mask, max_new_tokens)
-        return self.beam_search(memory, src_padding_mask, max_new_tokens, beam_size, length_penalty)
+            return self._greedy(memory, src_padding_mask, max_new_tokens, use_cache)
+        return self.beam_search(memory, src_padding_mask, max_new_tokens, beam_size, length_penalty, use_cache)
 
-    def _greedy(self, memory, src_padding_mask, max_new_tokens: int) -> torch.Tensor:
+    def _next_logits(self, seqs, memory, src_padding_mask, cache) -> torch.Tensor:
+        """Logits for the position after `seqs`: from the last token and the cache, or from all of `seqs`."""
+        if cache is None:
+            return self.decode(seqs, memory, src_padding_mask)[:, -1]
+        return self.decode(seqs[:, -1:], memory, src_padding_mask, cache=cache)[:, -1]
+
+    def _greedy(self, memory, src_padding_mask, max_new_tokens: int, use_cache: bool = True) -> torch.Tensor:
         seqs = torch.full((memory.shape[0], 1), self.bos_id, dtype=torch.long, device=memory.device)
         finished = torch.zeros(memory.shape[0], dtype=torch.bool, device=memory.device)
+        cache = self.new_decoder_cache(memory, src_padding_mask) if use_cache else None
         for _ in range(max_new_tokens):
-            token = self.decode(seqs, memory, src_padding_mask)[:, -1].argmax(dim=-1)
+            token = self._next_logits(seqs, memory, src_padding_mask, cache).argmax(dim=-1)
             token = token.masked_fill(finished, self.pad_id)
             seqs = torch.cat([seqs, token[:, None]], dim=1)
             finished |= token == self.eos_id
@@ -130,9 +154,15 @@ class Seq2SeqTransformer(nn.Module):
                 break
         return seqs[:, 1:]
 
-    def beam_search(self, memory, src_padding_mask, max_new_tokens: int, beam_size: int, length_penalty: float = 1.0) -> torch.Tensor:
+    def beam_search(self, memory, src_padding_mask, max_new_tokens: int, beam_size: int, length_penalty: float = 1.0,
+                    use_cache: bool = True) -> torch.Tensor:
         """Beam search over encoder `memory` (B, S, d); see `generate`."""
         batch, device = memory.shape[0], memory.device
+        cache = None
+        if use_cache:
+            # The memory's keys and values once per source, then one copy per beam.
+            cache = [BlockCache(c.attn.repeat_interleave(beam_size), c.cross_attn.repeat_interleave(beam_size))
+                     for c in self.new_decoder_cache(memory, src_padding_mask)]
         memory = memory.repeat_interleave(beam_size, dim=0)
         if src_padding_mask is not None:
             src_padding_mask = src_padding_mask.repeat_interleave(beam_size, dim=0)
@@ -144,7 +174,7 @@ class Seq2SeqTransformer(nn.Module):
         lengths = torch.zeros(batch * beam_size, device=device)
         offsets = torch.arange(batch, device=device)[:, None] * beam_size
         for _ in range(max_new_tokens):
-            log_probs = F.log_softmax(self.decode(seqs, memory, src_padding_mask)[:, -1].float(), dim=-1)
+            log_probs = F.log_softmax(self._next_logits(seqs, memory, src_padding_mask, cache).float(), dim=-1)
             # A finished hypothesis can only be extended by padding, at no cost.
             log_probs[finished] = float("-inf")
             log_probs[finished, self.pad_id] = 0.0
@@ -154,6 +184,11 @@ class Seq2SeqTransformer(nn.Module):
             parent = (flat // vocab + offsets).view(-1)
             token = (flat % vocab).view(-1)
             seqs = torch.cat([seqs[parent], token[:, None]], dim=1)
+            if cache is not None:
+                # Each beam continues its parent's prefix. Parents never cross sources, and every beam
+                # of a source holds the same memory, so the cross-attention caches need no reordering.
+                for block_cache in cache:
+                    block_cache.attn.reorder(parent)
             lengths = lengths[parent] + (~finished[parent]).float()
             finished = finished[parent] | (token == self.eos_id)
             if finished.all():
