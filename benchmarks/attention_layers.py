@@ -4,7 +4,7 @@
     python benchmarks/attention_layers.py --seq-lens 64 256 1024 --dims 256 512 768
 
 Every variant is timed in the same run, interleaved, and reported as the median of several
-repeats; the FLOP ratio next to it is DESIGN.md §3's cost model, so the two columns say whether
+repeats; the FLOP ratio next to it is docs/DESIGN.md §2's cost model, so the two columns say whether
 the measured saving matches the arithmetic one. Memory is what one training step keeps for the
 backward pass (activations saved by autograd, counted on any device); on a GPU the peak allocated
 during the step is printed as well.

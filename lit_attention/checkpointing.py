@@ -31,6 +31,7 @@ from lightning.pytorch.utilities import rank_zero_info
 
 from lit_attention.attention import resolve_spec
 from lit_attention.errors import ConfigError
+from lit_attention.lightning_internals import load_pending_loader_states, validation_follows
 from lit_attention.run_dirs import CHECKPOINTS, newest_version
 from lit_attention.tasks.base import TaskModule
 
@@ -125,7 +126,7 @@ class LastCheckpoint(L.Callback):
             due = _step_based(trainer)  # epoch-based runs save the epoch's end in on_train_epoch_end
         else:
             due = self.every_n_steps is not None and trainer.global_step % self.every_n_steps == 0
-        if due and not _validation_follows(trainer):
+        if due and not validation_follows(trainer):
             self.save(trainer)
 
     def on_validation_end(self, trainer, pl_module) -> None:
@@ -148,13 +149,6 @@ def _epoch_over(trainer: L.Trainer) -> bool:
     """Whether the batch just trained ends the epoch (its last batch, or the last step of the run)."""
     max_steps_reached = _step_based(trainer) and trainer.global_step >= trainer.max_steps
     return trainer.fit_loop.epoch_loop.batch_progress.is_last_batch or max_steps_reached
-
-
-def _validation_follows(trainer: L.Trainer) -> bool:
-    """Whether Lightning validates right after the current training batch (its own decision)."""
-    epoch_loop, fetcher = trainer.fit_loop.epoch_loop, trainer.fit_loop._data_fetcher
-    should_check = getattr(epoch_loop, "_should_check_val_fx", None)  # private: keep working without it
-    return bool(should_check(fetcher)) if should_check is not None and fetcher is not None else False
 
 
 def remove_partial_writes(directory: Path) -> None:
@@ -186,9 +180,7 @@ class ExactResume(L.Callback):
         self._random_states = state_dict
 
     def on_train_start(self, trainer, pl_module) -> None:
-        fit_loop = trainer.fit_loop
-        if getattr(fit_loop, "_combined_loader_states_to_load", None):  # private: keep working without it
-            fit_loop._load_combined_loader_states()
+        load_pending_loader_states(trainer)
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         if self._random_states is not None:

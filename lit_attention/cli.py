@@ -74,6 +74,9 @@ class LitAttentionCLI(LightningCLI):
             if self.place is not None:
                 remove_if_unused(self.place)  # no empty version_<k> for `--ckpt_path last` to find next time
             raise
+        finally:
+            if self.lock is not None:
+                self.lock.release()
 
     def init_parser(self, **kwargs):
         kwargs.setdefault("exit_on_error", False)  # errors reach `main`, which says them in one sentence
@@ -151,6 +154,9 @@ class LitAttentionCLI(LightningCLI):
         checkpoint = resolve_checkpoint(config.get("ckpt_path"), base, self.subcommand)
         if self.subcommand == "predict" and checkpoint is None:
             raise ConfigError("predict needs a trained model: pass --ckpt_path best, last or a checkpoint's path.")
+        if self.subcommand == "predict" and not self.built_datamodule.hparams.get("predict_files"):
+            raise ConfigError(f"{type(self.built_datamodule).__name__} has nothing to predict on; pass the files "
+                              "with --data.predict_files (images, or text files with one input per line).")
         config.ckpt_path = checkpoint
         saved = None
         if checkpoint is not None and str(checkpoint).endswith(".ckpt"):

@@ -163,8 +163,8 @@ def place_run(command: str, base: Path, checkpoint: str | None) -> RunPlace:
     rank_zero = launched_as_rank_zero()
     if command == "fit":
         resumed = version_of_checkpoint(base, checkpoint) if checkpoint else None
-        if resumed is not None:
-            return RunPlace(base, resumed if rank_zero else None, resumed=True)
+        if resumed is not None:  # written as the first run wrote it (the checkpoint callback compares paths)
+            return RunPlace(base, Path(base) / resumed.name if rank_zero else None, resumed=True)
         return RunPlace(base, version_dir(base, claim_new_version(base)) if rank_zero else None, created=True)
     parent = (training_run_of(checkpoint) if checkpoint else None) or base
     return RunPlace(base, claim_evaluation_dir(parent, command) if rank_zero else None, created=True)

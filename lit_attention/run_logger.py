@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from lightning.fabric.utilities.logger import _convert_params, _flatten_dict, _sanitize_params
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.utils.tensorboard.summary import hparams as hparams_summaries
+
+from lit_attention.lightning_internals import flat_hyperparameters, summary_writer
 
 DIRECTIONS = {"max": "higher is better", "min": "lower is better"}
 
@@ -32,14 +33,14 @@ class RunLogger(TensorBoardLogger):
 
     @rank_zero_only
     def log_hyperparams(self, params, metrics=None, step=None) -> None:
-        params = {**self.facts, **_convert_params(params)}
+        params = {**self.facts, **dict(params)}
         self.hparams.update(params)  # what save() writes to hparams.yaml
         if self.resumed:
             return
-        flat = _sanitize_params(_flatten_dict(params))
+        flat = flat_hyperparameters(params)
         experiment, session_start, session_end = hparams_summaries(flat, {tag: 0.0 for tag in self.metrics})
         self._name_directions(experiment)
-        writer = self.experiment._get_file_writer()
+        writer = summary_writer(self.experiment)
         for summary in (experiment, session_start, session_end):
             writer.add_summary(summary)
 

@@ -49,7 +49,7 @@ def left_padding(batch=3, length=10):
 
 
 def textbook_attention(mha: MultiHeadAttention, x, padding=None, memory=None, memory_padding=None):
-    """DESIGN.md §3 written out head by head, query by query, with loops; valid at real positions."""
+    """docs/DESIGN.md §2 written out head by head, query by query, with loops; valid at real positions."""
     d, h, spec = mha.dim, mha.num_heads, mha.spec
     dh = d // h
     source = x if memory is None else memory

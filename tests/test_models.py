@@ -120,7 +120,7 @@ def test_padding_mask_defaults_to_pad_id():
 
 @pytest.mark.parametrize("attention", PRESET_NAMES)
 def test_parameter_counts(attention):
-    per_layer = {  # DESIGN.md §3 at d=32 without biases; W_A is l x l with l the layer's length
+    per_layer = {  # docs/DESIGN.md §2 at d=32 without biases; W_A is l x l with l the layer's length
         "standard": 4, "optimized": 3, "efficient": 2, "super": 2, "identity_query": 3,
         "residual_query": 4, "nonlinear_query": 4,
     }[attention]

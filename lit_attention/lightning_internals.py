@@ -1,0 +1,45 @@
+"""Every use of Lightning's (and TensorBoard's writer's) private API, in one place.
+
+Exact resume needs two decisions Lightning makes internally and exposes no public way to ask, and the
+run logger writes TensorBoard's HParams summary the way Lightning's own logger does. Nothing here
+falls back silently: if an upgrade removes one of these names, the call raises AttributeError, and
+tests/test_lightning_internals.py fails first, naming it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning as L
+from lightning.fabric.utilities.logger import _convert_params, _flatten_dict, _sanitize_params
+
+# (object path, attribute) pairs this module relies on; the test checks each exists.
+REQUIRED = (
+    ("lightning.pytorch.loops.training_epoch_loop._TrainingEpochLoop", "_should_check_val_fx"),
+    ("lightning.pytorch.loops.fit_loop._FitLoop", "_load_combined_loader_states"),
+)
+
+
+def validation_follows(trainer: L.Trainer) -> bool:
+    """Whether Lightning validates right after the current training batch (its own decision)."""
+    fetcher = trainer.fit_loop._data_fetcher
+    return bool(trainer.fit_loop.epoch_loop._should_check_val_fx(fetcher)) if fetcher is not None else False
+
+
+def load_pending_loader_states(trainer: L.Trainer) -> None:
+    """Load the training DataLoader's saved position if Lightning has one waiting: it loads it only while
+    it builds the loader during fit, which `estimated_stepping_batches` may already have done before
+    the checkpoint was restored."""
+    fit_loop = trainer.fit_loop
+    if fit_loop._combined_loader_states_to_load:
+        fit_loop._load_combined_loader_states()
+
+
+def flat_hyperparameters(params: Any) -> dict[str, Any]:
+    """Hyper-parameters as Lightning's TensorBoard logger writes them: a flat dict of loggable values."""
+    return _sanitize_params(_flatten_dict(_convert_params(params)))
+
+
+def summary_writer(experiment):
+    """The file writer under a torch SummaryWriter (where HParams summaries are added)."""
+    return experiment._get_file_writer()

@@ -1,0 +1,361 @@
+"""Every command tells the truth: metrics that cannot share state by accident, evaluations that never
+change what `fit --ckpt_path last` resumes, `predict` for every task, one sentence for bad input (with
+nothing already written changed), sizes printed as they are used, a lock on a running run, and the
+monitoring a user looks at."""
+
+import hashlib
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+import torch.nn.functional as F
+from PIL import Image
+from sklearn.metrics import accuracy_score, f1_score, top_k_accuracy_score
+from torch.utils.data import DataLoader
+
+from lit_attention.callbacks import attention_figure, nonfinite_message
+from lit_attention.cli import plan_run
+from lit_attention.main import main
+from lit_attention.tasks import CausalLanguageModel, ImageClassifier, TextClassifier
+from test_datamodules_text import write_pairs_json, write_reviews  # tests/ is on sys.path under pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
+GPT = str(ROOT / "recipes/quickstart/gpt_stdlib.yaml")
+QUIET = ["--trainer.enable_progress_bar=false", "--trainer.log_every_n_steps=1"]
+TINY_VIT = ["--config", VIT, "--trainer.max_epochs=1", "--trainer.limit_train_batches=4", "--trainer.limit_val_batches=2",
+            "--model.dim=16", "--model.num_heads=2", "--model.depth=1", *QUIET]
+TINY_GPT = ["--config", GPT, "--trainer.max_steps=4", "--trainer.val_check_interval=2", "--data.max_files=60",
+            "--data.val_fraction=0.2", "--data.val_windows=4", "--data.max_len=16", "--model.dim=16",
+            "--model.num_heads=2", "--model.depth=1", *QUIET]
+
+
+@pytest.fixture
+def in_tmp(tmp_path, monkeypatch):
+    """Run `main` in-process inside tmp_path, offline, restoring what seeding changes."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    for name in ("PL_GLOBAL_SEED", "PL_SEED_WORKERS", "LIT_ATTENTION_TRACEBACK"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+def run_main(args: list[str]) -> int:
+    try:
+        main(args)
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else 1
+    return 0
+
+
+def checksums(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and p.name != ".lock"}
+
+
+# ---------------------------------------------------------------------------------------------- 1. metrics
+
+
+def batches_with_a_perfect_first(num_classes: int, count: int = 4, size: int = 16):
+    """(logits, labels) batches; the first one perfectly classified (the case that merged metric states)."""
+    generator = torch.Generator().manual_seed(0)
+    labels = [torch.randint(0, num_classes, (size,), generator=generator) for _ in range(count)]
+    logits = [torch.randn(size, num_classes, generator=generator) for _ in range(count)]
+    logits[0] = F.one_hot(labels[0], num_classes).float() * 10
+    return logits, labels
+
+
+@pytest.mark.parametrize("task, num_classes", [("image", 10), ("text", 3), ("image", 12)])
+def test_classification_metrics_equal_an_independent_computation(task, num_classes, tmp_path):
+    """Through the task's own validation loop; its model is replaced by one that returns chosen logits."""
+    logits, labels = batches_with_a_perfect_first(num_classes)
+    if task == "image":
+        module = ImageClassifier(num_classes=num_classes, image_size=8, in_channels=1, patch_size=2, dim=16,
+                                 num_heads=2, depth=1)
+        batches = [(torch.zeros(len(y), 1, 8, 8), y) for y in labels]
+    else:
+        module = TextClassifier(vocab_size=10, max_len=4, num_classes=num_classes, pad_id=0, dim=16, num_heads=2, depth=1)
+        batches = [{"tokens": torch.ones(len(y), 4, dtype=torch.long), "padding_mask": torch.zeros(len(y), 4, dtype=torch.bool),
+                    "labels": y} for y in labels]
+    served = iter(logits)
+    module.forward_batch = lambda model, batch: next(served)
+    module.check_batch = lambda batch: None
+    trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False)
+    [metrics] = trainer.validate(module, DataLoader(batches, batch_size=None), verbose=False)
+    scores, truth = torch.cat(logits).softmax(-1).numpy(), torch.cat(labels).numpy()
+    predictions = scores.argmax(-1)
+    assert metrics["val/acc"] == pytest.approx(accuracy_score(truth, predictions), abs=1e-6)
+    assert metrics["val/f1_macro"] == pytest.approx(
+        f1_score(truth, predictions, average="macro", labels=list(range(num_classes)), zero_division=0), abs=1e-6)
+    if num_classes >= 10:
+        assert metrics["val/acc_top5"] == pytest.approx(
+            top_k_accuracy_score(truth, scores, k=5, labels=list(range(num_classes))), abs=1e-6)
+
+
+def test_language_model_metrics_equal_a_direct_computation():
+    """Loss (token-weighted) and next-token accuracy over scored targets, first batch perfect."""
+    vocab, generator = 7, torch.Generator().manual_seed(0)
+    module = CausalLanguageModel(vocab_size=vocab, max_len=5, dim=16, num_heads=2, depth=1)
+    batches = []
+    for i in range(3):
+        inputs = torch.randint(0, vocab, (4, 5), generator=generator)
+        targets = inputs.clone() if i == 0 else torch.randint(0, vocab, (4, 5), generator=generator)
+        targets[:, 0] = -100 if i == 2 else targets[:, 0]  # some unscored positions, as in MQAR
+        batches.append((inputs, targets))
+    # The model "predicts" its input token with certainty 0.9-ish: logits 3 on it, 0 elsewhere.
+    module.forward_batch = lambda model, batch: F.one_hot(batch[0], vocab).float() * 3
+    trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False)
+    [metrics] = trainer.validate(module, DataLoader(batches, batch_size=None), verbose=False)
+    inputs, targets = torch.cat([b[0] for b in batches]), torch.cat([b[1] for b in batches])
+    scored = targets != -100
+    assert metrics["val/acc"] == pytest.approx(float((inputs[scored] == targets[scored]).float().mean()), abs=1e-6)
+    loss = F.cross_entropy(F.one_hot(inputs, vocab).float().flatten(0, 1) * 3, targets.flatten(), ignore_index=-100)
+    assert metrics["val/loss"] == pytest.approx(float(loss), abs=1e-6)
+    assert metrics["val/ppl"] == pytest.approx(math.exp(float(loss)), rel=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------- 2, 3. evaluations and predict
+
+
+def test_evaluations_never_change_what_fit_resumes(in_tmp, capsys):
+    assert run_main(["fit", *TINY_VIT]) == 0
+    [run] = list(in_tmp.glob("runs/quickstart/vit_digits/standard/seed_0/version_*"))
+    images = in_tmp / "images"
+    images.mkdir()
+    for i in range(3):
+        Image.new("L", (8, 8), i * 80).save(images / f"{i}.png")
+    assert run_main(["validate", *TINY_VIT, "--ckpt_path=last"]) == 0
+    assert run_main(["test", *TINY_VIT, "--ckpt_path=best"]) == 0
+    assert run_main(["predict", *TINY_VIT, "--ckpt_path=last", f"--data.predict_files={images}"]) == 0
+    assert sorted(p.name for p in (run / "evaluations").iterdir()) == ["predict_0", "test_0", "validate_0"]
+    rows = [json.loads(line) for line in (run / "evaluations/predict_0/predictions.jsonl").read_text().splitlines()]
+    assert [Path(row["input"]).name for row in rows] == ["0.png", "1.png", "2.png"]
+    assert all(sum(row["probabilities"].values()) == pytest.approx(1.0, abs=1e-4) for row in rows)
+    assert all(row["prediction"] == max(row["probabilities"], key=row["probabilities"].get) for row in rows)
+    capsys.readouterr()
+    # fit --ckpt_path last continues the training run, not one of its evaluations.
+    assert run_main(["fit", *TINY_VIT, "--trainer.max_epochs=2", "--ckpt_path=last"]) == 0
+    assert "nothing to resume" not in capsys.readouterr().err
+    assert list(in_tmp.glob("runs/quickstart/vit_digits/standard/seed_0/version_*")) == [run]
+    assert json.loads((run / "record.json").read_text())["curve"][-1][0] == 1  # it trained epoch 1
+
+
+def train_and_predict(args: list[str], inputs: Path, extra_predict: list[str] = ()) -> list[dict]:
+    assert run_main(["fit", *args]) == 0
+    assert run_main(["predict", *args, "--ckpt_path=last", f"--data.predict_files={inputs}", *extra_predict]) == 0
+    [path] = Path.cwd().glob("runs/**/evaluations/predict_*/predictions.jsonl")
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_predict_continues_prompts_with_a_trained_gpt(in_tmp):
+    prompts = in_tmp / "prompts.txt"
+    prompts.write_text("def main():\n\nimport os\n    return x\n")  # the empty line is skipped
+    rows = train_and_predict([*TINY_GPT, f"--data.data_dir={in_tmp / 'data'}"], prompts,
+                             ["--model.max_new_tokens=5", "--model.temperature=0"])
+    assert [row["prompt"] for row in rows] == ["def main():", "import os", "    return x"]
+    assert all(len(row["continuation"].encode("utf-8", errors="surrogateescape")) >= 1 for row in rows)
+
+
+def test_predict_classifies_texts(in_tmp):
+    files = write_reviews(in_tmp / "reviews")
+    texts = in_tmp / "texts.txt"
+    texts.write_text("a fine film\nterrible\n")
+    args = ["--model=TextClassifier", "--data=TextClassificationDataModule", "--data.dataset=null",
+            f"--data.data_files={files}", "--data.max_len=24", "--data.batch_size=8", f"--data.data_dir={in_tmp / 'data'}",
+            f"--data.hf_cache_dir={in_tmp / 'hf'}", "--model.dim=16", "--model.num_heads=2", "--model.depth=1",
+            "--trainer.max_steps=2", "--trainer.limit_val_batches=1", *QUIET]
+    rows = train_and_predict(args, texts)
+    assert [row["input"] for row in rows] == ["a fine film", "terrible"]
+    assert all(set(row["probabilities"]) == {"neg", "neutral", "pos"} for row in rows)  # the data's label names
+
+
+def test_predict_translates_sentences(in_tmp):
+    sources = in_tmp / "sources.txt"
+    sources.write_text("the cat sleeps\na green house\n")
+    args = ["--model=Seq2SeqTranslator", "--data=TranslationDataModule", "--data.dataset=null",
+            f"--data.data_files={{train: {write_pairs_json(in_tmp / 'pairs.jsonl', 40)}}}", "--data.tokenizer=bytes",
+            "--data.batch_size=4", "--data.max_src_len=24", "--data.max_tgt_len=24", f"--data.hf_cache_dir={in_tmp / 'hf'}",
+            "--model.dim=16", "--model.num_heads=2", "--model.encoder_depth=1", "--model.decoder_depth=1",
+            "--model.beam_size=2", "--model.bleu_batches=0", "--trainer.max_steps=2", "--trainer.limit_val_batches=1", *QUIET]
+    rows = train_and_predict(args, sources)
+    assert [row["source"] for row in rows] == ["the cat sleeps", "a green house"]
+    assert all(isinstance(row["translation"], str) for row in rows)
+
+
+# ---------------------------------------------------------------------------------------------- 4, 5. bad input
+
+
+def write(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+def image_tree(root: Path, empty_class: bool = False, corrupt: bool = False) -> str:
+    for name in ("cat", "dog"):
+        (root / "train" / name).mkdir(parents=True)
+        if empty_class and name == "dog":
+            continue
+        for i in range(8):
+            Image.new("RGB", (16, 16), (i * 30, 0, 0)).save(root / "train" / name / f"{i}.png")
+    if corrupt:
+        (root / "train" / "dog" / "broken.png").write_bytes(b"\x89PNG but not really")
+    return str(root)
+
+
+FOLDER = ["--data.dataset=imagefolder", "--model.patch_size=8", "--data.batch_size=4"]
+# case: (arguments given the test directory, the words the one sentence must hold)
+BAD_INPUTS = {
+    "malformed axes spec": (lambda d: [*TINY_VIT, "--model.attention=query=residual_mlp,key"],
+                            "Malformed attention spec 'query=residual_mlp,key': 'key' is not an axis=option pair"),
+    "zero learning rate": (lambda d: [*TINY_VIT, "--model.lr=0"], "lr=0.0 is invalid; it must be > 0."),
+    "negative max_steps": (lambda d: [*TINY_VIT, "--trainer.max_steps=-5"], "--trainer.max_steps -5 is invalid"),
+    "zero max_steps": (lambda d: [*TINY_VIT, "--trainer.max_steps=0"], "--trainer.max_steps 0 is invalid"),
+    "zero max_epochs": (lambda d: [*TINY_VIT, "--trainer.max_epochs=0"], "--trainer.max_epochs 0 is invalid"),
+    "empty class folder": (lambda d: [*TINY_VIT, *FOLDER, f"--data.data_dir={image_tree(d / 'empty', empty_class=True)}"],
+                           "has class folders without images"),
+    "corrupt image mid-training": (lambda d: [*TINY_VIT, *FOLDER, f"--data.data_dir={image_tree(d / 'bad', corrupt=True)}",
+                                              "--trainer.limit_train_batches=null"], "broken.png' cannot be read"),
+    "run root that is a file": (lambda d: [*TINY_VIT, f"--run.root={write(d / 'afile', 'x')}"],
+                                "Cannot write runs into"),
+    "gpu preset without a gpu": (lambda d: [*TINY_VIT, "--config", str(ROOT / "recipes/trainer/gpu_bf16.yaml")],
+                                 "--trainer.accelerator gpu asks for a GPU but none is visible here"),
+    "ddp preset without a gpu": (lambda d: [*TINY_VIT, "--config", str(ROOT / "recipes/trainer/ddp.yaml")],
+                                 "asks for a GPU but none is visible here"),
+    "yaml syntax error": (lambda d: ["--config", write(d / "broken.yaml", "model:\n  init_args:\n   dim: [\n")],
+                          "broken.yaml' is not valid YAML"),
+    "misspelt task": (lambda d: [*TINY_VIT, "--model=ImageClassifer"],
+                      "--model 'ImageClassifer' is not one of this suite's classes; valid choices are CausalLanguageModel"),
+    "bad precision": (lambda d: [*TINY_VIT, "--trainer.precision=17"],
+                      "--trainer.precision '17' is invalid; valid choices are 64, 32, 16"),
+    "misspelt hub dataset": (lambda d: ["--model=TextClassifier", "--data=TextClassificationDataModule",
+                                        "--data.dataset=stanfordnlp/imbd"],
+                             "'stanfordnlp/imbd' is not one of the hub datasets this suite knows"),
+    "max_len below the data's": (lambda d: [*TINY_GPT, "--model.max_len=8"],
+                                 "--model.max_len 8 conflicts with the data: LanguageModelingDataModule gives max_len=16"),
+    "model sizes the data sets": (lambda d: [*TINY_VIT, "--model.in_channels=3"],
+                                  "--model.in_channels 3 conflicts with the data: ImageDataModule gives in_channels=1"),
+    "predict without a checkpoint": (lambda d: ["predict", *TINY_VIT], "predict needs a trained model"),
+    "predict without files": (lambda d: ["predict", *TINY_VIT, "--ckpt_path=last"], "nothing to predict on"),
+    "optimizer override": (lambda d: [*TINY_VIT, "--optimizer=SGD"], "--optimizer is not available"),
+}
+FOUND_LATE = {"corrupt image mid-training"}  # a file is only read when its batch comes
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_is_one_sentence_and_nothing_written_changes(case, in_tmp, capsys):
+    # A finished run of the same recipe is on disk: no bad command may change a byte of it.
+    assert run_main(["fit", *TINY_VIT]) == 0
+    before = checksums(in_tmp / "runs")
+    capsys.readouterr()
+    make_args, message = BAD_INPUTS[case]
+    args = make_args(in_tmp)
+    command = args if args[0] in ("predict", "fit") else ["fit", *args]
+    assert run_main(command) == 2
+    stderr = capsys.readouterr().err
+    assert message in stderr and "Traceback" not in stderr, stderr[-2000:]
+    error_line = next(line for line in stderr.splitlines() if line.startswith("error: "))
+    assert error_line.endswith(".")
+    after = checksums(in_tmp / "runs")
+    assert {k: v for k, v in after.items() if k in before} == before  # nothing already written changed
+    if case not in FOUND_LATE:
+        assert set(after) == set(before), "a failed start left files behind"
+    assert not [p for p in (in_tmp / "runs").rglob("version_*") if p.is_dir() and not any(p.iterdir())]
+
+
+def test_compare_into_an_unwritable_output_is_one_sentence(in_tmp, capsys):
+    assert run_main(["compare", "--config", VIT, "--variants", "standard", "--output", write(in_tmp / "afile", "x")]) == 2
+    assert "Cannot write runs into" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------- 6. what you see is what runs
+
+
+def test_a_larger_max_len_than_the_data_is_kept_and_sizes_super():
+    plan = plan_run([*TINY_GPT, "--model.attention=super", "--model.max_len=40"])
+    assert plan.config.model.init_args.max_len == 40
+    assert plan.model.model.blocks[0].attn.value_mix.shape == (40, 40)  # W_A's size is the user's choice
+
+
+def test_imagefolder_takes_its_image_size_from_the_data_and_warns_on_huge_token_counts(tmp_path):
+    from datamodules import ImageDataModule
+
+    dm = ImageDataModule(dataset="imagefolder", data_dir=image_tree(tmp_path / "tree"))
+    assert dm.model_sizes() == {"num_classes": 2, "image_size": 16, "in_channels": 3}
+    with pytest.warns(UserWarning, match="224x224 images in 2x2 patches make 12,544 tokens per image"):
+        with torch.device("meta"):
+            ImageClassifier(num_classes=2, image_size=224, in_channels=3, patch_size=2, dim=16, num_heads=2, depth=1)
+
+
+# ---------------------------------------------------------------------------------------------- 7. one run, one process
+
+
+class SlowSteps(L.Callback):
+    def on_train_batch_end(self, *args) -> None:
+        time.sleep(0.5)
+
+
+def test_a_second_process_cannot_resume_a_running_run(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    args = [sys.executable, "-m", "lit_attention", "fit", *TINY_VIT, "--trainer.limit_train_batches=40",
+            "--run.checkpoint_every_n_steps=1", "--trainer.callbacks+=test_commands.SlowSteps"]
+    first = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(tmp_path.glob("runs/**/last.ckpt")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        second = subprocess.run([*args, "--ckpt_path=last"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                timeout=120)
+        assert first.poll() is None, "the first run ended before the second started"
+        assert second.returncode == 2
+        assert f"is in use by process {first.pid} on" in second.stderr
+        assert len(list(tmp_path.glob("runs/**/version_*"))) == 1
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+
+
+# ---------------------------------------------------------------------------------------------- 8. monitoring
+
+
+def test_model_help_lists_the_variants(capsys):
+    with pytest.raises(SystemExit):
+        main(["fit", "--model.help", "CausalLanguageModel"])
+    shown = " ".join(capsys.readouterr().out.split())
+    from lit_attention.attention import list_presets
+
+    assert all(name in shown for name in list_presets()), shown[:2000]
+
+
+def test_attention_maps_have_a_log_colour_scale_and_a_colour_bar():
+    weights = torch.tril(torch.rand(6, 6)).softmax(-1) * torch.tril(torch.ones(6, 6))
+    figure = attention_figure(weights, "blocks.0.attn")
+    image_axes, bar_axes = figure.axes
+    assert type(image_axes.images[0].norm).__name__ == "LogNorm" and "log scale" in bar_axes.get_ylabel()
+
+
+def test_nan_message_offers_resume_only_when_a_checkpoint_exists():
+    class Loop:
+        batch_idx = 3
+
+    class FakeTrainer:
+        global_step, current_epoch, callbacks = 5, 0, []
+        fit_loop = type("FitLoop", (), {"epoch_loop": Loop()})()
+
+    message = nonfinite_message(FakeTrainer(), torch.tensor(float("nan")))
+    assert "no checkpoint was written before it" in message and "--ckpt_path last" not in message
+
+
+def test_progress_shows_the_step_and_no_negative_epoch_count(in_tmp, capsys):
+    assert run_main(["fit", *TINY_GPT, f"--data.data_dir={in_tmp / 'data'}", "--trainer.enable_progress_bar=true"]) == 0
+    shown = capsys.readouterr().out  # Lightning's bars write to stdout
+    assert "step 4/4" in shown and "/-2" not in shown and "v_num" not in shown

@@ -1,0 +1,230 @@
+"""`lit-attention compare` as a sweep engine: grids, fair tuning, paired statistics, records on disk,
+resuming after a SIGKILL, parallel runs and the submitit path."""
+
+import csv
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lit_attention.compare import build_parser, build_plan
+from lit_attention.main import main
+from lit_attention.report import write_report
+from lit_attention.statistics import clopper_pearson, holm, paired_difference, verdict, with_holm
+from lit_attention.sweep import Plan, Run, RunState, check_extra_arguments, parse_grid, parse_variants
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-m", "lit_attention"]
+VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
+TINY = ["--trainer.max_epochs=2", "--trainer.limit_train_batches=6", "--trainer.limit_val_batches=2",
+        "--model.dim=32", "--model.depth=1", "--run.checkpoint_every_n_steps=2"]
+
+
+def compare(args: list[str], cwd: Path, **popen) -> subprocess.Popen:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    return subprocess.Popen([*CLI, "compare", *args], cwd=cwd, env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, **popen)
+
+
+def finish(process: subprocess.Popen, timeout: int = 400) -> tuple[int, str, str]:
+    out, err = process.communicate(timeout=timeout)
+    return process.returncode, out, err
+
+
+# ---------------------------------------------------------------------------------------------- parsing
+
+
+def test_grid_and_variant_parsing():
+    assert parse_grid(["model.init_args.lr=3e-4,1e-3", "--data.init_args.batch_size=32"]) == [
+        ("model.init_args.lr", ["3e-4", "1e-3"]), ("data.init_args.batch_size", ["32"])]
+    assert parse_variants(["standard,super,value_mix_init=xavier,identity_query,query_scale=standard"]) == [
+        "standard", "super,value_mix_init=xavier", "identity_query,query_scale=standard"]
+    assert parse_variants(["all"])[:2] == ["standard", "optimized"] and len(parse_variants(["all"])) == 7
+    assert parse_variants(["query=residual_mlp,key=identity,value=identity,value_mix=true"]) == [
+        "query=residual_mlp,key=identity,value=identity,value_mix=true"]
+
+
+@pytest.mark.parametrize(
+    "grid, extra, message",
+    [
+        (["model.init_args.lr"], [], "--grid 'model.init_args.lr' is malformed; write KEY=V1,V2,..."),
+        (["model.init_args.lr=1e-3,"], [], "is malformed"),
+        (["model.init_args.attention=standard,super"], [], "compare sets for every run itself; use --variants"),
+        (["seed_everything=1,2"], [], "use --seeds"),
+        (["model.lr=1e-3", "model.lr=2e-3"], [], "--grid model.lr is given twice"),
+        ([], ["--model.attention", "super"], "The extra argument '--model.attention' sets model.attention"),
+        ([], ["--seed_everything=7"], "use --seeds"),
+        (["model.init_args.lr=1e-3,2e-3"], ["--model.lr=4e-3"], "which --grid varies"),
+    ],
+)
+def test_what_the_sweep_controls_cannot_be_set_twice(grid, extra, message):
+    from lit_attention.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+        check_extra_arguments(extra, parse_grid(grid))
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--grid", "model.init_args.lrr=1e-3"], "Option 'lrr' is not accepted by lit_attention.tasks.ImageClassifier (in the run of standard at lrr=1e-3)."),
+        (["--grid", "model.init_args.num_heads=4,5"], "dim=64 is not divisible by num_heads=5"),
+        (["--grid", "model.init_args.lr=abc"], "--model.lr 'abc' is invalid; it must be a number (in the run of standard at lr=abc)."),
+        (["--variants", "standard,supre"], "Unknown attention variant 'supre'"),
+        (["--seeds", "0"], "--seeds 0 is invalid; give at least 1."),
+        (["--model.attention=super"], "use --variants"),
+    ],
+)
+def test_bad_sweeps_fail_in_one_sentence_before_any_run(args, message, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        main(["compare", "--config", VIT, "--variants", "standard", "--output", str(tmp_path / "out"), *args])
+    assert exit_.value.code == 2
+    error = capsys.readouterr().err
+    assert message in error and "Traceback" not in error
+    assert not (tmp_path / "out" / "runs").exists()
+
+
+def test_parameter_matched_control_is_within_one_percent(tmp_path):
+    args, extra = build_parser().parse_known_args(["--config", VIT, "--variants", "standard,efficient",
+                                                   "--add-control", "efficient", "--seeds", "1"])
+    plan = build_plan(args, ["standard", "efficient"], [], extra)
+    assert plan.arms == ["standard", "efficient", "standard~efficient"]
+    control = next(r for r in plan.runs if r.arm == "standard~efficient")
+    from lit_attention.cli import plan_run
+
+    counts = {name: plan_run(["--config", VIT, f"--model.attention={variant}", *overrides]).model.param_counts
+              for name, variant, overrides in (("efficient", "efficient", ()), ("control", "standard", control.overrides))}
+    assert abs(counts["control"]["non_embedding"] - counts["efficient"]["non_embedding"]) <= 0.01 * counts["efficient"]["non_embedding"]
+    assert counts["control"]["attention"] > counts["efficient"]["attention"]  # the MLP, not attention, gave way
+
+
+# ---------------------------------------------------------------------------------------------- statistics
+
+
+def test_paired_statistics_match_a_hand_computed_example():
+    # Differences 0.1, 0.2, 0.3: mean 0.2, sd 0.1, se 0.1/sqrt(3); t(0.975, 2) = 4.302653.
+    d = paired_difference({0: 0.6, 1: 0.7, 2: 0.8, 9: 5.0}, {0: 0.5, 1: 0.5, 2: 0.5})  # seed 9 has no pair
+    half = 4.302653 * 0.1 / math.sqrt(3)
+    assert d.n == 3 and d.mean == pytest.approx(0.2)
+    assert (d.low, d.high) == (pytest.approx(0.2 - half, abs=1e-6), pytest.approx(0.2 + half, abs=1e-6))
+    assert d.p == pytest.approx(0.074180, abs=1e-5)  # two-sided, t = 3.4641 on 2 degrees of freedom
+    assert holm([0.01, 0.04, 0.03, math.nan]) == pytest.approx([0.03, 0.06, 0.06, math.nan], nan_ok=True)
+    assert verdict(with_holm([d])[0], "max") == "no detectable difference"
+    sure = with_holm([paired_difference({s: 0.9 + s / 100 for s in range(5)}, {s: 0.5 + s / 90 for s in range(5)})])[0]
+    assert sure.p_holm < 0.05 and verdict(sure, "max") == "better" and verdict(sure, "min") == "worse"
+    assert verdict(paired_difference({0: 1.0}, {0: 0.5}), "max") == "needs 2 or more paired seeds"
+    assert clopper_pearson(0, 3) == (0.0, pytest.approx(1 - 0.025 ** (1 / 3)))
+    assert clopper_pearson(3, 3) == (pytest.approx(0.025 ** (1 / 3)), 1.0)
+    low, high = clopper_pearson(5, 10)
+    assert (low, high) == (pytest.approx(0.187086, abs=1e-5), pytest.approx(0.812914, abs=1e-5))
+
+
+def record(best: float, test: float) -> dict:
+    return {"monitor": "val/acc", "mode": "max", "curve": [[0, 10, best]], "best": {"epoch": 0, "step": 10, "value": best},
+            "final": best, "test": {"test/acc": test}, "params": {"total": 10, "non_embedding": 8, "attention": 4},
+            "train_flops": 1e9}
+
+
+def test_tuned_table_chooses_on_validation_and_reports_that_points_test_value(tmp_path):
+    """lr=high wins on validation but loses on test: the tuned table must still report high's test value
+    (choosing by test would overstate), and compare the arms at their own tuned points."""
+    low, high = (("model.init_args.lr", "1e-3"),), (("model.init_args.lr", "3e-3"),)
+    values = {("standard", low): (0.80, 0.90), ("standard", high): (0.85, 0.70),
+              ("super", low): (0.86, 0.88), ("super", high): (0.84, 0.95)}
+    plan = Plan(arms=["standard", "super"], points=[low, high], seeds=[0, 1, 2])
+    states = []
+    for (arm, point), (best, test) in values.items():
+        for seed in plan.seeds:
+            run = Run(arm, arm, point, seed)
+            plan.runs.append(run)
+            states.append(RunState(run, record=record(best + seed / 1000, test + seed / 1000)))
+    text = write_report(plan, states, tmp_path, "compare ...", "standard", success_threshold=0.85)
+    tuned = text.split("## Tuned per arm")[1].split("##")[0]
+    assert "| standard | lr=3e-3 | 0.8510 ± 0.0010 | 0.7010 ± 0.0010 |" in tuned
+    assert "| super | lr=1e-3 | 0.8610 ± 0.0010 | 0.8810 ± 0.0010 |" in tuned
+    # super at 1e-3 vs standard at 3e-3, seed by seed on test: +0.18 every seed.
+    assert "| super | 3 | +0.1800 | [+0.1800, +0.1800] |" in text
+    assert "## Runs that reached the threshold" in text and "| super | lr=3e-3 | 0/3 |" in text
+    rows = list(csv.DictReader(open(tmp_path / "results.csv")))
+    assert len(rows) == 12 and {row["status"] for row in rows} == {"finished"}
+
+
+# ---------------------------------------------------------------------------------------------- running
+
+
+def results_csv(output: Path) -> bytes:
+    return (output / "results.csv").read_bytes()
+
+
+def unfinished_checkpoint(output: Path) -> bool:
+    """Some run has a last.ckpt but no record yet: it is mid-training."""
+    return any(not (ckpt.parent.parent / "record.json").exists() for ckpt in output.glob("runs/**/last.ckpt"))
+
+
+@pytest.mark.slow
+def test_sigkilled_sweep_resumes_to_the_same_results_csv(tmp_path):
+    sweep = ["--config", VIT, "--variants", "standard,efficient", "--seeds", "2", "--test", "--parallel", "2", *TINY]
+    clean = compare([*sweep, "--output", "clean"], tmp_path)
+    killed = compare([*sweep, "--output", "killed"], tmp_path)
+    deadline = time.monotonic() + 300
+    while not unfinished_checkpoint(tmp_path / "killed") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(killed.pid, signal.SIGKILL)  # its fits die with it
+    killed.wait()
+    assert unfinished_checkpoint(tmp_path / "killed"), "the kill came too late to interrupt a run"
+    code, out, err = finish(clean)
+    assert code == 0, err[-3000:]
+    assert "efficient | 4 |" not in out and "| efficient | 2 |" in out  # paired over the 2 seeds
+    resumed = compare([*sweep, "--output", "killed"], tmp_path)
+    code, out, err = finish(resumed)
+    assert code == 0, err[-3000:]
+    assert "to run" in out
+    assert results_csv(tmp_path / "killed") == results_csv(tmp_path / "clean")
+    report = (tmp_path / "clean" / "results.md").read_text()
+    assert report.count("± ") >= 6 and "## Against `standard`: paired differences in test/acc" in report
+    assert (tmp_path / "clean" / "results.png").stat().st_size > 10_000
+    rows = list(csv.DictReader(open(tmp_path / "clean" / "results.csv")))
+    assert int(rows[0]["params_attention"]) != int(rows[-1]["params_attention"])  # efficient keeps fewer
+    assert [row["status"] for row in rows] == ["finished"] * 4 and all(row["test"] for row in rows)
+    # Same seed, same batches in both arms; another seed, other batches.
+    first = {(row["arm"], row["seed"]): row["first_batch_sha256"] for row in rows}
+    assert first[("standard", "0")] == first[("efficient", "0")] != first[("standard", "1")]
+
+    # Running it again trains nothing; --report rebuilds the same tables from the records alone.
+    again = compare([*sweep, "--output", "clean"], tmp_path)
+    code, out, _ = finish(again)
+    assert code == 0 and "4 finished earlier, 0 to run" in out
+    (tmp_path / "clean" / "results.csv").unlink()
+    code, _, _ = finish(compare([*sweep, "--output", "clean", "--report"], tmp_path))
+    assert code == 0 and results_csv(tmp_path / "clean") == results_csv(tmp_path / "killed")
+
+
+@pytest.mark.slow
+def test_a_failed_run_is_reported_and_the_others_finish(tmp_path):
+    # lr 1e30: the loss turns infinite within a step, and that run stops with exit status 3.
+    process = compare(["--config", VIT, "--variants", "standard", "--seeds", "1", "--output", "out",
+                       "--grid", "model.init_args.lr=1e30,4e-3", *TINY], tmp_path)
+    code, out, err = finish(process)
+    assert code == 1, err[-3000:]
+    assert "FAILED (exit 3)" in out and "The training loss became" in out
+    rows = {row["point"]: row for row in csv.DictReader(open(tmp_path / "out" / "results.csv"))}
+    assert rows["lr=1e30"]["status"] == "failed" and rows["lr=4e-3"]["status"] == "finished"
+    assert "seed 0: The training loss became" in (tmp_path / "out" / "results.md").read_text()
+
+
+@pytest.mark.slow
+def test_submitit_local_executor_runs_the_same_command(tmp_path):
+    process = compare(["--config", VIT, "--variants", "standard", "--seeds", "1", "--output", "out", "--launcher",
+                       "slurm", "--slurm-cluster", "local", *TINY], tmp_path)
+    code, out, err = finish(process)
+    assert code == 0, err[-3000:]
+    assert "local jobs of 1 node(s) x 1 task(s)" in out
+    [row] = csv.DictReader(open(tmp_path / "out" / "results.csv"))
+    assert row["status"] == "finished" and float(row["best"]) > 0
+    assert list((tmp_path / "out" / "slurm").glob("*_submitted.pkl"))  # submitit's own job files
