@@ -88,6 +88,10 @@ class ImageDataModule(DataModule):
         download: let torchvision download missing datasets in prepare_data.
         image_size: side of the square images, imagefolder only (resized and cropped); default: the
             shorter side of the first training image, capped at 224.
+        train_size: digits only: train on this many of the training images (chosen with split_seed;
+            validation and test stay as they are), for a task further from its ceiling.
+        random_affine: digits only: rotate (up to 15 degrees), shift (up to 1 pixel) and scale
+            (0.9 to 1.1) every training image at random, anew each epoch.
     """
 
     def __init__(
@@ -99,10 +103,17 @@ class ImageDataModule(DataModule):
         rand_augment: bool = False,
         download: bool = True,
         image_size: int | None = None,
+        train_size: int | None = None,
+        random_affine: bool = False,
         **loading,
     ) -> None:
         loading.setdefault("batch_size", 64)
         super().__init__(**loading)
+        if (train_size is not None or random_affine) and dataset != "digits":
+            raise ConfigError("train_size and random_affine apply to the digits only; leave them unset for "
+                              f"dataset={dataset!r}.")
+        if train_size is not None:
+            check_positive("train_size", train_size)
         check_choice("dataset", dataset, DATASETS)
         check_fraction("val_fraction", val_fraction)
         if image_size is not None:
@@ -190,7 +201,18 @@ class ImageDataModule(DataModule):
         test_idx, rest = order[:DIGITS_TEST_SIZE], np.sort(order[DIGITS_TEST_SIZE:])
         train_pos, val_pos = self._split(len(rest))
         train_idx, val_idx = rest[train_pos], rest[val_pos]
-        return tuple(TensorDataset(images[i], labels[i]) for i in (train_idx, val_idx, np.sort(test_idx)))
+        if self.hparams.train_size is not None:
+            if self.hparams.train_size > len(train_idx):
+                raise ConfigError(f"train_size={self.hparams.train_size} is more than the {len(train_idx)} digits "
+                                  "training images; give at most that many.")
+            keep = np.random.default_rng(self.hparams.split_seed + 1).permutation(len(train_idx))
+            train_idx = np.sort(train_idx[keep[: self.hparams.train_size]])
+        train, val, test = (TensorDataset(images[i], labels[i]) for i in (train_idx, val_idx, np.sort(test_idx)))
+        if self.hparams.random_affine:
+            background = (0.0 - spec.mean[0]) / spec.std[0]  # blank pixels, after normalisation
+            affine = v2.RandomAffine(degrees=15, translate=(0.125, 0.125), scale=(0.9, 1.1), fill=background)
+            train = TransformedSubset(_Pairs(train), range(len(train)), affine)
+        return train, val, test
 
     def _torchvision(self, train: bool, download: bool, transform: Callable | None = None) -> Dataset:
         dataset, data_dir = self.hparams.dataset, self.hparams.data_dir
@@ -250,6 +272,20 @@ class ImageDataModule(DataModule):
             steps.append(v2.RandAugment())
         steps += [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(spec.mean, spec.std)]
         return v2.Compose(steps)
+
+
+class _Pairs(Dataset):
+    """(image, label int) items of a TensorDataset, as TransformedSubset expects."""
+
+    def __init__(self, data: TensorDataset) -> None:
+        self.data = data
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, i: int):
+        image, label = self.data[i]
+        return image, int(label)
 
 
 class PredictImages(Dataset):

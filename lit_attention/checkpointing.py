@@ -161,31 +161,24 @@ class ExactResume(L.Callback):
     """Restores what Lightning's own resume leaves out.
 
     * The global random states (torch, CUDA, numpy, Python) travel with every checkpoint and are set
-      back just before the first training batch: setting them any earlier would be undone by what
-      Lightning draws while it sets up (the sanity check). Under DDP the checkpoint holds rank 0's
-      states; every rank resumes from them.
+      back the moment Lightning restores the callbacks, before anything of the resumed run draws from
+      them: the sanity check draws inside Lightning's `isolate_rng`, and the first training batch
+      (fetched ahead when the loop sets up its data) then gets the augmentation the uninterrupted run
+      gave it. Under DDP the checkpoint holds rank 0's states; every rank resumes from them.
     * The training DataLoader's position: Lightning loads it only while it builds the loader during
       `fit`, but `trainer.estimated_stepping_batches` (read in `configure_optimizers` when no
       `max_steps` is given) builds the loader before the checkpoint is restored. The saved position
       is then loaded here, at train start, still before the first batch is drawn.
     """
 
-    def __init__(self) -> None:
-        self._random_states: dict | None = None
-
     def state_dict(self) -> dict[str, Any]:
         return random_states()
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self._random_states = state_dict
+        set_random_states(state_dict)
 
     def on_train_start(self, trainer, pl_module) -> None:
         load_pending_loader_states(trainer)
-
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-        if self._random_states is not None:
-            set_random_states(self._random_states)
-            self._random_states = None
 
 
 def random_states() -> dict[str, Any]:

@@ -64,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "of VARIANT's")
     sweep.add_argument("--add-control", action="append", default=[], metavar="VARIANT",
                        help="add a `standard` arm whose MLP width matches VARIANT's non-embedding parameters (repeatable)")
+    sweep.add_argument("--arm", action="append", default=[], metavar="'LABEL;VARIANT;KEY=VALUE;...'",
+                       help="an extra arm: a variant with settings of its own (e.g. 'mlp4.75;standard;"
+                            "model.init_args.mlp_ratio=4.75'); repeatable")
     sweep.add_argument("--test", action="store_true", help="score each run's best checkpoint on the test split")
     report = parser.add_argument_group("the report")
     report.add_argument("--output", default=None, help="output directory (default: runs/compare/<recipe>)")
@@ -141,11 +144,30 @@ def build_plan(args, variants: list[str], grid, extra: list[str]) -> Plan:
         for reference in args.add_control:
             ratio = matched[("standard", reference)]
             arms.append((f"standard~{reference}", "standard", (f"--model.init_args.mlp_ratio={ratio}",), point))
+        arms += [(label, variant, overrides, point) for label, variant, overrides in parse_arms(args.arm, grid)]
+    labels = [label for label, _, _, point in arms if point == points[0]]
+    if len(set(labels)) != len(labels):
+        twice = sorted({label for label in labels if labels.count(label) > 1})
+        raise ConfigError(f"Two arms are called {twice[0]!r}; give each --arm a label of its own.")
     for label, variant, overrides, point in arms:
         check_run(args.config, variant, point, overrides, extra, f"{label} at {point_label(point)}")
     runs = [Run(label, variant, point, seed, overrides) for label, variant, overrides, point in arms for seed in seeds]
     labels = list(dict.fromkeys(label for label, *_ in arms))
     return Plan(runs=runs, arms=labels, points=points, seeds=seeds)
+
+
+def parse_arms(items: list[str], grid) -> list[tuple[str, str, tuple[str, ...]]]:
+    """[(label, variant spec name, (--key=value, ...))] from `LABEL;VARIANT;KEY=VALUE;...` items."""
+    arms = []
+    for item in items:
+        parts = [part.strip() for part in item.split(";")]
+        if len(parts) < 2 or not parts[0] or not parts[1] or not all("=" in part for part in parts[2:]):
+            raise ConfigError(f"--arm {item!r} is malformed; write 'LABEL;VARIANT;KEY=VALUE;...', such as "
+                              "'mlp4.75;standard;model.init_args.mlp_ratio=4.75'.")
+        overrides = tuple(f"--{part.lstrip('-')}" for part in parts[2:])
+        check_extra_arguments(list(overrides), grid)
+        arms.append((parts[0], parse_variants([parts[1]])[0], overrides))
+    return arms
 
 
 def run_arguments(configs, variant: str, point, overrides, extra) -> list[str]:

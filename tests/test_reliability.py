@@ -337,9 +337,9 @@ def test_nan_loss_stops_the_run_naming_the_step_and_keeps_the_last_good_checkpoi
 # ----------------------------------------------------------------------------- reproducibility and concurrency
 
 
-VIT_ARGS = [  # dropout, drop-path and shuffling all draw random numbers: the seed must fix every one
+VIT_ARGS = [  # dropout, drop-path, augmentation and shuffling all draw random numbers: the seed must fix every one
     "fit", "--config", VIT, "--trainer.max_epochs=3", "--trainer.limit_train_batches=4", "--trainer.limit_val_batches=2",
-    "--data.batch_size=32", "--model.dim=32", "--model.depth=1", "--model.dropout=0.1", "--model.drop_path=0.1",
+    "--data.batch_size=32", "--data.random_affine=true", "--model.dim=32", "--model.depth=1", "--model.dropout=0.1", "--model.drop_path=0.1",
     "--trainer.deterministic=true", "--run.checkpoint_every_n_steps=2", *QUIET,
 ]
 
