@@ -1,77 +1,63 @@
 #!/usr/bin/env bash
-# FIRST EDITION: this script and the tables it writes belong to commit abea12a. Since then `compare`
-# became a sweep engine (grids, paired statistics, records on disk) and the helper scripts it calls
-# were retired; run it from that commit: git worktree add ../first-edition abea12a.
-# Reproduces every table in RESULTS.md with `lit-attention compare` on a CPU machine.
-#   bash results/reproduce.sh [vit | vit_lr | vit_control | gpt | gpt_control | mqar | mqar_lr | mqar_init | all]
-# Each section writes results/<section>/.../results.{md,csv,png} and TensorBoard runs next to them
-# (the tensorboard/ subfolders, with checkpoints, are git-ignored). RESULTS.md states the wall time
-# each section took.
+# Reruns every table of RESULTS.md through `lit-attention compare`, two runs at a time (one CPU thread
+# each), 5 seeds, 3 learning rates per arm chosen on validation and scored on the held-out test split.
+#   bash results/reproduce.sh [vit | vit_hard | gpt | gpt_small | gpt_large | mqar | trend | all]
+# Each section writes results/<name>/results.{md,csv,png}, timings.csv and every run's record.json
+# (checkpoints and TensorBoard events stay on disk, git-ignored). An interrupted section resumes where
+# it stopped when run again. RESULTS.md states the wall time of each section on the 2-core machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-compare() { .venv/bin/lit-attention compare "$@"; }
-VIT=recipes/quickstart/vit_digits.yaml
-GPT=recipes/quickstart/gpt_stdlib.yaml
-MQAR=recipes/diagnostics/mqar.yaml
+compare() { .venv/bin/lit-attention compare --seeds 5 --test --parallel 2 "$@"; }
+LR_VIT=model.init_args.lr=2e-3,4e-3,8e-3
+LR_GPT=model.init_args.lr=1e-3,3e-3,1e-2
+LR_MQAR=model.init_args.lr=1e-3,3e-3,1e-2
+# The nonlinear-query arms at the standard score scale ("controlled": only the query changes), next to
+# the presets' half scale (the authors'), and standard attention with the parameters of efficient and
+# of optimized (its MLP narrowed until the non-embedding counts agree within 1%).
+QUERY_CONTROLS=(identity_query,query_scale=standard nonlinear_query,query_scale=standard)
+PARAMETER_CONTROLS=(--add-control efficient --add-control optimized)
+# The nonlinear-query paper's control: standard attention with MLP 4.75 d, +12.5% non-embedding parameters.
+WIDER="standard+12.5%;standard;model.init_args.mlp_ratio=4.75"
 
-vit() {          # ViT on the embedded digits: 7 presets x 3 seeds, the recipe as committed; --test adds
-                 # the accuracy of each run's best checkpoint on the 360 held-out test images
-    compare --config $VIT --variants all --seeds 3 --test --output results/vit_digits
+vit() {        # ViT on the embedded digits (1,293 training images): 11 arms x 3 rates x 5 seeds
+    compare --config recipes/quickstart/vit_digits.yaml --variants all "${QUERY_CONTROLS[@]}" \
+        "${PARAMETER_CONTROLS[@]}" --grid $LR_VIT --output results/vit_digits
 }
-vit_lr() {       # the same at three other peak learning rates (recipe: 4e-3), 2 seeds each
-    for lr in 1e-3 2e-3 8e-3; do
-        compare --config $VIT --variants all --seeds 2 --model.init_args.lr $lr --output results/vit_digits_lr/lr_$lr
-    done
-    # with the recipe's 4e-3 from the `vit` section (3 seeds)
-    .venv/bin/python results/sweep_table.py results/vit_digits_lr/accuracy_vs_lr.png "peak learning rate" \
-        results/vit_digits_lr/lr_* results/vit_digits=4e-3
+vit_hard() {   # the same ViT on 500 augmented training images, away from the ceiling: the 7 presets
+    compare --config recipes/studies/vit_digits_500.yaml --variants all --grid $LR_VIT --output results/vit_digits_500
 }
-vit_control() {  # standard attention with MLP width 1.0 d: the same parameter count as `efficient`
-    compare --config $VIT --variants standard --seeds 3 --test --model.init_args.mlp_ratio 1.0 \
-        --output results/vit_digits_control
+gpt() {        # byte-level GPT (197k non-embedding parameters) on the stdlib sources: 12 arms
+    compare --config recipes/studies/gpt_stdlib_mid.yaml --variants all "${QUERY_CONTROLS[@]}" \
+        "${PARAMETER_CONTROLS[@]}" --arm "$WIDER" --grid $LR_GPT --output results/gpt_stdlib_mid
 }
-gpt() {          # byte-level GPT on the stdlib sources: 300 steps x 32 x 128 = 1.2M tokens per run
-    compare --config $GPT --variants all --seeds 3 --output results/gpt_stdlib
+gpt_small() {  # the size trend's small end (55k): standard, optimized, nonlinear_query, +12.5%
+    compare --config recipes/studies/gpt_stdlib_small.yaml --variants standard,optimized,nonlinear_query \
+        --arm "$WIDER" --grid $LR_GPT --output results/gpt_stdlib_small
 }
-gpt_control() {  # standard attention with MLP width 3 d: the same parameter count as `efficient`
-    compare --config $GPT --variants standard --seeds 3 --model.init_args.mlp_ratio 3.0 \
-        --output results/gpt_stdlib_control
+gpt_large() {  # the size trend's large end (603k)
+    compare --config recipes/studies/gpt_stdlib_large.yaml --variants standard,optimized,nonlinear_query \
+        --arm "$WIDER" --grid $LR_GPT --output results/gpt_stdlib_large
 }
-mqar() {         # associative recall as the number of key-value pairs grows (MQAR_PAIRS="2 4 8")
-    for pairs in ${MQAR_PAIRS:-2 4 8}; do
-        compare --config $MQAR --variants all --seeds 3 --data.init_args.num_kv_pairs $pairs \
-            --output results/mqar/kv_$pairs
-    done
-    .venv/bin/python results/sweep_table.py results/mqar/accuracy_vs_pairs.png "key-value pairs" results/mqar/kv_*
+mqar() {       # associative recall with 4 key-value pairs, 2 epochs of 15,000 sequences: 7 presets,
+               # and how many runs pass 90% recall
+    compare --config recipes/diagnostics/mqar.yaml --variants all --grid $LR_MQAR --success-threshold 0.9 \
+        --output results/mqar --trainer.max_epochs 2 --data.init_args.num_train 15000
 }
-mqar_lr() {      # 4 pairs at two other peak learning rates (recipe: 3e-3), 2 seeds each
-    for lr in 1e-3 1e-2; do
-        compare --config $MQAR --variants all --seeds 2 --model.init_args.lr $lr --output results/mqar_lr/lr_$lr
-    done
-    .venv/bin/python results/sweep_table.py results/mqar_lr/accuracy_vs_lr.png "peak learning rate" \
-        results/mqar_lr/lr_* results/mqar/kv_4=3e-3
+trend() {      # the size trend from the three GPT sections: table and plots (no training)
+    .venv/bin/python results/size_trend.py results/gpt_stdlib_small results/gpt_stdlib_mid results/gpt_stdlib_large \
+        --output results/size_trend
 }
-mqar_init() {    # a wider init, N(0, 1/sqrt(d)) instead of GPT-2's N(0, 0.02), 2 seeds: 4 pairs, then 8
-    compare --config $MQAR --variants all --seeds 2 --model.init_args.init_std 0.125 \
-        --output results/mqar_init/std_0.125
-    .venv/bin/python results/sweep_table.py results/mqar_init/accuracy_vs_init.png "init std" \
-        results/mqar_init/std_0.125 results/mqar/kv_4=0.02
-    compare --config $MQAR --variants all --seeds 2 --model.init_args.init_std 0.125 \
-        --data.init_args.num_kv_pairs 8 --output results/mqar_init/kv_8_std_0.125
-    .venv/bin/python results/sweep_table.py results/mqar_init/accuracy_vs_init_8_pairs.png "init std" \
-        results/mqar_init/kv_8_std_0.125 results/mqar/kv_8=0.02
+
+timed() {
+    local start=$SECONDS
+    "$1"
+    echo "section $1: $(( (SECONDS - start) / 60 )) min $(( (SECONDS - start) % 60 )) s" | tee -a results/wall_times.txt
 }
 
 sections=("${@:-all}")
-[ "${sections[0]}" = all ] && sections=(vit vit_lr vit_control gpt gpt_control mqar mqar_lr mqar_init)
+if [[ "${sections[0]}" == "all" ]]; then
+    sections=(vit vit_hard gpt gpt_small gpt_large mqar trend)
+fi
 for section in "${sections[@]}"; do
-    case $section in
-        vit|vit_lr|vit_control|gpt|gpt_control|mqar|mqar_lr|mqar_init) ;;
-        *) echo "error: unknown section '$section'; valid sections are vit, vit_lr, vit_control, gpt, gpt_control, mqar, mqar_lr, mqar_init, all." >&2; exit 2 ;;
-    esac
-done
-for section in "${sections[@]}"; do
-    start=$SECONDS
-    "$section"
-    echo "section $section took $((SECONDS - start)) s"
+    timed "$section"
 done

@@ -1,0 +1,98 @@
+"""The size trend of RESULTS.md: the same arms of a GPT at several sizes, each arm at its learning rate
+chosen on validation, scored on test, compared with `standard` seed by seed at every size.
+
+    python results/size_trend.py results/gpt_stdlib_small results/gpt_stdlib_mid results/gpt_stdlib_large \
+        --output results/size_trend
+
+Reads only what `compare` wrote (each folder's results.csv and one record for the metric's direction)
+and applies compare's own rules (lit_attention.report, lit_attention.statistics).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import statistics
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from lit_attention.report import markdown  # noqa: E402
+from lit_attention.statistics import mean_std, paired_difference, verdict, with_holm  # noqa: E402
+
+
+def load(folder: Path) -> tuple[list[dict], str, str]:
+    """(finished rows of results.csv, monitored metric, "max" or "min")."""
+    rows = [row for row in csv.DictReader(open(folder / "results.csv")) if row["status"] == "finished"]
+    record = json.loads(next(folder.glob("runs/**/record.json")).read_text())
+    return rows, record["monitor"], record["mode"]
+
+
+def tuned(rows: list[dict], mode: str) -> dict[str, list[dict]]:
+    """{arm: the rows of its grid point with the best mean validation value}."""
+    pick = max if mode == "max" else min
+    by_arm: dict[str, dict[str, list[dict]]] = {}
+    for row in rows:
+        by_arm.setdefault(row["arm"], {}).setdefault(row["point"], []).append(row)
+    return {arm: pick(points.values(), key=lambda rs: statistics.fmean(float(r["best"]) for r in rs))
+            for arm, points in by_arm.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("folders", nargs="+", type=Path, help="compare outputs, smallest model first")
+    parser.add_argument("--output", type=Path, required=True)
+    parser.add_argument("--baseline", default="standard")
+    args = parser.parse_args()
+    args.output.mkdir(parents=True, exist_ok=True)
+
+    sizes, table = [], []
+    for folder in args.folders:
+        rows, monitor, mode = load(folder)
+        chosen = tuned(rows, mode)
+        test = {arm: {int(r["seed"]): float(r["test"]) for r in rs} for arm, rs in chosen.items()}
+        arms = [arm for arm in chosen if arm != args.baseline]
+        differences = with_holm([paired_difference(test[arm], test[args.baseline]) for arm in arms])
+        size = {"name": folder.name, "arms": {}}
+        for arm, rs in chosen.items():
+            values = [float(r["test"]) for r in rs]
+            size["arms"][arm] = {"params": int(rs[0]["params_non_embedding"]), "flops": float(rs[0]["train_flops"]),
+                                 "test": mean_std(values), "point": rs[0]["point"]}
+        for arm, d in zip(arms, differences):
+            interval = "n/a" if math.isnan(d.low) else f"[{d.low:+.4f}, {d.high:+.4f}]"
+            table.append([folder.name, arm, size["arms"][arm]["point"], f"{size['arms'][arm]['params']:,}",
+                          "{:.4f} ± {:.4f}".format(*size["arms"][arm]["test"]), f"{d.mean:+.4f}", interval,
+                          f"{d.p_holm:.3g}", verdict(d, mode)])
+        sizes.append(size)
+    metric = monitor.replace("val/", "test/")
+    header = ["size", "arm", "lr chosen on validation", "non-embedding params", metric,
+              f"difference vs {args.baseline}", "95% interval", "p (Holm, per size)", "verdict"]
+    text = (f"# Size trend\n\n{metric} of each arm at its tuned learning rate; differences with `{args.baseline}` "
+            "are paired over seeds at each size.\n\n" + markdown(header, table) + "\n![trend](size_trend.png)\n")
+    (args.output / "results.md").write_text(text)
+    print(text)
+
+    figure, (by_params, by_flops) = plt.subplots(1, 2, figsize=(12, 4.6))
+    for arm in sizes[0]["arms"]:
+        points = [(s["arms"][arm]["params"], s["arms"][arm]["flops"], *s["arms"][arm]["test"]) for s in sizes
+                  if arm in s["arms"]]
+        for axes, x in ((by_params, 0), (by_flops, 1)):
+            axes.errorbar([p[x] for p in points], [p[2] for p in points], yerr=[p[3] for p in points], marker="o",
+                          capsize=3, label=arm)
+    for axes, label in ((by_params, "non-embedding parameters"), (by_flops, "training FLOPs")):
+        axes.set_xscale("log")
+        axes.set_xlabel(label)
+        axes.set_ylabel(f"{metric} (mean ± std over seeds)")
+        axes.legend(fontsize=8)
+    figure.suptitle("the same arms at three sizes, each at its tuned learning rate")
+    figure.tight_layout()
+    figure.savefig(args.output / "size_trend.png", dpi=110)
+
+
+if __name__ == "__main__":
+    main()
