@@ -12,10 +12,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
-# All seven presets x 2 seeds on the embedded digits: a comparison table with error bars.
+# All seven presets x 2 seeds on the embedded digits, two runs at a time: the tables and the paired
+# comparison with standard.
 demo: $(STAMP)
-	$(BIN)/lit-attention compare --config recipes/quickstart/vit_digits.yaml --variants all --seeds 2 \
-		--output runs/demo
+	$(BIN)/lit-attention compare --config recipes/quickstart/vit_digits.yaml --variants all --seeds 2 --test \
+		--parallel 2 --output runs/demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

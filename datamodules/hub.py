@@ -1,115 +1,60 @@
-"""Loading Hugging Face datasets (hub names or local files) without ever hanging offline.
+"""Loading Hugging Face datasets (hub names or local files), with one sentence when they cannot be.
 
-Two facts drive this file:
-
-* ``datasets`` and ``huggingface_hub`` read ``HF_HUB_OFFLINE`` once, at import time; set later
-  (in a notebook, a test, a launcher), it would be ignored.
-* Without offline mode and without a network, ``load_dataset`` retries for about 25 seconds and then
-  raises a stack of connection errors.
-
-So before touching the hub we decide whether it is usable (offline requested now, or its host
-unreachable within a few seconds) and, if not, run the call with both libraries' offline flags set:
-a cached dataset still loads, and a missing one fails at once with a one-sentence ``ConfigError``.
+Offline mode is the user's: `HF_HUB_OFFLINE=1` (or `HF_DATASETS_OFFLINE=1`) in the environment, which
+`datasets` and `huggingface_hub` read when they are imported. Then a cached dataset or tokenizer loads
+at once and a missing one fails at once, here said in one sentence; nothing in this package probes the
+network or changes the libraries' settings. Without it, on a machine that cannot reach the hub, the
+libraries try and fail (after their own retries), and the sentence says to set it.
 """
 
 from __future__ import annotations
 
-import functools
 import glob
 import hashlib
 import json
 import os
-import socket
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from pathlib import Path
-from urllib.parse import urlparse
+from collections.abc import Mapping
 
 import datasets
 import huggingface_hub
 from datasets import Dataset, DatasetDict
+from datasets.data_files import DataFilesList
+from datasets.load import infer_module_for_data_files_list
 from huggingface_hub.errors import EntryNotFoundError
 
 from lit_attention.errors import ConfigError, brief
 
 DataFiles = Mapping[str, str | list[str]] | str | list[str]
 
-# Builder names of the `datasets` library for local files, and the extensions that select them.
+# Builder names of the `datasets` library for local files (a file's extension picks one otherwise).
 LOCAL_FORMATS = ("parquet", "json", "csv", "text", "arrow")
-_EXTENSION_FORMATS = {
-    ".parquet": "parquet", ".json": "json", ".jsonl": "json", ".csv": "csv",
-    ".txt": "text", ".arrow": "arrow",
-}
-_COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst")
 _SPLIT_ALIASES = {"val": "validation", "valid": "validation", "dev": "validation"}
-_TRUE = {"1", "ON", "YES", "TRUE"}
 _LOCAL_HINT = "pass data_files pointing at local parquet/json/csv/txt files"
+_OFFLINE_HINT = "if this machine has no internet, set HF_HUB_OFFLINE=1 so that cached data load at once"
 
 
-# --------------------------------------------------------------------------- offline decision
-
-
-def offline_requested() -> bool:
-    """The user's offline switches, read now (not at import time) so that late settings count."""
-    names = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
-    from_env = any(os.environ.get(name, "").strip().upper() in _TRUE for name in names)
-    return from_env or bool(datasets.config.HF_HUB_OFFLINE)
-
-
-@functools.lru_cache(maxsize=8)
-def _host_reachable(endpoint: str, timeout_s: float = 3.0) -> bool:
-    url = urlparse(endpoint)
-    port = url.port or (443 if url.scheme == "https" else 80)
-    try:
-        with socket.create_connection((url.hostname or "", port), timeout=timeout_s):
-            return True
-    except OSError:
-        return False
-
-
-def hub_is_offline() -> bool:
-    """True when the hub must not be contacted: offline requested, or its host unreachable."""
-    if offline_requested():
-        return True
-    if any(os.environ.get(name) for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
-        return False  # a direct socket probe says nothing about a proxied route; let the libraries try
-    return not _host_reachable(huggingface_hub.constants.ENDPOINT)
-
-
-@contextmanager
-def _hub_mode(offline: bool) -> Iterator[None]:
-    """Run a block with both libraries' offline flags set to `offline`, then restore them.
-
-    The flags are module globals: loading is meant for one thread (prepare_data/setup), not many at once.
-    """
-    saved = (datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE)
-    if offline:
-        datasets.config.HF_HUB_OFFLINE = huggingface_hub.constants.HF_HUB_OFFLINE = True
-    try:
-        yield
-    finally:
-        datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE = saved
+def offline() -> bool:
+    """Whether the libraries run offline (the user's HF_HUB_OFFLINE / HF_DATASETS_OFFLINE, read at import)."""
+    return bool(datasets.config.HF_HUB_OFFLINE or huggingface_hub.constants.HF_HUB_OFFLINE)
 
 
 # --------------------------------------------------------------------------- hub datasets and files
 
 
 def load_hub_dataset(name: str, config: str | None, hf_cache_dir: str | None) -> DatasetDict:
-    """All splits of a hub dataset, from the local cache when the hub is unreachable."""
-    offline = hub_is_offline()
+    """All splits of a hub dataset (from the local cache when offline)."""
     label = repr(name) if config is None else f"{name!r} (config {config!r})"
     try:
-        with _hub_mode(offline):
-            loaded = datasets.load_dataset(name, config, cache_dir=hf_cache_dir)
+        loaded = datasets.load_dataset(name, config, cache_dir=hf_cache_dir)
     except OSError as error:  # connection errors and DatasetNotFoundError are OSErrors
-        if offline:
+        if offline():
             raise ConfigError(
                 f"Dataset {label} is not cached and the hub cannot be reached (offline); download it "
                 f"once while online, or {_LOCAL_HINT}."
             ) from None
         raise ConfigError(
-            f"Dataset {label} could not be loaded from the hub ({brief(error)}); "
-            f"check the name, or {_LOCAL_HINT}."
+            f"Dataset {label} could not be loaded from the hub ({brief(error)}); check the name, or {_LOCAL_HINT} "
+            f"({_OFFLINE_HINT})."
         ) from None
     except ValueError as error:  # e.g. an unknown config name; the message lists the valid ones
         raise ConfigError(
@@ -122,19 +67,17 @@ def load_hub_dataset(name: str, config: str | None, hf_cache_dir: str | None) ->
 
 def download_hub_file(repo_id: str, filename: str, what: str) -> str:
     """Local path of one file of a hub model repository (e.g. a pretrained tokenizer.json)."""
-    offline = hub_is_offline()
     try:
-        with _hub_mode(offline):
-            return huggingface_hub.hf_hub_download(repo_id, filename)
+        return huggingface_hub.hf_hub_download(repo_id, filename)
     except (OSError, EntryNotFoundError) as error:
-        if offline:
+        if offline():
             raise ConfigError(
                 f"{what} {repo_id!r} is not cached and the hub cannot be reached (offline); download it once "
                 f"while online, or use tokenizer='bytes' or 'bpe', which need no download."
             ) from None
         raise ConfigError(
-            f"{what} {repo_id!r} has no downloadable {filename} ({type(error).__name__}); use a hub repository "
-            f"that ships one, or tokenizer='bytes' or 'bpe'."
+            f"{what} {repo_id!r} could not be downloaded ({type(error).__name__}); use a hub repository that "
+            f"ships a {filename}, or tokenizer='bytes' or 'bpe' ({_OFFLINE_HINT})."
         ) from None
 
 
@@ -158,19 +101,21 @@ def normalize_data_files(data_files: DataFiles) -> dict[str, list[str]]:
 
 
 def local_format(data_files: dict[str, list[str]], dataset: str | None) -> str:
-    """The `datasets` builder for local files: `dataset` when it names one, else the file extension."""
+    """The `datasets` builder for local files: `dataset` when it names one, else what `datasets` infers
+    from the files' extensions."""
     if dataset in LOCAL_FORMATS:
         return dataset
+    check_local_files(data_files)
     formats = set()
-    for path in (p for paths in data_files.values() for p in paths):
-        suffixes = [s for s in Path(path).suffixes if s not in _COMPRESSION_SUFFIXES]
-        extension = suffixes[-1].lower() if suffixes else ""
-        if extension not in _EXTENSION_FORMATS:
+    for split, patterns in data_files.items():
+        files = DataFilesList.from_patterns([os.path.abspath(os.path.expanduser(p)) for p in patterns])
+        module, _ = infer_module_for_data_files_list(files)
+        if module is None:
             raise ConfigError(
-                f"Cannot tell the format of data file {path!r}; use one of the extensions "
-                f"{', '.join(sorted(_EXTENSION_FORMATS))} or set dataset to one of {', '.join(LOCAL_FORMATS)}."
+                f"Cannot tell the format of the {split} data files {patterns}; use a known extension "
+                f"(.parquet, .json, .jsonl, .csv, .txt, .arrow) or set dataset to one of {', '.join(LOCAL_FORMATS)}."
             )
-        formats.add(_EXTENSION_FORMATS[extension])
+        formats.add(module)
     if len(formats) != 1:
         raise ConfigError(f"data_files mix formats {sorted(formats)}; give files of a single format.")
     return formats.pop()

@@ -143,13 +143,21 @@ class LanguageModelingDataModule(DataModule):
             raise ConfigError("No corpus given; set dataset ('stdlib' or a hub name) or data_files.")
         if max_files is not None and (data_files is not None or dataset != "stdlib"):
             raise ConfigError("max_files applies only to dataset='stdlib'; remove it for other corpora.")
-        known = KNOWN_CORPORA.get((dataset or "").split("/")[-1]) if data_files is None else None
-        self.config = config if config is not None or known is None else known.config
-        self.file_format = None if data_files is None else local_format(normalize_data_files(data_files), dataset)
-        # .txt rows are lines that keep their own line breaks; other local rows are whole documents.
-        self.rows_are_documents = known.rows_are_documents if known else self.file_format != "text"
+        self.known = KNOWN_CORPORA.get((dataset or "").split("/")[-1]) if data_files is None else None
+        self.config = config if config is not None or self.known is None else self.known.config
         self.tokenizer: TextTokenizer | None = ByteTokenizer(specials=False) if tokenizer == "bytes" else None
         self.token_files: dict[str, TokenFile] = {}
+
+    @functools.cached_property
+    def file_format(self) -> str | None:
+        """The `datasets` builder of local data_files (None for the stdlib and hub corpora)."""
+        files = self.hparams.data_files
+        return None if files is None else local_format(normalize_data_files(files), self.hparams.dataset)
+
+    @property
+    def rows_are_documents(self) -> bool:
+        """.txt rows are lines that keep their own line breaks; other rows are whole documents."""
+        return self.known.rows_are_documents if self.known else self.file_format != "text"
 
     def model_sizes(self) -> dict[str, int]:
         if self.hparams.data_files is not None:

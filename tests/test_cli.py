@@ -118,8 +118,11 @@ def test_ddp_on_two_cpu_processes(tmp_path):
     assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1
     logged = scalars(run_dir)
     assert "val/acc" in logged and "train/loss_step" in logged
-    # Both ranks stepped the same optimizer: 4 batches each of a split dataset = 4 optimizer steps.
-    assert logged["train/lr"] and len(logged["train/lr"]) >= 1
+    # Both ranks stepped the same optimizer: 4 batches each of a split dataset = 4 optimizer steps,
+    # each logged once (by rank 0), and the record counts both ranks' samples.
+    assert len(logged["train/lr"]) == 4
+    record = json.loads((run_dir / "record.json").read_text())
+    assert record["optimizer_steps"] == 4 and record["samples_seen"] == 4 * 64 * 2
 
 
 def free_port() -> int:

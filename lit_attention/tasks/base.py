@@ -81,12 +81,13 @@ class TaskModule(L.LightningModule):
 
     @staticmethod
     def forward_batch(model: nn.Module, batch):
-        """The model's output for a batch (logits); used for FLOP counting and attention maps."""
-        raise NotImplementedError
+        """The model's output for a batch (logits); used for FLOP counting and attention maps. The default
+        is for batches `(inputs, targets)`; tasks with dict batches override it."""
+        return model(batch[0])
 
     @staticmethod
     def batch_size_of(batch) -> int:
-        raise NotImplementedError
+        return batch[0].shape[0]
 
     @staticmethod
     def tokens_of(batch) -> int | None:

@@ -64,14 +64,6 @@ class ImageClassifier(ClassificationTask):
     def forward(self, images):
         return self.model(images)
 
-    @staticmethod
-    def forward_batch(model, batch):
-        return model(batch[0])
-
-    @staticmethod
-    def batch_size_of(batch) -> int:
-        return batch[0].shape[0]
-
     def check_batch(self, batch) -> None:
         hp = self.hparams
         _, channels, height, width = batch[0].shape

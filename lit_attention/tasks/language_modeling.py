@@ -84,14 +84,6 @@ class CausalLanguageModel(TaskModule):
         return self.model(tokens)
 
     @staticmethod
-    def forward_batch(model, batch):
-        return model(batch[0])
-
-    @staticmethod
-    def batch_size_of(batch) -> int:
-        return batch[0].shape[0]
-
-    @staticmethod
     def tokens_of(batch) -> int:
         return batch[0].numel()
 
