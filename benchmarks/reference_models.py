@@ -4,10 +4,12 @@
     python benchmarks/reference_models.py          # GPT vs GPT2LMHeadModel, ViT vs timm
     python benchmarks/reference_models.py --device cuda --dtype bfloat16 --gpt-dim 768 --gpt-depth 12
 
-Both sides get identical sizes (layers, width, heads, context or image/patch, vocabulary or
-classes, batch), biases, no dropout, the same dtype, threads and optimizer (AdamW), and every
-step is forward + cross-entropy + backward + optimizer step. Both use scaled_dot_product_attention.
-Steps are interleaved and the median is reported with the ratio ours / reference.
+Both sides compute the same function: our GPT (bias, tanh GELU) gets GPT2LMHeadModel's weights through
+GPT.from_gpt2, our ViT (LayerNorm eps 1e-6) gets timm's through models/ports.py, and the script checks
+that the logits agree before timing (float32: to 1e-4). Identical sizes, no dropout, the same dtype,
+threads and optimizer (AdamW); every step is forward + cross-entropy + backward + optimizer step. Both
+use scaled_dot_product_attention. Steps are interleaved and the median is reported with the ratio
+ours / reference.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import torch.nn.functional as F
 from timing import header, median_interleaved
 
 from lit_attention.models import GPT, VisionTransformer
+from lit_attention.models.ports import timm_vit_state_dict
 
 
 def train_step(model, optimizer, forward):
@@ -31,6 +34,15 @@ def train_step(model, optimizer, forward):
     return step
 
 
+def same_function(ours, reference, ours_forward, ref_forward, device) -> None:
+    """Both models give the same loss on the benchmark's batch before either is trained."""
+    with torch.no_grad():
+        ours_loss = ours_forward(ours.to(device).eval()).item()
+        ref_loss = ref_forward(reference.to(device).eval()).item()
+    if abs(ours_loss - ref_loss) > 1e-4 * max(1.0, abs(ref_loss)):
+        raise SystemExit(f"the models compute different functions: loss {ours_loss} vs {ref_loss}")
+
+
 def count(model) -> int:
     return sum(p.numel() for p in model.parameters())
 
@@ -38,14 +50,13 @@ def count(model) -> int:
 def gpt_pair(args, device, dtype):
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    ours = GPT(args.vocab, args.context, dim=args.gpt_dim, depth=args.gpt_depth, num_heads=args.gpt_heads,
-               bias=True, tie_weights=True)
     config = GPT2Config(vocab_size=args.vocab, n_positions=args.context, n_embd=args.gpt_dim,
                         n_layer=args.gpt_depth, n_head=args.gpt_heads, resid_pdrop=0.0, embd_pdrop=0.0,
                         attn_pdrop=0.0, tie_word_embeddings=True, bos_token_id=0, eos_token_id=0,
                         attn_implementation="sdpa")
     reference = GPT2LMHeadModel(config)
     assert reference.config._attn_implementation == "sdpa"
+    ours = GPT.from_gpt2(reference.state_dict(), num_heads=args.gpt_heads)
     tokens = torch.randint(0, args.vocab, (args.batch, args.context + 1), device=device)
     inputs, targets = tokens[:, :-1], tokens[:, 1:]
 
@@ -66,11 +77,13 @@ def gpt_pair(args, device, dtype):
 def vit_pair(args, device, dtype):
     from timm.models.vision_transformer import VisionTransformer as TimmViT
 
-    ours = VisionTransformer(image_size=32, patch_size=4, in_channels=3, num_classes=args.classes,
-                             dim=args.vit_dim, depth=args.vit_depth, num_heads=args.vit_heads, drop_path=0.0)
     reference = TimmViT(img_size=32, patch_size=4, in_chans=3, num_classes=args.classes, embed_dim=args.vit_dim,
                         depth=args.vit_depth, num_heads=args.vit_heads, mlp_ratio=4.0, qkv_bias=True,
                         class_token=True, global_pool="token")
+    ours = VisionTransformer(image_size=32, patch_size=4, in_channels=3, num_classes=args.classes,
+                             dim=args.vit_dim, depth=args.vit_depth, num_heads=args.vit_heads, drop_path=0.0,
+                             norm_eps=1e-6)
+    ours.load_state_dict(timm_vit_state_dict(reference.state_dict()))
     images = torch.randn(args.batch, 3, 32, 32, device=device)
     labels = torch.randint(0, args.classes, (args.batch,), device=device)
 
@@ -110,6 +123,7 @@ def main() -> None:
     for make_pair in (gpt_pair, vit_pair):
         torch.manual_seed(0)
         name, ref_name, ours, reference, ours_forward, ref_forward, items, unit = make_pair(args, device, dtype)
+        same_function(ours, reference, ours_forward, ref_forward, device)
         steps = {}
         for key, model, forward in (("ours", ours, ours_forward), ("reference", reference, ref_forward)):
             model.to(device).train()

@@ -78,3 +78,20 @@ def test_compiled_training_benchmark_runs_every_configuration():
     configurations = ["eager float32", "compiled float32", "eager bfloat16", "compiled bfloat16"]
     assert [row[1] for row in rows] == configurations * 2
     assert rows[0][3] == "1.00" and rows[1][4] != "" and rows[2][4] == ""  # compile time only where compiled
+
+
+def test_reference_model_benchmark_times_models_that_compute_the_same_function():
+    out = run_script("reference_models.py", "--batch", "2", "--vocab", "64", "--context", "16", "--gpt-dim", "32",
+                     "--gpt-depth", "1", "--gpt-heads", "4", "--vit-dim", "32", "--vit-depth", "1", "--vit-heads", "4",
+                     "--warmup", "1", "--calls", "1", "--repeats", "1")
+    rows = table(out)
+    assert [row[0] for row in rows] == ["GPT vs transformers GPT2LMHeadModel", "ViT vs timm VisionTransformer"]
+    assert all(row[1] == row[2] for row in rows)  # equal parameter counts: the same architecture
+
+
+def test_compare_parallel_benchmark_runs_both_sweeps():
+    out = run_script("compare_parallel.py", "--seeds", "1", "--extra", "--trainer.max_epochs=1",
+                     "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1", "--model.dim=16",
+                     "--model.num_heads=2", "--model.depth=1")
+    rows = table(out)
+    assert rows[0][0].startswith("serial") and rows[0][2] == "1.00" and rows[1][0].startswith("--parallel 2")

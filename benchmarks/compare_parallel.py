@@ -1,0 +1,56 @@
+"""Wall time of a `compare` sweep run one at a time against the same sweep run N at a time.
+
+    python benchmarks/compare_parallel.py                      # make demo's sweep: 7 presets x 2 seeds on the digits
+    python benchmarks/compare_parallel.py --parallel 2 --seeds 2 --extra --trainer.max_epochs=3
+
+Both sweeps are the same command into fresh output folders; the serial one runs each fit with all the
+machine's cores, the parallel one splits them (compare gives each run cores / N threads). The serial
+sweep runs first, then the parallel one; the ratio is parallel / serial wall time, measured in one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def sweep(output: Path, parallel: int, seeds: int, extra: list[str]) -> float:
+    command = [sys.executable, "-m", "lit_attention", "compare", "--config", str(ROOT / "recipes/quickstart/vit_digits.yaml"),
+               "--variants", "all", "--seeds", str(seeds), "--test", "--parallel", str(parallel), "--output", str(output),
+               *extra]
+    start = time.perf_counter()
+    subprocess.run(command, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--parallel", type=int, default=2)
+    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="arguments for every fit")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        serial = sweep(Path(folder) / "serial", 1, args.seeds, args.extra)
+        parallel = sweep(Path(folder) / "parallel", args.parallel, args.seeds, args.extra)
+        same = (Path(folder) / "serial/results.csv").read_text() == (Path(folder) / "parallel/results.csv").read_text()
+    runs = 7 * args.seeds
+    print(f"{runs} runs on {os.cpu_count()} cores; load average at the end {os.getloadavg()[0]:.2f}")
+    print()
+    print("| sweep | wall s | ratio to serial |")
+    print("|---|---|---|")
+    print(f"| serial (1 at a time, {os.cpu_count()} threads each) | {serial:.0f} | 1.00 |")
+    print(f"| --parallel {args.parallel} ({max(1, (os.cpu_count() or 1) // args.parallel)} thread(s) each) | "
+          f"{parallel:.0f} | {parallel / serial:.2f} |")
+    print()
+    print(f"results.csv identical in both: {same} (another thread count may change float sums in the last bits)")
+
+
+if __name__ == "__main__":
+    main()
