@@ -49,6 +49,23 @@ def make_loader(
     )
 
 
+MASK64 = (1 << 64) - 1
+
+
+def splitmix64(x: int) -> int:
+    """A 64-bit mixing function: nearby inputs give unrelated outputs (SplitMix64's finaliser)."""
+    x = (x + 0x9E3779B97F4A7C15) & MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK64
+    return x ^ (x >> 31)
+
+
+def epoch_seed(seed: int, epoch: int) -> int:
+    """The generator seed of one epoch of one run. Mixed, not added: with seed + epoch, seed 1's epoch e
+    would be seed 0's epoch e + 1, and neighbouring seeds would share almost every epoch's order."""
+    return splitmix64(splitmix64(seed & MASK64) ^ epoch) >> 1
+
+
 def global_seed() -> int:
     """The run's seed as Lightning's `seed_everything` recorded it (Lightning's DistributedSampler uses the same)."""
     return int(os.environ.get("PL_GLOBAL_SEED", 0))
@@ -69,7 +86,7 @@ class EpochShuffleSampler(Sampler[int]):
         self.epoch = epoch
 
     def __iter__(self) -> Iterator[int]:
-        generator = torch.Generator().manual_seed((self.seed + self.epoch) % 2**63)
+        generator = torch.Generator().manual_seed(epoch_seed(self.seed, self.epoch))
         return iter(torch.randperm(self.size, generator=generator).tolist())
 
     def __len__(self) -> int:
@@ -109,7 +126,7 @@ class ResumableDataLoader(DataLoader):
         # Starting an iterator draws the workers' base seed, from the global random state unless the
         # loader has a generator: draw it from (seed, epoch) instead, so that the global state (dropout
         # masks...) does not depend on when an epoch's iterator was made, before or after a resume.
-        self.generator = torch.Generator().manual_seed((global_seed() * 1_000_003 + epoch) % 2**63)
+        self.generator = torch.Generator().manual_seed(epoch_seed(global_seed(), epoch))
         for batch in super().__iter__():
             self._served += 1
             yield batch

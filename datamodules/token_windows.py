@@ -24,7 +24,8 @@ from torch.utils.data import Dataset, Sampler
 
 from lit_attention.errors import ConfigError
 
-_MASK64 = (1 << 64) - 1
+from .loaders import MASK64, splitmix64
+
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -68,13 +69,6 @@ class TokenFile:
         return {**self.__dict__, "_tokens": None}  # workers map the file themselves
 
 
-def _splitmix64(x: int) -> int:
-    x = (x + 0x9E3779B97F4A7C15) & _MASK64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
-    return x ^ (x >> 31)
-
-
 class _Windows(Dataset):
     def __init__(self, tokens: TokenFile, max_len: int, split: str) -> None:
         self.tokens, self.max_len = tokens, max_len
@@ -105,7 +99,7 @@ class TrainWindows(_Windows):
         return epoch * self.windows_per_epoch + i
 
     def start(self, k: int) -> int:
-        return _splitmix64(_splitmix64(self.seed & _MASK64) ^ k) % self.num_starts
+        return splitmix64(splitmix64(self.seed & MASK64) ^ k) % self.num_starts
 
     def __getitem__(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         return self._item(self.start(int(k)))

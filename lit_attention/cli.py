@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 from lightning.fabric.plugins import CheckpointIO
 from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
@@ -36,7 +37,7 @@ from lit_attention.checkpointing import (
     resolve_checkpoint,
 )
 from lit_attention.errors import ConfigError
-from lit_attention.records import RunRecorder, write_record
+from lit_attention.records import RunRecorder, config_fingerprint, write_record
 from lit_attention.run_dirs import RunLock, RunPlace, check_writable, place_run, remove_if_unused, run_logger
 from lit_attention.run_config import RunConfigSaver
 
@@ -229,6 +230,7 @@ class LitAttentionCLI(LightningCLI):
         if recorder is not None:  # before the test below, which restores the best checkpoint's callback states
             facts = {"variant": self.variant_name(), "attention": resolve_spec(config.model.init_args.attention).to_dict(),
                      "seed": config.seed_everything, "recipe": self.run_name(), "settings": config.run.settings or {},
+                     "fingerprint": fingerprint(self._parser(self.subcommand), config),
                      "run_dir": str(self.place.directory)}
             record = recorder.record(self.trainer, self.model, None, facts)
         if config.run.test:
@@ -263,6 +265,7 @@ class PlannedRun:
     config: Any  # the run's config, with the data's sizes in the model's arguments
     model: Any  # the LightningModule, on the meta device
     datamodule: Any
+    fingerprint: str  # what the run's record.json will hold (records.config_fingerprint)
 
 
 class _Planner(LitAttentionCLI):
@@ -283,7 +286,12 @@ def plan_run(args: list[str], check_trainer: bool = True) -> PlannedRun:
     build the model on the meta device: what `compare` checks every run with before training any.
     `check_trainer`: also refuse trainer settings this machine cannot run (a GPU preset without GPU)."""
     planner = type("Planner", (_Planner,), {"check_trainer": check_trainer})(args=args, run=False)
-    return PlannedRun(planner.run_config, planner.meta_model, planner.built_datamodule)
+    return PlannedRun(planner.run_config, planner.meta_model, planner.built_datamodule,
+                      fingerprint(planner.parser, planner.run_config))
+
+
+def fingerprint(parser, config) -> str:
+    return config_fingerprint(yaml.safe_load(parser.dump(config, skip_none=False)))
 
 
 def copy_data_sizes(model_args, sizes: dict[str, Any], data_name: str) -> None:

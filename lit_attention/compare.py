@@ -107,7 +107,7 @@ def run(argv: list[str]) -> None:
     output = Path(args.output or Path("runs") / "compare" / recipe_name(args.config))
     check_writable(output)
     plan = build_plan(args, variants, grid, extra)
-    states = {r: find_state(r, output) for r in plan.runs}
+    states = {r: find_state(r, output, needs_test=args.test and not args.report) for r in plan.runs}
     failed = 0
     if not args.report:
         failed = launch(args, plan, states, output, extra)
@@ -149,9 +149,10 @@ def build_plan(args, variants: list[str], grid, extra: list[str]) -> Plan:
     if len(set(labels)) != len(labels):
         twice = sorted({label for label in labels if labels.count(label) > 1})
         raise ConfigError(f"Two arms are called {twice[0]!r}; give each --arm a label of its own.")
-    for label, variant, overrides, point in arms:
-        check_run(args.config, variant, point, overrides, extra, f"{label} at {point_label(point)}")
-    runs = [Run(label, variant, point, seed, overrides) for label, variant, overrides, point in arms for seed in seeds]
+    fingerprints = [check_run(args.config, variant, point, overrides, extra, f"{label} at {point_label(point)}").fingerprint
+                    for label, variant, overrides, point in arms]
+    runs = [Run(label, variant, point, seed, overrides, fingerprint)
+            for (label, variant, overrides, point), fingerprint in zip(arms, fingerprints) for seed in seeds]
     labels = list(dict.fromkeys(label for label, *_ in arms))
     return Plan(runs=runs, arms=labels, points=points, seeds=seeds)
 
@@ -181,7 +182,8 @@ def check_run(configs, variant: str, point, overrides, extra, where: str):
     from lit_attention.parser_errors import parser_error_sentence
 
     try:
-        return plan_run(run_arguments(configs, variant, point, overrides, extra))
+        # The hardware is the fit's to check: a login node plans a SLURM sweep of GPU runs.
+        return plan_run(run_arguments(configs, variant, point, overrides, extra), check_trainer=False)
     except ArgumentError as error:
         raise ConfigError(f"{parser_error_sentence(str(error), registered_classes()).rstrip('.')} (in the run of "
                           f"{where}).") from None

@@ -34,16 +34,19 @@ class RunRecorder(L.Callback):
         self.tokens = 0
         self.train_seconds = 0.0
         self.first_batch: str | None = None
+        self.flops_per_batch: float | None = None
         self._batch_started = 0.0
         self._started = time.perf_counter()
 
     def state_dict(self) -> dict[str, Any]:
         return {"curve": self.curve, "samples": self.samples, "tokens": self.tokens,
-                "train_seconds": self.train_seconds, "first_batch": self.first_batch}
+                "train_seconds": self.train_seconds, "first_batch": self.first_batch,
+                "flops_per_batch": self.flops_per_batch}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.curve, self.samples, self.tokens = [list(p) for p in state["curve"]], state["samples"], state["tokens"]
         self.train_seconds, self.first_batch = state["train_seconds"], state["first_batch"]
+        self.flops_per_batch = state.get("flops_per_batch")
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         if self.first_batch is None:
@@ -52,6 +55,8 @@ class RunRecorder(L.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         self.train_seconds += time.perf_counter() - self._batch_started
+        if self.flops_per_batch is None:  # counted on the run's first batch, kept across resumes (padded
+            self.flops_per_batch = getattr(pl_module, "flops_per_batch", None)  # batches vary in size)
         self.samples += pl_module.batch_size_of(batch) * trainer.world_size
         tokens = pl_module.tokens_of(batch)
         if tokens is not None:
@@ -70,7 +75,7 @@ class RunRecorder(L.Callback):
             pick = max if pl_module.monitor_mode == "max" else min
             epoch, step, value = pick(self.curve, key=lambda point: point[2])
             best = {"epoch": int(epoch), "step": int(step), "value": value}
-        flops = getattr(pl_module, "flops_per_batch", None)
+        flops = self.flops_per_batch
         batches = trainer.global_step * trainer.accumulate_grad_batches
         return {
             **facts,
@@ -92,6 +97,18 @@ class RunRecorder(L.Callback):
             "wall_seconds": round(time.perf_counter() - self._started, 3),
             "provenance": provenance(),
         }
+
+
+# Settings that say where and how a run is run, not what it computes (a fingerprint leaves them out).
+NOT_FINGERPRINTED = ("run", "ckpt_path", "weights_only", "seed_everything", "config", "print_config")
+
+
+def config_fingerprint(config: dict) -> str:
+    """A short hash of a run's resolved config without its place, seed and display settings: two runs
+    with the same fingerprint train the same model on the same data in the same way."""
+    kept = {k: v for k, v in config.items() if k not in NOT_FINGERPRINTED}
+    kept["trainer"] = {k: v for k, v in (kept.get("trainer") or {}).items() if k != "enable_progress_bar"}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def batch_fingerprint(batch) -> str:

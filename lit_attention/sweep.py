@@ -37,6 +37,7 @@ class Run:
     point: tuple[tuple[str, str], ...]  # the grid values, in --grid order
     seed: int
     overrides: tuple[str, ...] = ()  # the arm's own arguments (a matched control's MLP ratio)
+    fingerprint: str | None = None  # of the resolved config the run trains with (records.config_fingerprint)
 
     @property
     def point_label(self) -> str:
@@ -147,13 +148,25 @@ def _slug(text: str) -> str:
     return re.sub(r"[^\w.,=+~-]", "_", text)
 
 
-def find_state(run: Run, output: Path) -> RunState:
-    """A run's state on disk: its record (newest version holding one) or its last failure."""
+def find_state(run: Run, output: Path, needs_test: bool = False) -> RunState:
+    """A run's state on disk: its record (the newest version holding one) or its last failure. A record
+    without test scores when `needs_test` counts as unfinished: fitting it again trains nothing (the run
+    is at its end) and adds them. A record made with other settings is refused: the sweep would report
+    numbers this command did not ask for."""
     base = run.directory(output)
     for number in reversed(versions(base)):
         path = version_dir(base, number) / RECORD
         if path.is_file():
-            return RunState(run, record=read_record(path))
+            record = read_record(path)
+            made_with = record.get("fingerprint")
+            if made_with and run.fingerprint and made_with != run.fingerprint:
+                raise ConfigError(
+                    f"{str(base)!r} holds a run made with other settings than this command's (another recipe, "
+                    "grid value or extra argument); use another --output, or delete that run to train it again."
+                )
+            if needs_test and record.get("test") is None:
+                return RunState(run)
+            return RunState(run, record=record)
     failure = base / FAILURE
     return RunState(run, failure=json.loads(failure.read_text()) if failure.is_file() else None)
 

@@ -69,3 +69,17 @@ def test_data_seed_fixes_the_order_across_run_seeds(tmp_path, monkeypatch):
     args = [*data_args("stdlib", tmp_path), "--data.data_seed=5"]
     zero, one = (first_batch(args, seed, tmp_path / "runs" / str(seed), monkeypatch) for seed in (0, 1))
     assert zero == one
+
+
+def test_neighbouring_seeds_share_no_epoch_order():
+    """seed + epoch would make seed 1's epoch e seed 0's epoch e + 1: every shuffled epoch order of
+    seeds 0 and 1 must differ."""
+    from datamodules.loaders import EpochShuffleSampler
+
+    def orders(seed):
+        sampler = EpochShuffleSampler(200, seed=seed)
+        return [(sampler.set_epoch(epoch), tuple(sampler))[1] for epoch in range(15)]
+
+    zero, one = orders(0), orders(1)
+    assert not set(zero) & set(one)
+    assert len(set(zero)) == 15 and orders(0) == zero  # new each epoch, and the same when asked again
