@@ -79,7 +79,7 @@ class ImageDataModule(DataModule):
     Args:
         dataset: digits (embedded, no download), mnist, fashion_mnist, cifar10, cifar100 or
             imagefolder (data_dir holds train/<class>/*.png and optionally val/ and test/ trees with
-            the same class folders).
+            the same class folders; missing ones are carved from train/, val_fraction each).
         data_dir: where torchvision datasets are (or get downloaded), or the ImageFolder root.
         val_fraction: share of the training set held out for validation (with split_seed) when the
             dataset has no validation split of its own.
@@ -183,9 +183,9 @@ class ImageDataModule(DataModule):
 
     # ------------------------------------------------------------------ datasets
 
-    def _split(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """Training and validation indices: a permutation fixed by `split_seed`."""
-        order = np.random.default_rng(self.hparams.split_seed).permutation(n)
+    def _split(self, n: int, seed: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Kept and held-out positions (a val_fraction share): a permutation fixed by `split_seed`."""
+        order = np.random.default_rng(self.hparams.split_seed if seed is None else seed).permutation(n)
         n_val = max(1, round(n * self.hparams.val_fraction))
         return np.sort(order[n_val:]), np.sort(order[:n_val])
 
@@ -248,13 +248,15 @@ class ImageDataModule(DataModule):
             return data
 
         val, test = folder("val"), folder("test")
+        # Missing held-out splits are carved from train/ (test never is the validation split).
+        train_idx = np.arange(len(train_base))
+        if test is None:
+            keep, held = self._split(len(train_idx), seed=self.hparams.split_seed + 1)
+            train_idx, test = train_idx[keep], TransformedSubset(train_base, train_idx[held], eval_tf)
         if val is None:
-            train_idx, val_idx = self._split(len(train_base))
-            train = TransformedSubset(train_base, train_idx, train_tf)
-            val = TransformedSubset(train_base, val_idx, eval_tf)
-        else:
-            train = TransformedSubset(train_base, range(len(train_base)), train_tf)
-        return train, val, val if test is None else test
+            keep, held = self._split(len(train_idx))
+            train_idx, val = train_idx[keep], TransformedSubset(train_base, train_idx[held], eval_tf)
+        return TransformedSubset(train_base, train_idx, train_tf), val, test
 
     def _transform(self, train: bool, from_file: bool = False) -> Callable:
         """Training (augmented) or evaluation transform; `from_file` also brings a user's image to the

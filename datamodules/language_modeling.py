@@ -48,6 +48,8 @@ from .text_tokenizers import (
 from .token_windows import EpochSampler, EvalWindows, TokenFile, TrainWindows, token_dtype, write_token_file
 
 SPLITS = ("train", "validation", "test")
+# Part of the token cache's key: sources without a test split get one carved (older caches had none).
+CARVED_LAYOUT = "missing validation and test splits carved from train"
 
 
 @dataclass(frozen=True)
@@ -98,8 +100,8 @@ class LanguageModelingDataModule(DataModule):
         train_windows_per_epoch: windows in one training epoch (new random windows every epoch).
         val_windows: fixed validation (and test) windows, evenly spaced; None evaluates every
             non-overlapping one.
-        val_fraction: share held out for validation when the source has no validation split
-            (stdlib: by file, and as much again for a test split).
+        val_fraction: share held out for validation when the source has no validation split, and as
+            much again for a test split when it has none (stdlib: by file).
         val_split: how that share is chosen from a source without a validation split: last (the
             last rows, so neighbouring lines of one text stay on one side) or random (documents
             drawn with split_seed, as nanoGPT and the nonlinear-query authors do).
@@ -202,8 +204,7 @@ class LanguageModelingDataModule(DataModule):
         seed = global_seed() if self.hparams.data_seed is None else self.hparams.data_seed
         self.train_set = TrainWindows(self.token_files["train"], max_len, self.hparams.train_windows_per_epoch, seed)
         self.val_set = EvalWindows(self.token_files["validation"], max_len, windows, "validation")
-        has_test = "test" in self.token_files
-        self.test_set = EvalWindows(self.token_files["test"], max_len, windows, "test") if has_test else self.val_set
+        self.test_set = EvalWindows(self.token_files["test"], max_len, windows, "test")
 
     def training_sampler(self) -> EpochSampler:
         return EpochSampler(self.train_set)
@@ -222,6 +223,8 @@ class LanguageModelingDataModule(DataModule):
         if hp.data_files is None and hp.dataset == "stdlib":
             # The corpus is this interpreter's own library; the layout names the split scheme.
             extra += [sys.version, str(hp.max_files), STDLIB_LAYOUT]
+        else:
+            extra.append(CARVED_LAYOUT)
         key = source_fingerprint(hp.dataset, None, hp.data_files, *extra)
         slug = source_slug(hp.dataset, hp.data_files)
         return Path(hp.data_dir) / "tokens" / f"{slug}-{hp.tokenizer.replace('/', '__')}-{key}"
@@ -278,13 +281,20 @@ class LanguageModelingDataModule(DataModule):
             raise ConfigError(f"{source} has no text column {hp.text_column!r} (its columns are "
                               f"{loaded['train'].column_names}); set text_column.")
         splits = {name: loaded[name] for name in SPLITS if name in loaded}
-        if "validation" not in splits:
-            if hp.val_split == "random":  # documents drawn at random, as nanoGPT's prepare.py does
-                parts = splits["train"].train_test_split(test_size=hp.val_fraction, seed=hp.split_seed, shuffle=True)
-            else:  # the last rows: neighbouring lines of one text stay on one side
-                parts = splits["train"].train_test_split(test_size=hp.val_fraction, shuffle=False)
-            splits["train"], splits["validation"] = parts["train"], parts["test"]
+        # Missing held-out splits are carved from training, validation first and then test, the same
+        # share each: a test split is never the validation split, whatever the source ships.
+        for held_out, offset in (("validation", 0), ("test", 1)):
+            if held_out not in splits:
+                splits["train"], splits[held_out] = self._carve(splits["train"], offset)
         return DatasetDict(splits)
+
+    def _carve(self, train, offset: int):
+        hp = self.hparams
+        if hp.val_split == "random":  # documents drawn at random, as nanoGPT's prepare.py does
+            parts = train.train_test_split(test_size=hp.val_fraction, seed=hp.split_seed + offset, shuffle=True)
+        else:  # the last rows: neighbouring lines of one text stay on one side
+            parts = train.train_test_split(test_size=hp.val_fraction, shuffle=False)
+        return parts["train"], parts["test"]
 
 
 class PromptCollate:

@@ -37,7 +37,7 @@ from lit_attention.checkpointing import (
     resolve_checkpoint,
 )
 from lit_attention.errors import ConfigError
-from lit_attention.records import RunRecorder, config_fingerprint, write_record
+from lit_attention.records import config_fingerprint, finish_fit
 from lit_attention.run_dirs import RunLock, RunPlace, check_writable, place_run, remove_if_unused, run_logger
 from lit_attention.run_config import RunConfigSaver
 
@@ -72,8 +72,10 @@ class LitAttentionCLI(LightningCLI):
         try:
             super().__init__(*args, **kwargs)
         except BaseException:
-            if self.place is not None:
-                remove_if_unused(self.place)  # no empty version_<k> for `--ckpt_path last` to find next time
+            if self.place is not None:  # no empty version_<k> for `--ckpt_path last` to find next time
+                trainer = getattr(self, "trainer", None)
+                trained = trainer is not None and trainer.fit_loop.epoch_loop.batch_progress.total.started > 0
+                remove_if_unused(self.place, trained)
             raise
         finally:
             if self.lock is not None:
@@ -206,6 +208,8 @@ class LitAttentionCLI(LightningCLI):
         if self.subcommand == "predict" and self.place.directory is not None:
             kwargs["callbacks"].append(PredictionWriter(self.place.directory / "predictions.jsonl"))
         kwargs["plugins"] = with_atomic_checkpoints(user.get("plugins"))
+        # Without a logger, checkpoints still go to the run directory (not the working directory).
+        kwargs.setdefault("default_root_dir", str(self.place.directory or self.place.base))
         return super().instantiate_trainer(**kwargs)
 
     def logger_facts(self) -> dict[str, Any]:
@@ -224,23 +228,13 @@ class LitAttentionCLI(LightningCLI):
             print(f"Run directory: {self.place.directory}", flush=True)
 
     def after_fit(self) -> None:
-        recorder = next((c for c in self.trainer.callbacks if isinstance(c, RunRecorder)), None)
         config = self.run_config
-        record = None
-        if recorder is not None:  # before the test below, which restores the best checkpoint's callback states
-            facts = {"variant": self.variant_name(), "attention": resolve_spec(config.model.init_args.attention).to_dict(),
-                     "seed": config.seed_everything, "recipe": self.run_name(), "settings": config.run.settings or {},
-                     "fingerprint": fingerprint(self._parser(self.subcommand), config),
-                     "run_dir": str(self.place.directory)}
-            record = recorder.record(self.trainer, self.model, None, facts)
-        if config.run.test:
-            best = getattr(self.trainer.checkpoint_callback, "best_model_path", None)
-            results = self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best or None, verbose=False)
-            if record is not None:
-                record["test"] = {k: float(v) for k, v in (results[0] if results else {}).items() if k.startswith("test/")}
+        facts = {"variant": self.variant_name(), "attention": resolve_spec(config.model.init_args.attention).to_dict(),
+                 "seed": config.seed_everything, "recipe": self.run_name(), "settings": config.run.settings or {},
+                 "data_seed": config.data.init_args.get("data_seed"),
+                 "fingerprint": fingerprint(self._parser(self.subcommand), config), "run_dir": str(self.place.directory)}
+        finish_fit(self.trainer, self.model, self.datamodule, self.place.directory, facts, test=config.run.test)
         if self.place.directory is not None:
-            if record is not None and self.trainer.is_global_zero:
-                write_record(self.place.directory, record)
             print(f"Run directory: {self.place.directory}", flush=True)
 
     def after_validate(self) -> None:
@@ -269,7 +263,10 @@ class PlannedRun:
 
 
 class _Planner(LitAttentionCLI):
-    check_trainer = True
+    def __init__(self, *args, check_trainer: bool = True, **kwargs) -> None:
+        self.check_trainer = check_trainer
+        super().__init__(*args, **kwargs)
+
     def before_instantiate_classes(self) -> None:
         self.prepare_config()
         if self.check_trainer:
@@ -285,7 +282,7 @@ def plan_run(args: list[str], check_trainer: bool = True) -> PlannedRun:
     """Parse the arguments of a `fit` (without the word fit) as `fit` would, take the data's sizes and
     build the model on the meta device: what `compare` checks every run with before training any.
     `check_trainer`: also refuse trainer settings this machine cannot run (a GPU preset without GPU)."""
-    planner = type("Planner", (_Planner,), {"check_trainer": check_trainer})(args=args, run=False)
+    planner = _Planner(args=args, run=False, check_trainer=check_trainer)
     return PlannedRun(planner.run_config, planner.meta_model, planner.built_datamodule,
                       fingerprint(planner.parser, planner.run_config))
 

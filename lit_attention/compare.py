@@ -50,7 +50,8 @@ EXAMPLES = """examples:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lit-attention compare", description=__doc__, epilog=EXAMPLES,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, exit_on_error=False)
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, exit_on_error=False,
+                                     allow_abbrev=False)  # `--seed 7` must not silently mean --seeds 7
     sweep = parser.add_argument_group("what to run")
     sweep.add_argument("--config", action="append", required=True, help="recipe YAML (repeat to stack presets)")
     sweep.add_argument("--variants", nargs="+", default=["all"],
@@ -83,8 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     launch.add_argument("--slurm-gpus-per-node", type=int, default=0)
     launch.add_argument("--slurm-nodes", type=int, default=1)
     launch.add_argument("--slurm-cpus-per-task", type=int, default=None)
-    launch.add_argument("--slurm-cluster", default=None, choices=("slurm", "local"),
-                        help="submitit's executor (default: SLURM when available); local runs the jobs here")
+    launch.add_argument("--slurm-cluster", default="slurm", choices=("slurm", "local"),
+                        help="submitit's executor: slurm (sbatch), or local to run the same jobs on this machine")
     return parser
 
 
@@ -97,16 +98,20 @@ def run(argv: list[str]) -> None:
     for name in ("seeds", "parallel", "devices_per_run", "slurm_nodes", "slurm_time"):
         if getattr(args, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} {getattr(args, name)} is invalid; give at least 1.")
+    if args.first_seed < 0:
+        raise ConfigError(f"--first-seed {args.first_seed} is invalid; seeds are whole numbers from 0.")
     for name in ("lightning.pytorch", "lightning.fabric"):  # planning seeds and builds; say it once, below
         logging.getLogger(name).setLevel(logging.WARNING)
     variants = parse_variants(args.variants)
     grid = parse_grid(args.grid)
     check_extra_arguments(extra, grid)
+    extra = [*device_arguments(args), *extra]  # what a run is given to run on; the user's own words come last
     from lit_attention.cli import recipe_name
 
     output = Path(args.output or Path("runs") / "compare" / recipe_name(args.config))
     check_writable(output)
     plan = build_plan(args, variants, grid, extra)
+    args.baseline = baseline_arm(plan, args.baseline)
     states = {r: find_state(r, output, needs_test=args.test and not args.report) for r in plan.runs}
     failed = 0
     if not args.report:
@@ -115,8 +120,9 @@ def run(argv: list[str]) -> None:
     command = "lit-attention compare " + " ".join(argv)
     text = write_report(plan, list(states.values()), output, command, args.baseline, args.success_threshold)
     print("\n" + text)
-    print(f"Wrote {output}/results.md, results.csv, timings.csv and results.png; "
-          f"curves: tensorboard --logdir {output}/runs")
+    finished = sum(state.finished for state in states.values())
+    written = "results.md, results.csv, timings.csv and results.png" if finished else "results.md and results.csv"
+    print(f"Wrote {output}/{written}; curves: tensorboard --logdir {output}/runs")
     if failed:
         print(f"{failed} run(s) failed; their errors are in the table and in each run's compare.log.", file=sys.stderr)
         sys.exit(1)
@@ -155,6 +161,28 @@ def build_plan(args, variants: list[str], grid, extra: list[str]) -> Plan:
             for (label, variant, overrides, point), fingerprint in zip(arms, fingerprints) for seed in seeds]
     labels = list(dict.fromkeys(label for label, *_ in arms))
     return Plan(runs=runs, arms=labels, points=points, seeds=seeds)
+
+
+def device_arguments(args) -> list[str]:
+    """The trainer's devices and nodes for what each run is given: its GPUs here, or its SLURM job."""
+    if args.launcher == "slurm":
+        gpus = [f"--trainer.devices={args.slurm_gpus_per_node}"] if args.slurm_gpus_per_node > 0 else []
+        return [f"--trainer.num_nodes={args.slurm_nodes}", *gpus]
+    import torch
+
+    return [f"--trainer.devices={args.devices_per_run}"] if torch.cuda.is_available() else []
+
+
+def baseline_arm(plan: Plan, baseline: str) -> str:
+    """The arm `--baseline` names: an arm's label, or the variant of exactly one arm (with
+    --match-parameters, `standard` is the arm `standard~efficient`)."""
+    if baseline in plan.arms:
+        return baseline
+    name = parse_variants([baseline])[0]
+    matching = list(dict.fromkeys(run.arm for run in plan.runs if run.variant == name))
+    if len(matching) == 1:
+        return matching[0]
+    raise ConfigError(f"--baseline {baseline!r} is not one of this sweep's arms; choose one of {', '.join(plan.arms)}.")
 
 
 def parse_arms(items: list[str], grid) -> list[tuple[str, str, tuple[str, ...]]]:

@@ -4,9 +4,10 @@ Both launchers run exactly the command `sweep.Run.command` builds and report eac
 (its exit status and the last line it printed) through a callback, as it finishes.
 
 * `LocalLauncher`: `parallel` subprocesses at a time. With GPUs, each gets its own `devices_per_run`
-  GPUs (CUDA_VISIBLE_DEVICES), so a run may itself be DDP; on CPU the cores are split between them
-  (OMP_NUM_THREADS), which also keeps every run's arithmetic identical from one sweep to the next.
-  Children die with `compare` (Linux), so a killed sweep leaves no run behind holding its directory.
+  of the GPUs this process sees (CUDA_VISIBLE_DEVICES) and `--trainer.devices` to match, so a run may
+  itself be DDP; on CPU the cores are split between them (OMP_NUM_THREADS), which also keeps every
+  run's arithmetic identical from one sweep to the next. Every process of a run (a DDP run's other
+  ranks too) dies with its parent (Linux), so a killed sweep leaves no run behind holding its directory.
 * `SlurmLauncher`: one SLURM job per run through submitit; a multi-node run is one job of
   `nodes x gpus_per_node` tasks, each running the command, which Lightning's SLURM environment joins
   into one DDP run. `cluster="local"` runs the same jobs with submitit's local executor (tests, CI).
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
+from lit_attention.errors import ConfigError
 
 Done = Callable[["Job", int, str], None]  # (job, exit status, last line of its output)
 
@@ -46,8 +47,11 @@ def last_line(log: Path) -> str:
     return (errors or lines or [""])[-1][:500]
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGKILL it when the parent dies (Linux prctl PR_SET_PDEATHSIG)."""
+DIE_WITH_PARENT = "LIT_ATTENTION_DIE_WITH_PARENT"  # read by lit_attention.main in every process of a run
+
+
+def die_with_parent() -> None:
+    """SIGKILL this process when its parent dies (Linux prctl PR_SET_PDEATHSIG); a no-op elsewhere."""
     if sys.platform.startswith("linux"):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
 
@@ -55,7 +59,14 @@ def _die_with_parent() -> None:
 class LocalLauncher:
     def __init__(self, parallel: int = 1, devices_per_run: int = 1) -> None:
         self.parallel, self.devices_per_run = parallel, devices_per_run
-        self.gpus = torch.cuda.device_count()
+        import torch
+
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        count = torch.cuda.device_count()
+        self.gpus = [g for g in visible.split(",") if g.strip()][:count] if visible else [str(i) for i in range(count)]
+        if self.gpus and parallel * devices_per_run > len(self.gpus):
+            raise ConfigError(f"--parallel {parallel} x --devices-per-run {devices_per_run} needs "
+                              f"{parallel * devices_per_run} GPUs but {len(self.gpus)} are visible; run fewer at a time.")
 
     def describe(self) -> str:
         if self.gpus:
@@ -66,10 +77,10 @@ class LocalLauncher:
         return max(1, (os.cpu_count() or 1) // self.parallel)
 
     def environment(self, slot: int) -> dict[str, str]:
-        env = dict(os.environ)
+        env = {**os.environ, DIE_WITH_PARENT: "1"}
         if self.gpus:
             first = slot * self.devices_per_run
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str((first + i) % self.gpus) for i in range(self.devices_per_run))
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(self.gpus[first : first + self.devices_per_run])
         else:
             env["OMP_NUM_THREADS"] = str(self.threads())
         return env
@@ -85,7 +96,7 @@ class LocalLauncher:
                     log.write(f"$ {' '.join(job.command)}\n")
                     log.flush()
                     process = subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT,
-                                               env=self.environment(slot), preexec_fn=_die_with_parent)
+                                               env=self.environment(slot))
                     running[slot] = (job, process, log)
             time.sleep(0.2)
             for slot, (job, process, log) in list(running.items()):
@@ -99,9 +110,14 @@ class SlurmLauncher:
     """Submits every run as a SLURM job (or a local job with cluster="local") and waits for them."""
 
     def __init__(self, folder: Path, partition: str | None = None, time_min: int = 60, gpus_per_node: int = 0,
-                 nodes: int = 1, cpus_per_task: int | None = None, cluster: str | None = None) -> None:
+                 nodes: int = 1, cpus_per_task: int | None = None, cluster: str = "slurm") -> None:
+        import shutil
+
         import submitit
 
+        if cluster == "slurm" and shutil.which("sbatch") is None:
+            raise ConfigError("--launcher slurm needs SLURM (sbatch is not on PATH here); run compare on a login "
+                              "node, or use --slurm-cluster local to run the same jobs on this machine.")
         self.executor = submitit.AutoExecutor(folder=folder, cluster=cluster)
         tasks = max(1, gpus_per_node)  # one process per GPU: Lightning's SLURM environment expects that
         parameters = {"timeout_min": time_min, "nodes": nodes, "tasks_per_node": tasks,
@@ -115,6 +131,8 @@ class SlurmLauncher:
 
     def describe(self) -> str:
         return f"{self.executor.cluster} jobs of {self.nodes} node(s) x {self.tasks} task(s)"
+
+
 
     def run(self, jobs: list[Job], done: Done) -> None:
         import submitit

@@ -17,24 +17,26 @@ from pathlib import Path
 import yaml
 
 from lit_attention.errors import ConfigError
+from lit_attention.launchers import DIE_WITH_PARENT, die_with_parent
 
 TRACEBACK_ENV = "LIT_ATTENTION_TRACEBACK"
 COMMANDS = ("fit", "validate", "test", "predict", "compare")
 
 
 def main(argv: list[str] | None = None) -> None:
+    if os.environ.get(DIE_WITH_PARENT):  # started by compare: no process of this run outlives the sweep
+        die_with_parent()
     words = list(sys.argv[1:] if argv is None else argv)
-    command = words[0] if words and not words[0].startswith("-") else "fit"
     try:
         check_command_line(words)
-        if command == "compare":
+        if words and words[0] == "compare":
             from lit_attention.compare import run as compare
 
             compare(words[1:])
         else:
             from lit_attention.cli import run as fit_validate_test_predict
 
-            fit_validate_test_predict(argv)
+            fit_validate_test_predict(words)
     except BaseException as error:  # noqa: BLE001  (sorted below: only user errors become one sentence)
         status, sentence = explain(error)
         if status is None or os.environ.get(TRACEBACK_ENV):
@@ -74,10 +76,14 @@ def check_command_line(words: list[str]) -> None:
     replace the optimizer."""
     if words and not words[0].startswith("-") and words[0] not in COMMANDS:
         raise ConfigError(f"Unknown command {words[0]!r}; valid commands are {', '.join(COMMANDS)}.")
-    for word in words:
-        option = word.split("=")[0]
+    for i, word in enumerate(words):
+        option, _, value = word.partition("=")
         if option in ("--optimizer", "--lr_scheduler"):
             raise ConfigError(_NO_OPTIMIZER.format(option=option))
+        if option == "--seed_everything":
+            value = value or (words[i + 1] if i + 1 < len(words) else "")
+            if value.lstrip("-").isdigit() and int(value) < 0:
+                raise ConfigError(f"--seed_everything {value} is invalid; seeds are whole numbers from 0.")
     for path in config_files(words):
         file = Path(path)
         if not file.is_file():

@@ -11,14 +11,11 @@ import re
 
 _KEY = re.compile(r'Parser key "([^"]+)"')
 _CLASS_PATH = re.compile(r"Problem with given class_path '[^']+'")
-_RESTRICTION = re.compile(r"Not of type (\w+): (.+?) does not conform to restriction (\S+(?: and \S+)?)")
 _LITERAL = re.compile(r"Expected a typing\.Literal\[(.*?)\](?=[. ]|$)")
 _GIVEN = re.compile(r"(?:Given value|Got value): (.+?)(?= Expected a | Given value|$)")
 _TYPE = re.compile(r"Expected a <class '(\w+)'>")
 _IMPORT_PATH = re.compile(r"Expected a dot import path string: (\S+)")
 _TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string", "NoneType": "null"}
-_RESTRICTION_WORDS = {"v>0": "> 0", "v>=0": ">= 0", "v<0": "< 0", "v>=0 and v<=1": "between 0 and 1 (inclusive)",
-                      "v>0 and v<1": "strictly between 0 and 1"}
 
 
 def flag_of(message: str) -> str | None:
@@ -59,10 +56,6 @@ def parser_error_sentence(message: str, classes: dict[str, list[str]] | None = N
     nested = _CLASS_PATH.search(flat)
     if nested is not None:  # what follows is about the inner key; the NoneType there is the class's own option
         flat = flat[nested.end():].replace("Expected a <class 'NoneType'>", "")
-    restriction = _RESTRICTION.search(flat)
-    if restriction:
-        value, rule = restriction.group(2), restriction.group(3).strip()
-        return f"{flag} {value} is invalid; it must be {_RESTRICTION_WORDS.get(rule, rule)}."
     literals = _LITERAL.findall(flat)
     if literals:
         choices = list(dict.fromkeys(choice.strip().strip("'\"") for group in literals for choice in group.split(",")))

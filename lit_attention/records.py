@@ -94,7 +94,7 @@ class RunRecorder(L.Callback):
             "first_batch_sha256": self.first_batch,
             "train_seconds": round(self.train_seconds, 3),
             "train_samples_per_second": round(self.samples / self.train_seconds, 2) if self.train_seconds else None,
-            "wall_seconds": round(time.perf_counter() - self._started, 3),
+            "wall_seconds": round(time.perf_counter() - self._started, 3),  # of the process that finished the run
             "provenance": provenance(),
         }
 
@@ -109,6 +109,20 @@ def config_fingerprint(config: dict) -> str:
     kept = {k: v for k, v in config.items() if k not in NOT_FINGERPRINTED}
     kept["trainer"] = {k: v for k, v in (kept.get("trainer") or {}).items() if k != "enable_progress_bar"}
     return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def finish_fit(trainer: L.Trainer, model, datamodule, directory: Path | None, facts: dict, test: bool) -> None:
+    """What follows a fit: its record (taken before the test, as testing the best checkpoint restores that
+    checkpoint's callback states), the best checkpoint's test scores when `test`, and record.json."""
+    recorder = next((c for c in trainer.callbacks if isinstance(c, RunRecorder)), None)
+    record = recorder.record(trainer, model, None, facts) if recorder is not None else None
+    if test:
+        best = getattr(trainer.checkpoint_callback, "best_model_path", None)
+        results = trainer.test(model, datamodule=datamodule, ckpt_path=best or None, verbose=False)
+        if record is not None:
+            record["test"] = {k: float(v) for k, v in (results[0] if results else {}).items() if k.startswith("test/")}
+    if record is not None and directory is not None and trainer.is_global_zero:
+        write_record(directory, record)
 
 
 def batch_fingerprint(batch) -> str:

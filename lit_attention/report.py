@@ -75,7 +75,7 @@ def write_report(plan: Plan, states: list[RunState], output: Path, command: str,
     tuned = tuned_points(plan, cells, mode)
     sections = [
         f"# Comparison\n\n`{command}`\n",
-        seeds_paragraph(plan, monitor, mode, has_test),
+        seeds_paragraph(plan, monitor, mode, has_test, any(r.get("data_seed") is not None for r in finished)),
         "## Every run\n\n" + full_table(plan, cells, monitor, has_test),
     ]
     if len(plan.points) > 1:
@@ -116,14 +116,16 @@ def write_timings(path: Path, states: list[RunState]) -> None:
                                  *(state.record.get(field) for field in TIMING_FIELDS)])
 
 
-def seeds_paragraph(plan: Plan, monitor: str, mode: str, has_test: bool) -> str:
+def seeds_paragraph(plan: Plan, monitor: str, mode: str, has_test: bool, fixed_order: bool) -> str:
     direction = "higher" if mode == "max" else "lower"
     test = (f" and {monitor.replace('val/', 'test/')} on the held-out test split (the best checkpoint)"
             if has_test else "; run with --test for held-out test numbers")
+    varied = ("the initialisation and dropout; the training data order is fixed (data_seed) and the data "
+              "splits stay fixed" if fixed_order else
+              "the initialisation, the training data order and dropout; the data splits stay fixed")
     return (f"Metric: {monitor} ({direction} is better) on the validation split{test}. Each seed "
-            f"({', '.join(map(str, plan.seeds))}) varies the initialisation, the training data order and "
-            "dropout; the data splits stay fixed. Runs with the same seed see the same batches, so arms are "
-            "compared seed by seed.\n")
+            f"({', '.join(map(str, plan.seeds))}) varies {varied}. Runs with the same seed see the same "
+            "batches, so arms are compared seed by seed.\n")
 
 
 def _pm(values: list[float], digits: int = 4) -> str:
@@ -158,17 +160,20 @@ def full_table(plan: Plan, cells: dict, monitor: str, has_test: bool) -> str:
             failed = [s for s in cell.states if s.failure is not None and s.record is None]
             row += [_count(params.get("non_embedding")), _count(params.get("attention")),
                     _count(statistics.fmean(flops)) if flops else "n/a", f"{len(records)}/{len(cell.states)}",
-                    "; ".join(f"seed {s.run.seed}: {s.failure['message']}" for s in failed) or "-"]
+                    "; ".join(f"seed {s.run.seed}: {s.failure['message']}" for s in failed).replace("|", "/") or "-"]
             rows.append(row)
     return markdown(header, rows)
 
 
 def tuned_points(plan: Plan, cells: dict, mode: str) -> dict[str, tuple]:
-    """Each arm's grid point with the best mean best-validation value over its finished seeds."""
+    """Each arm's grid point with the best mean best-validation value over its seeds. Only points where
+    every seed finished take part (a learning rate that diverged on some seeds must not win on its
+    survivors), unless no point of the arm is complete."""
     pick = max if mode == "max" else min
     tuned = {}
     for arm in plan.arms:
-        scored = [(statistics.fmean(v), point) for point in plan.points
+        complete = [p for p in plan.points if all(s.record is not None for s in cells[(arm, p)].states)]
+        scored = [(statistics.fmean(v), point) for point in (complete or plan.points)
                   if (v := [best_value(r) for r in cells[(arm, point)].records if best_value(r) is not None])]
         if scored:
             tuned[arm] = pick(scored, key=lambda item: item[0])[1]
@@ -210,6 +215,9 @@ def comparison_section(plan: Plan, cells: dict, tuned: dict, baseline: str, moni
     if not pairs:
         return title + f"No comparison: the baseline `{baseline}` has no finished run (choose one with --baseline).\n"
     where = " at each arm's tuned grid point" if len(plan.points) > 1 else ""
+    if len(plan.points) > 1 and not has_test:
+        title += ("**Optimistic:** without --test these are the validation values that chose each grid point, "
+                  "so the differences are biased toward the tuned arms; rerun with --test for held-out ones.\n\n")
     header = ["arm", "seeds", f"difference (arm − {baseline})", "95% interval", "p", "p (Holm)", "verdict"]
     rows = []
     for arm, d in pairs:
@@ -217,9 +225,10 @@ def comparison_section(plan: Plan, cells: dict, tuned: dict, baseline: str, moni
         p = lambda x: "n/a" if math.isnan(x) else f"{x:.3g}"  # noqa: E731
         rows.append([arm, str(d.n), "n/a" if math.isnan(d.mean) else f"{d.mean:+.4f}", interval, p(d.p),
                      p(d.p_holm), verdict(d, mode)])
-    note = (f"Seed-by-seed differences{where}, with a paired t-interval; p-values corrected with Holm's method "
-            f"across the {len(pairs)} arms compared. \"No detectable difference\" means the interval spans "
-            "what this many seeds can resolve, not that the arms are equal.\n\n")
+    note = (f"Seed-by-seed differences{where}, with a paired 95% t-interval (not corrected); the verdict uses the "
+            f"p-value corrected with Holm's method across the {len(pairs)} arms compared. \"No detectable "
+            "difference\" means the corrected test did not reject equality: the interval shows the differences "
+            "still compatible with the data, not that the arms are equal.\n\n")
     return title + note + markdown(header, rows)
 
 

@@ -112,11 +112,12 @@ def check_writable(root: str | os.PathLike) -> None:
         ) from None
 
 
-def remove_if_unused(place: RunPlace) -> None:
-    """After a failed start, remove the directory this process created if nothing worth keeping is in it
-    (no checkpoint): an empty `version_<k>` would otherwise be what `--ckpt_path last` finds next time."""
+def remove_if_unused(place: RunPlace, trained: bool) -> None:
+    """After a failed start, remove the directory this process created if the run never `trained` a
+    batch and holds no checkpoint: an empty `version_<k>` would otherwise be what `--ckpt_path last`
+    finds next time. A run that trained and then failed (a NaN loss, Ctrl-C) keeps its logs."""
     directory = place.directory
-    if not place.created or directory is None or not directory.is_dir():
+    if trained or not place.created or directory is None or not directory.is_dir():
         return
     if any((directory / CHECKPOINTS).glob("*.ckpt")):
         return

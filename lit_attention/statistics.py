@@ -3,8 +3,9 @@ for comparing several variants with one baseline, and exact binomial intervals f
 
 Runs with the same seed share their data order (and, where shapes allow, their initial weights), so a
 variant is compared with the baseline seed by seed: the differences, not the two spreads, carry the
-uncertainty. "No detectable difference" means the corrected test did not reject equality at 5% and
-the interval spans zero; it does not mean the variants are the same.
+uncertainty. "No detectable difference" means the Holm-corrected test did not reject equality at 5%:
+the interval shows the differences still compatible with the data, and it does not mean the variants
+are the same.
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ def paired_difference(variant: dict[int, float], baseline: dict[int, float], con
     if n < 2:
         return PairedDifference(n, mean, math.nan, math.nan, math.nan)
     error = statistics.stdev(differences) / math.sqrt(n)
-    if error == 0.0:  # every seed gave the same difference: no spread to test against
-        return PairedDifference(n, mean, mean, mean, 1.0 if mean == 0.0 else 0.0)
+    if error <= 1e-12 * max(1.0, abs(mean)):  # every seed gave the same difference: nothing to test against
+        return PairedDifference(n, mean, mean, mean, 1.0 if abs(mean) <= 1e-12 else math.nan)
     half_width = stats.t.ppf(0.5 + confidence / 2, n - 1) * error
     p = 2.0 * stats.t.sf(abs(mean / error), n - 1)
     return PairedDifference(n, mean, mean - half_width, mean + half_width, float(p))
@@ -67,9 +68,12 @@ def with_holm(differences: list[PairedDifference]) -> list[PairedDifference]:
 
 
 def verdict(difference: PairedDifference, mode: str) -> str:
-    """In words, for a metric where `mode` ("max" or "min") is better."""
-    if math.isnan(difference.p_holm):
+    """In words, for a metric where `mode` ("max" or "min") is better: from the Holm-corrected p-value
+    (the 95% interval next to it is not corrected, so it may exclude zero where the verdict does not)."""
+    if difference.n < 2:
         return "needs 2 or more paired seeds"
+    if math.isnan(difference.p_holm):
+        return "the same difference on every seed: not testable"
     if difference.p_holm < ALPHA:
         better = difference.mean > 0 if mode == "max" else difference.mean < 0
         return "better" if better else "worse"

@@ -26,7 +26,7 @@ FAILURE = "failure.json"
 CONTROLLED = {
     "model.attention": "--variants", "model.init_args.attention": "--variants", "seed_everything": "--seeds",
     "run.root": "--output", "run.name": "--output", "run.settings": "--grid", "run.test": "--test",
-    "ckpt_path": "nothing: compare resumes interrupted runs itself", "model": "--config",
+    "ckpt_path": "nothing: compare resumes interrupted runs itself", "model": "--config to choose the task",
 }
 
 
@@ -49,8 +49,10 @@ class Run:
 
     @property
     def run_name(self) -> str:
+        """The grid point, and the arm when its label is not just its variant (controls, --arm): two arms
+        of one variant never share a directory."""
         name = _slug(self.point_label)
-        return f"{name}/{_slug(self.arm)}" if self.overrides else name
+        return f"{name}/{_slug(self.arm)}" if self.arm != self.variant or self.overrides else name
 
     def command(self, configs: list[str], extra: list[str], output: Path, test: bool) -> list[str]:
         settings = {**dict(self.point), "arm": self.arm}

@@ -186,7 +186,7 @@ def test_predict_translates_sentences(in_tmp):
             f"--data.data_files={{train: {write_pairs_json(in_tmp / 'pairs.jsonl', 40)}}}", "--data.tokenizer=bytes",
             "--data.batch_size=4", "--data.max_src_len=24", "--data.max_tgt_len=24", f"--data.hf_cache_dir={in_tmp / 'hf'}",
             "--model.dim=16", "--model.num_heads=2", "--model.encoder_depth=1", "--model.decoder_depth=1",
-            "--model.beam_size=2", "--model.bleu_batches=0", "--trainer.max_steps=2", "--trainer.limit_val_batches=1", *QUIET]
+            "--model.beam_size=2", "--model.bleu_batches=1", "--trainer.max_steps=2", "--trainer.limit_val_batches=1", *QUIET]
     rows = train_and_predict(args, sources)
     assert [row["source"] for row in rows] == ["the cat sleeps", "a green house"]
     assert all(isinstance(row["translation"], str) for row in rows)

@@ -173,7 +173,9 @@ def test_image_folder_train_and_val(tmp_path):
     dm = ImageDataModule("imagefolder", data_dir=str(tmp_path), image_size=16, batch_size=5)
     assert dm.model_sizes() == {"num_classes": 3, "image_size": 16, "in_channels": 3}
     dm.setup("fit")
-    assert (len(dm.train_set), len(dm.val_set), len(dm.test_set)) == (12, 12, 12)  # test falls back to val/
+    # Without a test/ tree a test split is carved from train/ (never the validation split).
+    assert (len(dm.train_set), len(dm.val_set), len(dm.test_set)) == (11, 12, 1)
+    assert not set(dm.train_set.indices) & set(dm.test_set.indices)
     mean, std = torch.tensor(dm.spec.mean)[:, None, None], torch.tensor(dm.spec.std)[:, None, None]
     seen = set()
     for loader in (dm.train_dataloader(), dm.val_dataloader()):
@@ -190,8 +192,10 @@ def test_image_folder_without_val_carves_one(tmp_path):
     write_image_folder(tmp_path, splits=("train",), per_class=10)
     dm = ImageDataModule("imagefolder", data_dir=str(tmp_path), image_size=8, val_fraction=0.2)
     dm.setup("fit")
-    assert (len(dm.train_set), len(dm.val_set)) == (24, 6)
-    assert not set(dm.train_set.indices) & set(dm.val_set.indices)
+    assert (len(dm.train_set), len(dm.val_set), len(dm.test_set)) == (19, 5, 6)
+    held = [set(part.indices) for part in (dm.train_set, dm.val_set, dm.test_set)]
+    assert not (held[0] & held[1] or held[0] & held[2] or held[1] & held[2])
+    assert len(held[0] | held[1] | held[2]) == 30
 
 
 def test_image_folder_with_mismatched_classes(tmp_path):

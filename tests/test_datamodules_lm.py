@@ -54,9 +54,15 @@ def test_token_file_is_the_text_and_is_reused(tmp_path, text_files, monkeypatch)
     dm.setup("fit")
     cache = dm.cache_dir
     assert json.loads((cache / "meta.json").read_text())["dtype"] == "uint16"
-    for split, path in text_files.items():  # lines keep their breaks: the file is the text's bytes
-        tokens = np.fromfile(cache / f"{split}.bin", dtype=np.uint16)
-        assert np.array_equal(tokens, np.frombuffer(open(path, "rb").read(), dtype=np.uint8))
+    def tokens(split):
+        return np.fromfile(cache / f"{split}.bin", dtype=np.uint16)
+
+    # Lines keep their breaks: the files are the texts' bytes. Without a test file, the last lines of
+    # the training file (a val_fraction share) are the test split, never the validation one.
+    as_bytes = {split: np.frombuffer(open(path, "rb").read(), dtype=np.uint8) for split, path in text_files.items()}
+    assert np.array_equal(tokens("validation"), as_bytes["validation"])
+    assert np.array_equal(np.concatenate([tokens("train"), tokens("test")]), as_bytes["train"])
+    assert 0 < len(tokens("test")) < 0.1 * len(as_bytes["train"])
     stamps = {p.name: p.stat().st_mtime_ns for p in cache.iterdir()}
 
     def no_tokenizing(*args, **kwargs):

@@ -191,14 +191,14 @@ LIMITS = {
     "warmup_steps": (lambda v: isinstance(v, int) and v >= 0, "an integer >= 0"),
     "min_lr_ratio": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     **{name: (_positive_int, "a positive integer") for name in (
-        "dim", "depth", "encoder_depth", "decoder_depth", "num_heads", "patch_size", "beam_size", "max_new_tokens")},
+        "dim", "depth", "encoder_depth", "decoder_depth", "num_heads", "patch_size", "beam_size", "max_new_tokens",
+        "bleu_batches")},  # val/bleu ranks the runs: at least one batch is scored
     "mlp_ratio": (lambda v: v > 0, "> 0"),
     "dropout": (lambda v: 0 <= v < 1, "in [0, 1)"),
     "drop_path": (lambda v: 0 <= v < 1, "in [0, 1)"),
     "label_smoothing": (lambda v: 0 <= v < 1, "in [0, 1)"),
     "norm_eps": (lambda v: v > 0, "> 0"),
     "init_std": (lambda v: v > 0, "> 0"),
-    "bleu_batches": (lambda v: isinstance(v, int) and v >= 0, "an integer >= 0"),
     "temperature": (lambda v: v >= 0, ">= 0 (0 is greedy)"),
     "top_k": (lambda v: v is None or _positive_int(v), "a positive integer or null"),
     "top_p": (lambda v: v is None or 0 < v <= 1, "in (0, 1] or null"),

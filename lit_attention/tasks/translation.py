@@ -34,7 +34,8 @@ class Seq2SeqTranslator(TaskModule):
         drop_path: stochastic depth of the last block.
         label_smoothing: label smoothing of the training loss.
         beam_size: beams for test and predict (validation decodes greedily).
-        bleu_batches: validation batches scored with BLEU after each validation.
+        bleu_batches: validation batches scored with BLEU after each validation (at least 1: val/bleu
+            ranks the runs and picks the best checkpoint).
     """
 
     monitor, monitor_mode = "val/bleu", "max"
