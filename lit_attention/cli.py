@@ -37,7 +37,7 @@ from lit_attention.checkpointing import (
     resolve_checkpoint,
 )
 from lit_attention.errors import ConfigError
-from lit_attention.records import config_fingerprint, finish_fit
+from lit_attention.records import finish_fit, run_config
 from lit_attention.run_dirs import RunLock, RunPlace, check_writable, place_run, remove_if_unused, run_logger
 from lit_attention.run_config import RunConfigSaver
 
@@ -232,7 +232,7 @@ class LitAttentionCLI(LightningCLI):
         facts = {"variant": self.variant_name(), "attention": resolve_spec(config.model.init_args.attention).to_dict(),
                  "seed": config.seed_everything, "recipe": self.run_name(), "settings": config.run.settings or {},
                  "data_seed": config.data.init_args.get("data_seed"),
-                 "fingerprint": fingerprint(self._parser(self.subcommand), config), "run_dir": str(self.place.directory)}
+                 "run_dir": str(self.place.directory), "config": resolved(self._parser(self.subcommand), config)}
         finish_fit(self.trainer, self.model, self.datamodule, self.place.directory, facts, test=config.run.test)
         if self.place.directory is not None:
             print(f"Run directory: {self.place.directory}", flush=True)
@@ -259,7 +259,7 @@ class PlannedRun:
     config: Any  # the run's config, with the data's sizes in the model's arguments
     model: Any  # the LightningModule, on the meta device
     datamodule: Any
-    fingerprint: str  # what the run's record.json will hold (records.config_fingerprint)
+    resolved: dict  # the flat config the run's record.json will hold (records.run_config)
 
 
 class _Planner(LitAttentionCLI):
@@ -284,11 +284,11 @@ def plan_run(args: list[str], check_trainer: bool = True) -> PlannedRun:
     `check_trainer`: also refuse trainer settings this machine cannot run (a GPU preset without GPU)."""
     planner = _Planner(args=args, run=False, check_trainer=check_trainer)
     return PlannedRun(planner.run_config, planner.meta_model, planner.built_datamodule,
-                      fingerprint(planner.parser, planner.run_config))
+                      resolved(planner.parser, planner.run_config))
 
 
-def fingerprint(parser, config) -> str:
-    return config_fingerprint(yaml.safe_load(parser.dump(config, skip_none=False)))
+def resolved(parser, config) -> dict:
+    return run_config(yaml.safe_load(parser.dump(config, skip_none=False)))
 
 
 def copy_data_sizes(model_args, sizes: dict[str, Any], data_name: str) -> None:

@@ -112,7 +112,8 @@ def run(argv: list[str]) -> None:
     check_writable(output)
     plan = build_plan(args, variants, grid, extra)
     args.baseline = baseline_arm(plan, args.baseline)
-    states = {r: find_state(r, output, needs_test=args.test and not args.report) for r in plan.runs}
+    states = {r: find_state(r, output, needs_test=args.test and not args.report, wanted=plan.configs[(r.arm, r.point)])
+              for r in plan.runs}
     failed = 0
     if not args.report:
         failed = launch(args, plan, states, output, extra)
@@ -155,12 +156,11 @@ def build_plan(args, variants: list[str], grid, extra: list[str]) -> Plan:
     if len(set(labels)) != len(labels):
         twice = sorted({label for label in labels if labels.count(label) > 1})
         raise ConfigError(f"Two arms are called {twice[0]!r}; give each --arm a label of its own.")
-    fingerprints = [check_run(args.config, variant, point, overrides, extra, f"{label} at {point_label(point)}").fingerprint
-                    for label, variant, overrides, point in arms]
-    runs = [Run(label, variant, point, seed, overrides, fingerprint)
-            for (label, variant, overrides, point), fingerprint in zip(arms, fingerprints) for seed in seeds]
+    configs = {(label, point): check_run(args.config, variant, point, overrides, extra, f"{label} at {point_label(point)}").resolved
+               for label, variant, overrides, point in arms}
+    runs = [Run(label, variant, point, seed, overrides) for label, variant, overrides, point in arms for seed in seeds]
     labels = list(dict.fromkeys(label for label, *_ in arms))
-    return Plan(runs=runs, arms=labels, points=points, seeds=seeds)
+    return Plan(runs=runs, arms=labels, points=points, seeds=seeds, configs=configs)
 
 
 def device_arguments(args) -> list[str]:

@@ -99,16 +99,32 @@ class RunRecorder(L.Callback):
         }
 
 
-# Settings that say where and how a run is run, not what it computes (a fingerprint leaves them out).
-NOT_FINGERPRINTED = ("run", "ckpt_path", "weights_only", "seed_everything", "config", "print_config")
+# Settings that say where a run is written, its seed, or how it is displayed, not what it computes.
+NOT_COMPARED = ("run", "ckpt_path", "weights_only", "seed_everything", "config", "print_config",
+                "trainer.enable_progress_bar")
 
 
-def config_fingerprint(config: dict) -> str:
-    """A short hash of a run's resolved config without its place, seed and display settings: two runs
-    with the same fingerprint train the same model on the same data in the same way."""
-    kept = {k: v for k, v in config.items() if k not in NOT_FINGERPRINTED}
-    kept["trainer"] = {k: v for k, v in (kept.get("trainer") or {}).items() if k != "enable_progress_bar"}
-    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:16]
+def run_config(config: dict) -> dict[str, Any]:
+    """A run's resolved config as flat `key: value` pairs, without its place, seed and display
+    settings: what the record keeps so that a later sweep can tell whether it asked for the same run."""
+    flat: dict[str, Any] = {}
+
+    def walk(tree, prefix: str) -> None:
+        if isinstance(tree, dict):
+            for key, value in tree.items():
+                walk(value, f"{prefix}.{key}" if prefix else str(key))
+        elif not any(prefix == k or prefix.startswith(k + ".") for k in NOT_COMPARED):
+            flat[prefix] = json.loads(json.dumps(tree, default=str))
+
+    walk(config, "")
+    return flat
+
+
+def config_differences(recorded: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
+    """The settings both configs have and set differently (a setting only one knows, such as an argument
+    a later version added with its default, is not a difference)."""
+    return [f"{key} {recorded[key]!r} -> {wanted[key]!r}" for key in sorted(recorded.keys() & wanted.keys())
+            if recorded[key] != wanted[key]]
 
 
 def finish_fit(trainer: L.Trainer, model, datamodule, directory: Path | None, facts: dict, test: bool) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from lit_attention.attention import list_presets, resolve_spec
 from lit_attention.errors import ConfigError
-from lit_attention.records import RECORD, read_record
+from lit_attention.records import RECORD, config_differences, read_record
 from lit_attention.run_dirs import versions, version_dir
 
 FAILURE = "failure.json"
@@ -37,7 +37,6 @@ class Run:
     point: tuple[tuple[str, str], ...]  # the grid values, in --grid order
     seed: int
     overrides: tuple[str, ...] = ()  # the arm's own arguments (a matched control's MLP ratio)
-    fingerprint: str | None = None  # of the resolved config the run trains with (records.config_fingerprint)
 
     @property
     def point_label(self) -> str:
@@ -79,6 +78,7 @@ class RunState:
 @dataclass
 class Plan:
     runs: list[Run] = field(default_factory=list)
+    configs: dict[tuple, dict] = field(default_factory=dict)  # (arm, point) -> the resolved config its runs use
     arms: list[str] = field(default_factory=list)  # in table order
     points: list[tuple[tuple[str, str], ...]] = field(default_factory=list)
     seeds: list[int] = field(default_factory=list)
@@ -150,21 +150,21 @@ def _slug(text: str) -> str:
     return re.sub(r"[^\w.,=+~-]", "_", text)
 
 
-def find_state(run: Run, output: Path, needs_test: bool = False) -> RunState:
+def find_state(run: Run, output: Path, needs_test: bool = False, wanted: dict | None = None) -> RunState:
     """A run's state on disk: its record (the newest version holding one) or its last failure. A record
     without test scores when `needs_test` counts as unfinished: fitting it again trains nothing (the run
-    is at its end) and adds them. A record made with other settings is refused: the sweep would report
-    numbers this command did not ask for."""
+    is at its end) and adds them. A record made with settings other than `wanted` (the planned config)
+    is refused: the sweep would report numbers this command did not ask for."""
     base = run.directory(output)
     for number in reversed(versions(base)):
         path = version_dir(base, number) / RECORD
         if path.is_file():
             record = read_record(path)
-            made_with = record.get("fingerprint")
-            if made_with and run.fingerprint and made_with != run.fingerprint:
+            changed = config_differences(record["config"], wanted) if wanted and record.get("config") else []
+            if changed:
                 raise ConfigError(
-                    f"{str(base)!r} holds a run made with other settings than this command's (another recipe, "
-                    "grid value or extra argument); use another --output, or delete that run to train it again."
+                    f"{str(base)!r} holds a run made with other settings than this command's ({'; '.join(changed[:3])}); "
+                    "use another --output, or delete that run to train it again."
                 )
             if needs_test and record.get("test") is None:
                 return RunState(run)

@@ -2,6 +2,7 @@
 resuming after a SIGKILL, parallel runs and the submitit path."""
 
 import csv
+import json
 import math
 import os
 import signal
@@ -216,6 +217,11 @@ def test_a_failed_run_is_reported_and_the_others_finish(tmp_path):
     rows = {row["point"]: row for row in csv.DictReader(open(tmp_path / "out" / "results.csv"))}
     assert rows["lr=1e30"]["status"] == "failed" and rows["lr=4e-3"]["status"] == "finished"
     assert "seed 0: The training loss became" in (tmp_path / "out" / "results.md").read_text()
+    # The same output with other settings: the finished run is not reported as if this command made it.
+    other = compare(["--config", VIT, "--variants", "standard", "--seeds", "1", "--output", "out",
+                     "--grid", "model.init_args.lr=1e30,4e-3", *TINY, "--trainer.max_epochs=3"], tmp_path)
+    code, _, err = finish(other)
+    assert code == 2 and "holds a run made with other settings than this command's (trainer.max_epochs 2 -> 3)" in err
 
 
 @pytest.mark.slow
@@ -226,5 +232,14 @@ def test_submitit_local_executor_runs_the_same_command(tmp_path):
     assert code == 0, err[-3000:]
     assert "local jobs of 1 node(s) x 1 task(s)" in out
     [row] = csv.DictReader(open(tmp_path / "out" / "results.csv"))
-    assert row["status"] == "finished" and float(row["best"]) > 0
+    assert row["status"] == "finished" and float(row["best"]) > 0 and not row["test"]
     assert list((tmp_path / "out" / "slurm").glob("*_submitted.pkl"))  # submitit's own job files
+    # Asked again with --test: the finished run is scored on test, not trained again.
+    [record_path] = (tmp_path / "out").glob("runs/**/record.json")
+    before = json.loads(record_path.read_text())
+    code, out, err = finish(compare(["--config", VIT, "--variants", "standard", "--seeds", "1", "--output", "out",
+                                     "--test", *TINY], tmp_path))
+    assert code == 0, err[-3000:]
+    after = json.loads(record_path.read_text())
+    assert after["test"]["test/acc"] > 0 and after["curve"] == before["curve"]
+    assert after["optimizer_steps"] == before["optimizer_steps"]  # nothing trained
