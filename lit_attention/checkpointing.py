@@ -25,7 +25,7 @@ from typing import Any
 import lightning as L
 import numpy as np
 import torch
-from lightning.fabric.plugins import TorchCheckpointIO
+from lightning.fabric.plugins import CheckpointIO, TorchCheckpointIO
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info
 
@@ -78,6 +78,14 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         if storage_options is not None or "://" in str(path):
             return super().save_checkpoint(checkpoint, path, storage_options)
         atomic_save(checkpoint, path)
+
+
+def with_atomic_checkpoints(plugins) -> list:
+    """The trainer's plugins plus `AtomicCheckpointIO`, unless a checkpoint writer is configured already."""
+    plugins = [] if plugins is None else list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
+    if not any(isinstance(plugin, CheckpointIO) for plugin in plugins):
+        plugins.append(AtomicCheckpointIO())
+    return plugins
 
 
 # ---------------------------------------------------------------------------------------- callbacks

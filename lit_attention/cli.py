@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import importlib
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 import yaml
-from lightning.fabric.plugins import CheckpointIO
 from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
@@ -30,11 +28,11 @@ import lit_attention.tasks  # noqa: F401  (registers the LightningModules for `-
 from lit_attention.attention import resolve_spec
 from lit_attention.callbacks import PredictionWriter, default_callbacks
 from lit_attention.checkpointing import (
-    AtomicCheckpointIO,
     checkpoint_mismatch,
     logging_step,
     read_checkpoint,
     resolve_checkpoint,
+    with_atomic_checkpoints,
 )
 from lit_attention.errors import ConfigError
 from lit_attention.records import finish_fit, run_config
@@ -252,41 +250,6 @@ class LitAttentionCLI(LightningCLI):
             print(f"Results: {self.place.directory}", flush=True)
 
 
-@dataclass
-class PlannedRun:
-    """A run resolved exactly as `fit` resolves it, before anything is read, written or trained."""
-
-    config: Any  # the run's config, with the data's sizes in the model's arguments
-    model: Any  # the LightningModule, on the meta device
-    datamodule: Any
-    resolved: dict  # the flat config the run's record.json will hold (records.run_config)
-
-
-class _Planner(LitAttentionCLI):
-    def __init__(self, *args, check_trainer: bool = True, **kwargs) -> None:
-        self.check_trainer = check_trainer
-        super().__init__(*args, **kwargs)
-
-    def before_instantiate_classes(self) -> None:
-        self.prepare_config()
-        if self.check_trainer:
-            check_trainer_settings(self.run_config.trainer)
-        with torch.device("meta"):
-            self.meta_model = _instantiate(self.run_config.model)
-
-    def instantiate_classes(self) -> None:
-        """Nothing: a plan builds no trainer and no real weights."""
-
-
-def plan_run(args: list[str], check_trainer: bool = True) -> PlannedRun:
-    """Parse the arguments of a `fit` (without the word fit) as `fit` would, take the data's sizes and
-    build the model on the meta device: what `compare` checks every run with before training any.
-    `check_trainer`: also refuse trainer settings this machine cannot run (a GPU preset without GPU)."""
-    planner = _Planner(args=args, run=False, check_trainer=check_trainer)
-    return PlannedRun(planner.run_config, planner.meta_model, planner.built_datamodule,
-                      resolved(planner.parser, planner.run_config))
-
-
 def resolved(parser, config) -> dict:
     return run_config(yaml.safe_load(parser.dump(config, skip_none=False)))
 
@@ -320,14 +283,6 @@ def check_trainer_settings(trainer) -> None:
             f"--trainer.accelerator {accelerator} asks for a GPU but none is visible here (torch.cuda.is_available() "
             "is False); use --trainer.accelerator cpu, or stack recipes/trainer/cpu_debug.yaml instead of a GPU preset."
         )
-
-
-def with_atomic_checkpoints(plugins) -> list:
-    """The trainer's plugins plus `AtomicCheckpointIO`, unless a checkpoint writer is configured already."""
-    plugins = [] if plugins is None else list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
-    if not any(isinstance(plugin, CheckpointIO) for plugin in plugins):
-        plugins.append(AtomicCheckpointIO())
-    return plugins
 
 
 def _instantiate(config):

@@ -206,7 +206,8 @@ def run_arguments(configs, variant: str, point, overrides, extra) -> list[str]:
 
 def check_run(configs, variant: str, point, overrides, extra, where: str):
     """The run's config as fit would resolve it; a bad key or value is one sentence naming the run."""
-    from lit_attention.cli import plan_run, registered_classes
+    from lit_attention.cli import registered_classes
+    from lit_attention.planning import plan_run
     from lit_attention.parser_errors import parser_error_sentence
 
     try:

@@ -22,7 +22,7 @@ from sklearn.metrics import accuracy_score, f1_score, top_k_accuracy_score
 from torch.utils.data import DataLoader
 
 from lit_attention.callbacks import attention_figure, nonfinite_message
-from lit_attention.cli import plan_run
+from lit_attention.planning import plan_run
 from lit_attention.main import main
 from lit_attention.tasks import CausalLanguageModel, ImageClassifier, TextClassifier
 from test_datamodules_text import write_pairs_json, write_reviews  # tests/ is on sys.path under pytest

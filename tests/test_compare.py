@@ -97,7 +97,7 @@ def test_parameter_matched_control_is_within_one_percent(tmp_path):
     plan = build_plan(args, ["standard", "efficient"], [], extra)
     assert plan.arms == ["standard", "efficient", "standard~efficient"]
     control = next(r for r in plan.runs if r.arm == "standard~efficient")
-    from lit_attention.cli import plan_run
+    from lit_attention.planning import plan_run
 
     counts = {name: plan_run(["--config", VIT, f"--model.attention={variant}", *overrides]).model.param_counts
               for name, variant, overrides in (("efficient", "efficient", ()), ("control", "standard", control.overrides))}

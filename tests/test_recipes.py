@@ -20,7 +20,8 @@ import yaml
 
 import datamodules.language_modeling as language_modeling
 from lit_attention.attention import MultiHeadAttention
-from lit_attention.cli import GROWABLE_SIZES, plan_run
+from lit_attention.cli import GROWABLE_SIZES
+from lit_attention.planning import plan_run
 from lit_attention.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
