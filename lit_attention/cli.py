@@ -251,6 +251,7 @@ class LitAttentionCLI(LightningCLI):
 
 
 def resolved(parser, config) -> dict:
+    """The run's config as its record keeps it (records.run_config), dumped the way config.yaml is."""
     return run_config(yaml.safe_load(parser.dump(config, skip_none=False)))
 
 
