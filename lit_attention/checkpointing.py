@@ -26,6 +26,7 @@ import lightning as L
 import numpy as np
 import torch
 from lightning.fabric.plugins import CheckpointIO, TorchCheckpointIO
+from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info
 
@@ -91,8 +92,12 @@ def with_atomic_checkpoints(plugins) -> list:
 # ---------------------------------------------------------------------------------------- callbacks
 
 
-class LastCheckpoint(L.Callback):
+class LastCheckpoint(Checkpoint):
     """Keeps `<checkpoint dir>/last.ckpt` current, so that a killed run loses at most `every_n_steps` steps.
+
+    A `Checkpoint`, so that Lightning runs it after the `ModelCheckpoint` listed before it: at an
+    epoch's end the best checkpoint is chosen first, and last.ckpt records that choice (a resumed
+    run otherwise tests a best checkpoint that was already replaced and deleted).
 
     Written every `every_n_steps` optimizer steps (None: never in between), after every validation
     and at the end of every training epoch, each time at a point Lightning resumes from exactly:

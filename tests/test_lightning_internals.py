@@ -65,7 +65,7 @@ def test_why_last_checkpoint_exists(writer, tmp_path):
                       if writer == "plain" else LastCheckpoint(every_n_steps=2, dirpath=str(tmp_path)))
         return L.Trainer(max_steps=8, val_check_interval=4, limit_val_batches=1, logger=False, enable_progress_bar=False,
                          enable_model_summary=False, num_sanity_val_steps=0, accelerator="cpu",
-                         enable_checkpointing=writer == "plain", callbacks=[checkpoint, *callbacks])
+                         callbacks=[checkpoint, *callbacks])
 
     module, items = lm_setup("standard")
     loader = DataLoader(ListDataset(items * 4), batch_size=4)

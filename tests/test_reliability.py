@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import datasets
+import huggingface_hub
 import lightning as L
 import pytest
 import torch
@@ -309,13 +311,32 @@ def test_last_checkpoint_is_written_every_n_steps_after_validations_and_at_epoch
     data = list(zip(inputs, targets))
     last = RecordingLastCheckpoint(every_n_steps=3, dirpath=str(tmp_path))
     trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,
-                        enable_checkpointing=False, callbacks=[last], num_sanity_val_steps=0,
+                        callbacks=[last], num_sanity_val_steps=0,
                         limit_val_batches=1, **schedule)
     model = CausalLanguageModel(vocab_size=40, max_len=12, warmup_steps=1, **SMALL)
     trainer.fit(model, make_loader(data, batch_size=4, num_workers=0, shuffle=True),
                 make_loader(data, batch_size=4, num_workers=0))
     assert last.saved_at == expected
     assert load(tmp_path / "last.ckpt")["global_step"] == expected[-1]
+
+
+def test_last_checkpoint_knows_the_best_checkpoint_chosen_at_the_same_epoch_end(tmp_path):
+    """ModelCheckpoint chooses its checkpoint at an epoch's end too; last.ckpt is written after that choice,
+    so a resumed run (or `compare --test` on a finished one) finds the best checkpoint that is on disk."""
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    inputs, targets = _lm_items(20)
+    data = list(zip(inputs, targets))
+    newest = ModelCheckpoint(dirpath=tmp_path, monitor=None, save_top_k=1, filename="{epoch}-{step}")  # each epoch's
+    trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,
+                        callbacks=[newest, LastCheckpoint(every_n_steps=None)], num_sanity_val_steps=0,
+                        limit_val_batches=1, max_epochs=2)
+    model = CausalLanguageModel(vocab_size=40, max_len=12, warmup_steps=1, **SMALL)
+    trainer.fit(model, make_loader(data, batch_size=4, num_workers=0), make_loader(data, batch_size=4, num_workers=0))
+    states = load(tmp_path / "last.ckpt")["callbacks"]
+    [recorded] = [state["best_model_path"] for key, state in states.items() if key.startswith("ModelCheckpoint")]
+    assert recorded == newest.best_model_path == str(tmp_path / "epoch=1-step=10.ckpt")
+    assert Path(recorded).exists()
 
 
 # ----------------------------------------------------------------------------- numerical faults
@@ -473,8 +494,9 @@ def test_bad_input_fails_before_training_with_one_sentence(case, tmp_path, monke
     """Through `main`, the console script's entry point, in-process: these fail within a second."""
     make_args, message = BAD_INPUTS[case]
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    # What HF_HUB_OFFLINE=1 makes of the libraries: they read it when imported, possibly before this test.
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     for name in ("LIT_ATTENTION_TRACEBACK", "PL_GLOBAL_SEED", "PL_SEED_WORKERS"):
         monkeypatch.delenv(name, raising=False)  # and restored after: main() seeds the process
     with pytest.raises(SystemExit) as exit_:
