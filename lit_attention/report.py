@@ -7,6 +7,7 @@ Tables, for the monitored validation metric of the recipe's task (and the test m
 * with a grid, the tuned table: each arm's grid point with the best mean *validation* value, and that
   point's *test* value (selection never sees the test split);
 * the paired comparison of every arm with the baseline: seed-by-seed differences, 95% t-interval,
+  simultaneous (Bonferroni) interval,
   p-value and Holm-corrected p-value across the arms compared;
 * with --success-threshold, the runs that reached it, with exact binomial intervals.
 """
@@ -218,18 +219,26 @@ def comparison_section(plan: Plan, cells: dict, tuned: dict, baseline: str, moni
     if len(plan.points) > 1 and not has_test:
         title += ("**Optimistic:** without --test these are the validation values that chose each grid point, "
                   "so the differences are biased toward the tuned arms; rerun with --test for held-out ones.\n\n")
-    header = ["arm", "seeds", f"difference (arm − {baseline})", "95% interval", "p", "p (Holm)", "verdict"]
+    header = ["arm", "seeds", f"difference (arm − {baseline})", "95% interval", f"simultaneous 95% ({len(pairs)} arms)",
+              "p", "p (Holm)", "verdict"]
     rows = []
     for arm, d in pairs:
-        interval = "n/a" if math.isnan(d.low) else f"[{d.low:+.4f}, {d.high:+.4f}]"
-        p = lambda x: "n/a" if math.isnan(x) else f"{x:.3g}"  # noqa: E731
-        rows.append([arm, str(d.n), "n/a" if math.isnan(d.mean) else f"{d.mean:+.4f}", interval, p(d.p),
-                     p(d.p_holm), verdict(d, mode)])
-    note = (f"Seed-by-seed differences{where}, with a paired 95% t-interval (not corrected); the verdict uses the "
-            f"p-value corrected with Holm's method across the {len(pairs)} arms compared. \"No detectable "
-            "difference\" means the corrected test did not reject equality: the interval shows the differences "
-            "still compatible with the data, not that the arms are equal.\n\n")
+        rows.append([arm, str(d.n), "n/a" if math.isnan(d.mean) else f"{d.mean:+.4f}", interval(d.low, d.high),
+                     interval(d.joint_low, d.joint_high), p_value(d.p), p_value(d.p_holm), verdict(d, mode)])
+    note = (f"Seed-by-seed differences{where}. The 95% interval is the paired t-interval of one comparison on "
+            f"its own; the simultaneous interval (Bonferroni) holds for all {len(pairs)} together, and the verdict "
+            "uses the p-value corrected with Holm's method across them. \"No detectable difference\" means the "
+            "corrected test did not reject equality: the intervals show the differences still compatible with "
+            "the data, not that the arms are equal.\n\n")
     return title + note + markdown(header, rows)
+
+
+def interval(low: float, high: float) -> str:
+    return "n/a" if math.isnan(low) else f"[{low:+.4f}, {high:+.4f}]"
+
+
+def p_value(p: float) -> str:
+    return "n/a" if math.isnan(p) else f"{p:.3g}"
 
 
 def success_section(plan: Plan, cells: dict, tuned: dict, threshold: float, monitor: str, mode: str) -> str:

@@ -1,5 +1,6 @@
 """The statistics `compare` reports: paired differences over seeds with t-intervals, Holm's correction
-for comparing several variants with one baseline, and exact binomial intervals for success counts.
+for comparing several variants with one baseline (with Bonferroni's simultaneous intervals beside it),
+and exact binomial intervals for success counts.
 
 Runs with the same seed share their data order (and, where shapes allow, their initial weights), so a
 variant is compared with the baseline seed by seed: the differences, not the two spreads, carry the
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scipy import stats
 
@@ -21,15 +22,20 @@ ALPHA = 0.05
 
 @dataclass(frozen=True)
 class PairedDifference:
-    """variant - baseline over the seeds both have: mean, 95% t-interval, two-sided p (paired t-test)
-    and the p-value after Holm's correction across the comparisons made together."""
+    """variant - baseline over the seeds both have: mean, 95% t-interval, two-sided p (paired t-test),
+    and, across the m comparisons made together, the Holm-adjusted p-value and the simultaneous 95%
+    interval (each at confidence 1 - 0.05/m, Bonferroni: all m cover their true differences together
+    at least 95% of the time)."""
 
     n: int
     mean: float
     low: float
     high: float
     p: float
+    error: float = math.nan  # standard error of the mean difference
     p_holm: float = math.nan
+    joint_low: float = math.nan
+    joint_high: float = math.nan
 
 
 def paired_difference(variant: dict[int, float], baseline: dict[int, float], confidence: float = 0.95) -> PairedDifference:
@@ -44,10 +50,10 @@ def paired_difference(variant: dict[int, float], baseline: dict[int, float], con
         return PairedDifference(n, mean, math.nan, math.nan, math.nan)
     error = statistics.stdev(differences) / math.sqrt(n)
     if error <= 1e-12 * max(1.0, abs(mean)):  # every seed gave the same difference: nothing to test against
-        return PairedDifference(n, mean, mean, mean, 1.0 if abs(mean) <= 1e-12 else math.nan)
+        return PairedDifference(n, mean, mean, mean, 1.0 if abs(mean) <= 1e-12 else math.nan, 0.0)
     half_width = stats.t.ppf(0.5 + confidence / 2, n - 1) * error
     p = 2.0 * stats.t.sf(abs(mean / error), n - 1)
-    return PairedDifference(n, mean, mean - half_width, mean + half_width, float(p))
+    return PairedDifference(n, mean, mean - half_width, mean + half_width, float(p), error)
 
 
 def holm(p_values: list[float]) -> list[float]:
@@ -63,13 +69,23 @@ def holm(p_values: list[float]) -> list[float]:
 
 
 def with_holm(differences: list[PairedDifference]) -> list[PairedDifference]:
+    """The differences with their Holm p-values and Bonferroni simultaneous intervals filled in."""
     corrected = holm([d.p for d in differences])
-    return [PairedDifference(d.n, d.mean, d.low, d.high, d.p, p) for d, p in zip(differences, corrected)]
+    tested = sum(not math.isnan(d.p) for d in differences)
+    done = []
+    for d, p_holm in zip(differences, corrected):
+        joint_low = joint_high = math.nan
+        if not math.isnan(d.error) and tested:
+            half_width = stats.t.ppf(1 - ALPHA / (2 * tested), d.n - 1) * d.error
+            joint_low, joint_high = d.mean - half_width, d.mean + half_width
+        done.append(replace(d, p_holm=p_holm, joint_low=joint_low, joint_high=joint_high))
+    return done
 
 
 def verdict(difference: PairedDifference, mode: str) -> str:
     """In words, for a metric where `mode` ("max" or "min") is better: from the Holm-corrected p-value
-    (the 95% interval next to it is not corrected, so it may exclude zero where the verdict does not)."""
+    (Holm rejects whenever Bonferroni does, so a verdict can say "better" where the simultaneous
+    interval still touches zero, never the reverse)."""
     if difference.n < 2:
         return "needs 2 or more paired seeds"
     if math.isnan(difference.p_holm):

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import statistics
 from pathlib import Path
 
@@ -22,7 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from lit_attention.report import markdown  # noqa: E402
+from lit_attention.report import interval, markdown, p_value  # noqa: E402
 from lit_attention.statistics import mean_std, paired_difference, verdict, with_holm  # noqa: E402
 
 
@@ -64,14 +63,15 @@ def main() -> None:
             size["arms"][arm] = {"params": int(rs[0]["params_non_embedding"]), "flops": float(rs[0]["train_flops"]),
                                  "test": mean_std(values), "point": rs[0]["point"]}
         for arm, d in zip(arms, differences):
-            interval = "n/a" if math.isnan(d.low) else f"[{d.low:+.4f}, {d.high:+.4f}]"
             table.append([folder.name, arm, size["arms"][arm]["point"], f"{size['arms'][arm]['params']:,}",
-                          "{:.4f} ± {:.4f}".format(*size["arms"][arm]["test"]), f"{d.mean:+.4f}", interval,
-                          f"{d.p_holm:.3g}", verdict(d, mode)])
+                          "{:.4f} ± {:.4f}".format(*size["arms"][arm]["test"]), f"{d.mean:+.4f}",
+                          interval(d.low, d.high), interval(d.joint_low, d.joint_high), p_value(d.p_holm),
+                          verdict(d, mode)])
         sizes.append(size)
     metric = monitor.replace("val/", "test/")
     header = ["size", "arm", "lr chosen on validation", "non-embedding params", metric,
-              f"difference vs {args.baseline}", "95% interval", "p (Holm, per size)", "verdict"]
+              f"difference vs {args.baseline}", "95% interval", "simultaneous 95% (per size)", "p (Holm, per size)",
+              "verdict"]
     text = (f"# Size trend\n\n{metric} of each arm at its tuned learning rate; differences with `{args.baseline}` "
             "are paired over seeds at each size.\n\n" + markdown(header, table) + "\n![trend](size_trend.png)\n")
     (args.output / "results.md").write_text(text)

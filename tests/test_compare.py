@@ -117,6 +117,11 @@ def test_paired_statistics_match_a_hand_computed_example():
     assert d.p == pytest.approx(0.074180, abs=1e-5)  # two-sided, t = 3.4641 on 2 degrees of freedom
     assert holm([0.01, 0.04, 0.03, math.nan]) == pytest.approx([0.03, 0.06, 0.06, math.nan], nan_ok=True)
     assert verdict(with_holm([d])[0], "max") == "no detectable difference"
+    # Simultaneous over 2 comparisons: each at 1 - 0.05/2, t(0.9875, 2) = 0.975 / sqrt(2 * 0.9875 * 0.0125).
+    joint, _ = with_holm([d, paired_difference({0: 1.0, 1: 1.0, 2: 1.2}, {0: 0.5, 1: 0.5, 2: 0.5})])
+    joint_half = 0.975 / math.sqrt(2 * 0.9875 * 0.0125) * 0.1 / math.sqrt(3)
+    assert (joint.joint_low, joint.joint_high) == (pytest.approx(0.2 - joint_half, abs=1e-6),
+                                                   pytest.approx(0.2 + joint_half, abs=1e-6))
     sure = with_holm([paired_difference({s: 0.9 + s / 100 for s in range(5)}, {s: 0.5 + s / 90 for s in range(5)})])[0]
     assert sure.p_holm < 0.05 and verdict(sure, "max") == "better" and verdict(sure, "min") == "worse"
     assert verdict(paired_difference({0: 1.0}, {0: 0.5}), "max") == "needs 2 or more paired seeds"
