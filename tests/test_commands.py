@@ -299,15 +299,24 @@ def test_imagefolder_takes_its_image_size_from_the_data_and_warns_on_huge_token_
 # ---------------------------------------------------------------------------------------------- 7. one run, one process
 
 
-class SlowSteps(L.Callback):
-    def on_train_batch_end(self, *args) -> None:
-        time.sleep(0.5)
+class HeldSteps(L.Callback):
+    """Holds the run before its second step (the first one's last.ckpt written) until the file named by
+    $HOLD_UNTIL exists (at most 5 minutes): the run is surely still going while the test does its part,
+    however loaded the machine."""
+
+    def on_train_batch_start(self, trainer, *args) -> None:
+        if trainer.global_step < 1:
+            return
+        deadline = time.monotonic() + 300
+        while not os.path.exists(os.environ["HOLD_UNTIL"]) and time.monotonic() < deadline:
+            time.sleep(0.1)
 
 
 def test_a_second_process_cannot_resume_a_running_run(tmp_path):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+           "HOLD_UNTIL": str(tmp_path / "release")}
     args = [sys.executable, "-m", "lit_attention", "fit", *TINY_VIT, "--trainer.limit_train_batches=40",
-            "--run.checkpoint_every_n_steps=1", "--trainer.callbacks+=test_commands.SlowSteps"]
+            "--run.checkpoint_every_n_steps=1", "--trainer.callbacks+=test_commands.HeldSteps"]
     first = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
