@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import datasets
+import huggingface_hub
 import pytest
 import yaml
 
@@ -77,11 +79,19 @@ def offline_home(tmp_path_factory):
     saved = dict(os.environ)
     os.environ.update({"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(home / "hf_home"),
                        "TORCH_HOME": str(home / "torch_home")})
+    # The libraries read HF_HUB_OFFLINE when imported, maybe before this module: set what they read, or
+    # the GPT-2 tokenizer's lookup spends its network retries (about 20 s per recipe) before failing.
+    flags = [(datasets.config, "HF_HUB_OFFLINE"), (huggingface_hub.constants, "HF_HUB_OFFLINE")]
+    saved_flags = [getattr(owner, name) for owner, name in flags]
+    for owner, name in flags:
+        setattr(owner, name, True)
     (home / "cwd").mkdir()
     cwd = os.getcwd()
     os.chdir(home / "cwd")
     yield home
     os.chdir(cwd)
+    for (owner, name), value in zip(flags, saved_flags):
+        setattr(owner, name, value)
     os.environ.clear()
     os.environ.update(saved)
 
