@@ -21,9 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def sweep(output: Path, parallel: int, seeds: int, extra: list[str]) -> float:
+def sweep(output: Path, parallel: int, variants: str, seeds: int, extra: list[str]) -> float:
     command = [sys.executable, "-m", "lit_attention", "compare", "--config", str(ROOT / "recipes/quickstart/vit_digits.yaml"),
-               "--variants", "all", "--seeds", str(seeds), "--test", "--parallel", str(parallel), "--output", str(output),
+               "--variants", variants, "--seeds", str(seeds), "--test", "--parallel", str(parallel), "--output", str(output),
                *extra]
     start = time.perf_counter()
     subprocess.run(command, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
@@ -33,14 +33,15 @@ def sweep(output: Path, parallel: int, seeds: int, extra: list[str]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--parallel", type=int, default=2)
+    parser.add_argument("--variants", default="all", help="as compare takes them (default: the 7 presets)")
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="arguments for every fit")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        serial = sweep(Path(folder) / "serial", 1, args.seeds, args.extra)
-        parallel = sweep(Path(folder) / "parallel", args.parallel, args.seeds, args.extra)
+        serial = sweep(Path(folder) / "serial", 1, args.variants, args.seeds, args.extra)
+        parallel = sweep(Path(folder) / "parallel", args.parallel, args.variants, args.seeds, args.extra)
         same = (Path(folder) / "serial/results.csv").read_text() == (Path(folder) / "parallel/results.csv").read_text()
-    runs = 7 * args.seeds
+    runs = (7 if args.variants == "all" else len(args.variants.split(","))) * args.seeds
     print(f"{runs} runs on {os.cpu_count()} cores; load average at the end {os.getloadavg()[0]:.2f}")
     print()
     print("| sweep | wall s | ratio to serial |")
