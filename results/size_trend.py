@@ -20,6 +20,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
 
 from lit_attention.report import interval, markdown, p_value  # noqa: E402
 from lit_attention.statistics import mean_std, paired_difference, verdict, with_holm  # noqa: E402
@@ -50,10 +51,12 @@ def main() -> None:
     args = parser.parse_args()
     args.output.mkdir(parents=True, exist_ok=True)
 
+    loaded = {folder: load(folder) for folder in args.folders}
+    # Only the arms every size has: each size's Holm and Bonferroni corrections then count the same arms.
+    common = set.intersection(*({row["arm"] for row in rows} for rows, _, _ in loaded.values()))
     sizes, table = [], []
-    for folder in args.folders:
-        rows, monitor, mode = load(folder)
-        chosen = tuned(rows, mode)
+    for folder, (rows, monitor, mode) in loaded.items():
+        chosen = tuned([row for row in rows if row["arm"] in common], mode)
         test = {arm: {int(r["seed"]): float(r["test"]) for r in rs} for arm, rs in chosen.items()}
         arms = [arm for arm in chosen if arm != args.baseline]
         differences = with_holm([paired_difference(test[arm], test[args.baseline]) for arm in arms])
@@ -72,8 +75,8 @@ def main() -> None:
     header = ["size", "arm", "lr chosen on validation", "non-embedding params", metric,
               f"difference vs {args.baseline}", "95% interval", "simultaneous 95% (per size)", "p (Holm, per size)",
               "verdict"]
-    text = (f"# Size trend\n\n{metric} of each arm at its tuned learning rate; differences with `{args.baseline}` "
-            "are paired over seeds at each size.\n\n" + markdown(header, table) + "\n![trend](size_trend.png)\n")
+    text = (f"# Size trend\n\n{metric} of each arm at its tuned learning rate (the arms every size has); "
+            f"differences with `{args.baseline}` are paired over seeds and corrected over the arms at each size.\n\n" + markdown(header, table) + "\n![trend](size_trend.png)\n")
     (args.output / "results.md").write_text(text)
     print(text)
 
@@ -86,6 +89,7 @@ def main() -> None:
                           capsize=3, label=arm)
     for axes, label in ((by_params, "non-embedding parameters"), (by_flops, "training FLOPs")):
         axes.set_xscale("log")
+        axes.xaxis.set_minor_formatter(NullFormatter())  # labelled minor ticks overlap on a short log axis
         axes.set_xlabel(label)
         axes.set_ylabel(f"{metric} (mean ± std over seeds)")
         axes.legend(fontsize=8)
