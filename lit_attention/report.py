@@ -219,14 +219,15 @@ def comparison_section(plan: Plan, cells: dict, tuned: dict, baseline: str, moni
     if len(plan.points) > 1 and not has_test:
         title += ("**Optimistic:** without --test these are the validation values that chose each grid point, "
                   "so the differences are biased toward the tuned arms; rerun with --test for held-out ones.\n\n")
-    header = ["arm", "seeds", f"difference (arm − {baseline})", "95% interval", f"simultaneous 95% ({len(pairs)} arms)",
+    tested = sum(not math.isnan(d.p) for _, d in pairs)  # the arms the corrections count
+    header = ["arm", "seeds", f"difference (arm − {baseline})", "95% interval", f"simultaneous 95% ({tested} arms)",
               "p", "p (Holm)", "verdict"]
     rows = []
     for arm, d in pairs:
         rows.append([arm, str(d.n), "n/a" if math.isnan(d.mean) else f"{d.mean:+.4f}", interval(d.low, d.high),
                      interval(d.joint_low, d.joint_high), p_value(d.p), p_value(d.p_holm), verdict(d, mode)])
     note = (f"Seed-by-seed differences{where}. The 95% interval is the paired t-interval of one comparison on "
-            f"its own; the simultaneous interval (Bonferroni) holds for all {len(pairs)} together, and the verdict "
+            f"its own; the simultaneous interval (Bonferroni) holds for all {tested} tested together, and the verdict "
             "uses the p-value corrected with Holm's method across them. \"No detectable difference\" means the "
             "corrected test did not reject equality: the intervals show the differences still compatible with "
             "the data, not that the arms are equal.\n\n")
