@@ -11,6 +11,8 @@ sweep runs first, then the parallel one; the ratio is parallel / serial wall tim
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import os
 import subprocess
 import sys
@@ -40,8 +42,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         serial = sweep(Path(folder) / "serial", 1, args.variants, args.seeds, args.extra)
         parallel = sweep(Path(folder) / "parallel", args.parallel, args.variants, args.seeds, args.extra)
-        same = (Path(folder) / "serial/results.csv").read_text() == (Path(folder) / "parallel/results.csv").read_text()
-    runs = (7 if args.variants == "all" else len(args.variants.split(","))) * args.seeds
+        serial_csv = (Path(folder) / "serial/results.csv").read_text()
+        same = serial_csv == (Path(folder) / "parallel/results.csv").read_text()
+    runs = len(list(csv.DictReader(io.StringIO(serial_csv))))  # one row per run
     print(f"{runs} runs on {os.cpu_count()} cores; load average at the end {os.getloadavg()[0]:.2f}")
     print()
     print("| sweep | wall s | ratio to serial |")

@@ -128,8 +128,8 @@ class KillWhileSaving(L.Callback):
         self.step = step
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint) -> None:
-        writing_last = any(isinstance(frame.frame.f_locals.get("self"), LastCheckpoint) for frame in inspect.stack())
-        if trainer.global_step == self.step and writing_last:
+        if trainer.global_step == self.step and any(
+                isinstance(frame.frame.f_locals.get("self"), LastCheckpoint) for frame in inspect.stack(context=0)):
             checkpoint["zz_kill"] = _KillWhenPickled()  # pickled last, after the weights
 
 
