@@ -49,6 +49,9 @@ def main() -> None:
     parser.add_argument("--output", type=Path, required=True)
     parser.add_argument("--baseline", default="standard")
     args = parser.parse_args()
+    for folder in args.folders:
+        if not (folder / "results.csv").is_file():
+            parser.error(f"{folder} has no results.csv; give folders that `lit-attention compare` wrote.")
     args.output.mkdir(parents=True, exist_ok=True)
 
     loaded = {folder: load(folder) for folder in args.folders}
