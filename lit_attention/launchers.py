@@ -6,8 +6,10 @@ Both launchers run exactly the command `sweep.Run.command` builds and report eac
 * `LocalLauncher`: `parallel` subprocesses at a time. With GPUs, each gets its own `devices_per_run`
   of the GPUs this process sees (CUDA_VISIBLE_DEVICES) and `--trainer.devices` to match, so a run may
   itself be DDP; on CPU the cores are split between them (OMP_NUM_THREADS), which also keeps every
-  run's arithmetic identical from one sweep to the next. Every process of a run (a DDP run's other
-  ranks too) dies with its parent (Linux), so a killed sweep leaves no run behind holding its directory.
+  run's arithmetic identical from one sweep to the next. On Linux each slot's runs are forked from a
+  warm worker that imported Lightning once (lit_attention/warm_worker.py), not started afresh. Every
+  process of a run (a DDP run's other ranks too) dies with its parent (Linux), so a killed sweep
+  leaves no run behind holding its directory.
 * `SlurmLauncher`: one SLURM job per run through submitit; a multi-node run is one job of
   `nodes x gpus_per_node` tasks, each running the command, which Lightning's SLURM environment joins
   into one DDP run. `cluster="local"` runs the same jobs with submitit's local executor (tests, CI).
@@ -16,7 +18,9 @@ Both launchers run exactly the command `sweep.Run.command` builds and report eac
 from __future__ import annotations
 
 import ctypes
+import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -47,6 +51,8 @@ def last_line(log: Path) -> str:
     return (errors or lines or [""])[-1][:500]
 
 
+LIT_ATTENTION = [sys.executable, "-m", "lit_attention"]  # how every run's command starts
+WARM_WORKER = "--warm-worker"  # `python -m lit_attention --warm-worker`: lit_attention/warm_worker.py
 DIE_WITH_PARENT = "LIT_ATTENTION_DIE_WITH_PARENT"  # read by lit_attention.main in every process of a run
 
 
@@ -57,8 +63,10 @@ def die_with_parent() -> None:
 
 
 class LocalLauncher:
-    def __init__(self, parallel: int = 1, devices_per_run: int = 1) -> None:
+    def __init__(self, parallel: int = 1, devices_per_run: int = 1, warm: bool | None = None) -> None:
         self.parallel, self.devices_per_run = parallel, devices_per_run
+        # Forking from a warm worker needs fork() that is safe with the libraries loaded: Linux's.
+        self.warm = sys.platform.startswith("linux") if warm is None else warm
         import torch
 
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -86,24 +94,58 @@ class LocalLauncher:
         return env
 
     def run(self, jobs: list[Job], done: Done) -> None:
-        pending, running = list(jobs), {}  # slot -> (job, process, log file)
-        while pending or running:
-            for slot in range(self.parallel):
-                if slot not in running and pending:
-                    job = pending.pop(0)
-                    job.log.parent.mkdir(parents=True, exist_ok=True)
-                    log = open(job.log, "a")
-                    log.write(f"$ {' '.join(job.command)}\n")
-                    log.flush()
-                    process = subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT,
-                                               env=self.environment(slot))
-                    running[slot] = (job, process, log)
-            time.sleep(0.2)
-            for slot, (job, process, log) in list(running.items()):
-                if process.poll() is not None:
-                    log.close()
-                    del running[slot]
-                    done(job, process.returncode, last_line(job.log))
+        pending, running = list(jobs), {}  # slot -> (job, a handle whose poll() is its exit status or None)
+        workers: dict[int, subprocess.Popen] = {}  # slot -> its warm worker
+        try:
+            while pending or running:
+                for slot in range(self.parallel):
+                    if slot not in running and pending:
+                        job = pending.pop(0)
+                        job.log.parent.mkdir(parents=True, exist_ok=True)
+                        with open(job.log, "a") as log:
+                            log.write(f"$ {' '.join(job.command)}\n")
+                        running[slot] = (job, self.start(job, slot, workers))
+                time.sleep(0.2)
+                for slot, (job, handle) in list(running.items()):
+                    status = handle.poll()
+                    if status is not None:
+                        del running[slot]
+                        done(job, status, last_line(job.log))
+        finally:
+            for worker in workers.values():
+                worker.stdin.close()  # end of requests: the worker exits
+                worker.wait()
+
+    def start(self, job: Job, slot: int, workers: dict[int, subprocess.Popen]):
+        words = job.command[len(LIT_ATTENTION):] if job.command[: len(LIT_ATTENTION)] == LIT_ATTENTION else None
+        if not self.warm or words is None:
+            log = open(job.log, "a")
+            process = subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT, env=self.environment(slot))
+            log.close()  # the child holds its own copy
+            return process
+        if slot not in workers or workers[slot].poll() is not None:
+            workers[slot] = subprocess.Popen([*LIT_ATTENTION, WARM_WORKER], stdin=subprocess.PIPE,
+                                             stdout=subprocess.PIPE, text=True, env=self.environment(slot))
+        return WarmRun(workers[slot], words, job.log)
+
+
+class WarmRun:
+    """A run forked by a warm worker (lit_attention/warm_worker.py); poll() as `subprocess.Popen`'s."""
+
+    def __init__(self, worker: subprocess.Popen, words: list[str], log: Path) -> None:
+        self.worker, self.log = worker, log
+        worker.stdin.write(json.dumps({"words": words, "log": str(log)}) + "\n")
+        worker.stdin.flush()
+
+    def poll(self) -> int | None:
+        if not select.select([self.worker.stdout], [], [], 0)[0]:
+            return None
+        answer = self.worker.stdout.readline()
+        if not answer:  # the worker itself died: say so where the run's output goes
+            with open(self.log, "a") as log:
+                log.write(f"error: the warm worker running this run died (exit {self.worker.wait()}).\n")
+            return 1
+        return json.loads(answer)["status"]
 
 
 class SlurmLauncher:

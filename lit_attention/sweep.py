@@ -12,12 +12,12 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lit_attention.attention import list_presets, resolve_spec
 from lit_attention.errors import ConfigError
+from lit_attention.launchers import LIT_ATTENTION
 from lit_attention.records import RECORD, config_differences, read_record
 from lit_attention.run_dirs import versions, version_dir
 
@@ -56,7 +56,7 @@ class Run:
     def command(self, configs: list[str], extra: list[str], output: Path, test: bool) -> list[str]:
         settings = {**dict(self.point), "arm": self.arm}
         return [
-            sys.executable, "-m", "lit_attention", "fit", *[w for c in configs for w in ("--config", c)],
+            *LIT_ATTENTION, "fit", *[w for c in configs for w in ("--config", c)],
             f"--model.init_args.attention={self.variant}", f"--seed_everything={self.seed}",
             f"--run.root={Path(output) / 'runs'}", f"--run.name={self.run_name}", f"--run.test={str(test).lower()}",
             f"--run.settings={json.dumps(settings)}", "--ckpt_path=last", "--trainer.enable_progress_bar=false",
