@@ -1,11 +1,13 @@
-"""Wall time of a `compare` sweep run one at a time against the same sweep run N at a time.
+"""Wall time of a `compare` sweep run one at a time against the same sweep run N at a time, and of
+the N-at-a-time sweep with a fresh process per run instead of forks of a warm worker.
 
     python benchmarks/compare_parallel.py                      # make demo's sweep: 7 presets x 2 seeds on the digits
     python benchmarks/compare_parallel.py --parallel 2 --seeds 2 --extra --trainer.max_epochs=3
 
-Both sweeps are the same command into fresh output folders; the serial one runs each fit with all the
-machine's cores, the parallel one splits them (compare gives each run cores / N threads). The serial
-sweep runs first, then the parallel one; the ratio is parallel / serial wall time, measured in one run.
+The sweeps are the same command into fresh output folders; the serial one runs each fit with all the
+machine's cores, the parallel ones split them (compare gives each run cores / N threads). They run one
+after another in this order: serial, parallel, parallel with --fresh-processes; the ratios are to the
+serial wall time, measured in the same run.
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def sweep(output: Path, parallel: int, variants: str, seeds: int, extra: list[str]) -> float:
+def sweep(output: Path, parallel: int, variants: str, seeds: int, extra: list[str], fresh: bool = False) -> float:
     command = [sys.executable, "-m", "lit_attention", "compare", "--config", str(ROOT / "recipes/quickstart/vit_digits.yaml"),
                "--variants", variants, "--seeds", str(seeds), "--test", "--parallel", str(parallel), "--output", str(output),
-               *extra]
+               *(["--fresh-processes"] if fresh else []), *extra]
     start = time.perf_counter()
     subprocess.run(command, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
     return time.perf_counter() - start
@@ -42,18 +44,23 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         serial = sweep(Path(folder) / "serial", 1, args.variants, args.seeds, args.extra)
         parallel = sweep(Path(folder) / "parallel", args.parallel, args.variants, args.seeds, args.extra)
+        fresh = sweep(Path(folder) / "fresh", args.parallel, args.variants, args.seeds, args.extra, fresh=True)
         serial_csv = (Path(folder) / "serial/results.csv").read_text()
         same = serial_csv == (Path(folder) / "parallel/results.csv").read_text()
+        same_fresh = (Path(folder) / "parallel/results.csv").read_text() == (Path(folder) / "fresh/results.csv").read_text()
     runs = len(list(csv.DictReader(io.StringIO(serial_csv))))  # one row per run
     print(f"{runs} runs on {os.cpu_count()} cores; load average at the end {os.getloadavg()[0]:.2f}")
     print()
     print("| sweep | wall s | ratio to serial |")
     print("|---|---|---|")
     print(f"| serial (1 at a time, {os.cpu_count()} threads each) | {serial:.0f} | 1.00 |")
-    print(f"| --parallel {args.parallel} ({max(1, (os.cpu_count() or 1) // args.parallel)} thread(s) each) | "
-          f"{parallel:.0f} | {parallel / serial:.2f} |")
+    threads = max(1, (os.cpu_count() or 1) // args.parallel)
+    print(f"| --parallel {args.parallel} ({threads} thread(s) each) | {parallel:.0f} | {parallel / serial:.2f} |")
+    print(f"| --parallel {args.parallel} --fresh-processes | {fresh:.0f} | {fresh / serial:.2f} |")
     print()
-    print(f"results.csv identical in both: {same} (another thread count may change float sums in the last bits)")
+    print(f"warm workers / fresh processes at --parallel {args.parallel}: {parallel / fresh:.2f}")
+    print(f"results.csv identical, warm and fresh: {same_fresh}; serial and parallel: {same} "
+          "(another thread count may change float sums in the last bits)")
 
 
 if __name__ == "__main__":

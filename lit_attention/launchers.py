@@ -17,6 +17,7 @@ Both launchers run exactly the command `sweep.Run.command` builds and report eac
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -65,8 +66,6 @@ def die_with_parent() -> None:
 class LocalLauncher:
     def __init__(self, parallel: int = 1, devices_per_run: int = 1, warm: bool | None = None) -> None:
         self.parallel, self.devices_per_run = parallel, devices_per_run
-        # Forking from a warm worker needs fork() that is safe with the libraries loaded: Linux's.
-        self.warm = sys.platform.startswith("linux") if warm is None else warm
         import torch
 
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -75,11 +74,16 @@ class LocalLauncher:
         if self.gpus and parallel * devices_per_run > len(self.gpus):
             raise ConfigError(f"--parallel {parallel} x --devices-per-run {devices_per_run} needs "
                               f"{parallel * devices_per_run} GPUs but {len(self.gpus)} are visible; run fewer at a time.")
+        # Forking from a warm worker needs fork() that is safe with the libraries loaded (Linux's) and
+        # no GPU: CUDA initialised before a fork cannot be used after it, and GPU runs are long enough
+        # for their imports not to matter.
+        self.warm = sys.platform.startswith("linux") and not self.gpus if warm is None else warm
 
     def describe(self) -> str:
         if self.gpus:
             return f"{self.parallel} at a time, {self.devices_per_run} GPU(s) each"
-        return f"{self.parallel} at a time, {self.threads()} CPU thread(s) each"
+        started = "forked from a warm worker" if self.warm else "a fresh process each"
+        return f"{self.parallel} at a time, {self.threads()} CPU thread(s) each, {started}"
 
     def threads(self) -> int:
         return max(1, (os.cpu_count() or 1) // self.parallel)
@@ -111,9 +115,14 @@ class LocalLauncher:
                     if status is not None:
                         del running[slot]
                         done(job, status, last_line(job.log))
+        except BaseException:  # Ctrl-C, say: as with fresh processes, the runs die with the sweep
+            for worker in workers.values():
+                worker.kill()
+            raise
         finally:
             for worker in workers.values():
-                worker.stdin.close()  # end of requests: the worker exits
+                with contextlib.suppress(OSError):
+                    worker.stdin.close()  # end of requests: the worker exits
                 worker.wait()
 
     def start(self, job: Job, slot: int, workers: dict[int, subprocess.Popen]):

@@ -213,6 +213,8 @@ def comparison_section(plan: Plan, cells: dict, tuned: dict, baseline: str, moni
     metric = monitor.replace("val/", "test/") if has_test else f"best {monitor}"
     title = f"## Against `{baseline}`: paired differences in {metric}\n\n"
     pairs = comparison_pairs(plan, cells, tuned, baseline, has_test)
+    if not pairs and baseline in tuned and len(plan.arms) == 1:
+        return title + f"No comparison: `{baseline}` is the only arm (add arms with --variants, --add-control or --arm).\n"
     if not pairs:
         return title + f"No comparison: the baseline `{baseline}` has no finished run (choose one with --baseline).\n"
     where = " at each arm's tuned grid point" if len(plan.points) > 1 else ""

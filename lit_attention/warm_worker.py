@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Callable
@@ -29,6 +30,7 @@ def serve(main: Callable[[list[str]], None]) -> None:
     """Answer requests until end of input, running each as `main(words)` (lit_attention.main's) in a child."""
     import lit_attention.cli  # noqa: F401  (the slow imports, done once for every run this worker forks)
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the run and for compare, which ends this worker
     for line in sys.stdin:
         request = json.loads(line)
         sys.stdout.flush()
@@ -45,6 +47,7 @@ def run_child(main: Callable[[list[str]], None], words: list[str], log: str, wor
     """In the forked child: become `lit-attention <words>` writing to `log`; never returns."""
     status = 1
     try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a fresh Python process
         if os.environ.get(DIE_WITH_PARENT):
             die_with_parent()
             if os.getppid() != worker:  # the worker died before the line above: nobody waits for this run

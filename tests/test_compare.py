@@ -161,6 +161,14 @@ def test_tuned_table_chooses_on_validation_and_reports_that_points_test_value(tm
     assert len(rows) == 12 and {row["status"] for row in rows} == {"finished"}
 
 
+def test_a_sweep_of_the_baseline_alone_says_so_rather_than_that_it_did_not_finish(tmp_path):
+    point = (("model.init_args.lr", "1e-3"),)
+    plan = Plan(arms=["standard"], points=[point], seeds=[0])
+    plan.runs.append(Run("standard", "standard", point, 0))
+    text = write_report(plan, [RunState(plan.runs[0], record=record(0.8, 0.9))], tmp_path, "compare ...", "standard", None)
+    assert "No comparison: `standard` is the only arm" in text and "no finished run" not in text
+
+
 # ---------------------------------------------------------------------------------------------- running
 
 
@@ -209,6 +217,37 @@ def test_sigkilled_sweep_resumes_to_the_same_results_csv(tmp_path):
     (tmp_path / "clean" / "results.csv").unlink()
     code, _, _ = finish(compare([*sweep, "--output", "clean", "--report"], tmp_path))
     assert code == 0 and results_csv(tmp_path / "clean") == results_csv(tmp_path / "killed")
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_the_sweep_and_its_runs_in_a_sentence(tmp_path):
+    process = compare(["--config", VIT, "--variants", "standard", "--seeds", "2", "--parallel", "2", "--output", "out",
+                       *TINY, "--trainer.max_epochs=50"], tmp_path, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not list((tmp_path / "out").glob("runs/**/last.ckpt")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    sweep = descendants(process.pid)  # the warm workers and the runs they forked
+    assert len(sweep) >= 4, sweep
+    os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C sends: the whole foreground group
+    code, _, err = finish(process, timeout=60)
+    assert code == 130 and "the same command resumes the others" in err and "Traceback" not in err, err[-3000:]
+    time.sleep(1)
+    assert not [pid for pid in sweep if alive(pid)], "processes of the sweep outlived it"
+
+
+def descendants(pid: int) -> list[int]:
+    found = []
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        for child in map(int, children.read_text().split()):
+            found += [child, *descendants(child)]
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is dead
+    except OSError:
+        return False
 
 
 @pytest.mark.slow
