@@ -266,7 +266,8 @@ def launch(args, plan: Plan, states: dict, output: Path, extra: list[str]) -> in
         launcher = SlurmLauncher(output / "slurm", args.slurm_partition, args.slurm_time, args.slurm_gpus_per_node,
                                  args.slurm_nodes, args.slurm_cpus_per_task, args.slurm_cluster)
     else:
-        launcher = LocalLauncher(args.parallel, args.devices_per_run, warm=False if args.fresh_processes else None)
+        launcher = LocalLauncher(args.parallel, args.devices_per_run, warm=False if args.fresh_processes else None,
+                                 worker_log=output / "runs" / "warm_workers.log")
     total, done_before = len(plan.runs), len(plan.runs) - len(todo)
     print(f"compare: {total} runs ({len(plan.arms)} arm(s) x {len(plan.points)} grid point(s) x {len(plan.seeds)} seed(s)); "
           f"{done_before} finished earlier, {len(todo)} to run, {launcher.describe()}; output {output}", flush=True)
@@ -296,8 +297,12 @@ def launch(args, plan: Plan, states: dict, output: Path, extra: list[str]) -> in
     try:
         launcher.run(jobs, report)
     except KeyboardInterrupt:
-        print("\ncompare: interrupted. Finished runs keep their records; the same command resumes the others "
-              "from their last checkpoint.", file=sys.stderr, flush=True)
+        if args.launcher == "slurm":
+            print("\ncompare: interrupted. The jobs it submitted keep running (scancel ends them); once they "
+                  "end, the same command resumes what did not finish.", file=sys.stderr, flush=True)
+        else:
+            print("\ncompare: interrupted. Finished runs keep their records; the same command resumes the others "
+                  "from their last checkpoint.", file=sys.stderr, flush=True)
         sys.exit(130)
     return failed[0]
 

@@ -64,8 +64,11 @@ def die_with_parent() -> None:
 
 
 class LocalLauncher:
-    def __init__(self, parallel: int = 1, devices_per_run: int = 1, warm: bool | None = None) -> None:
+    def __init__(self, parallel: int = 1, devices_per_run: int = 1, warm: bool | None = None,
+                 worker_log: Path | None = None) -> None:
         self.parallel, self.devices_per_run = parallel, devices_per_run
+        self.worker_log = worker_log  # the warm workers' own output (a run's goes to its log); None: stderr
+        self.workers_started = 0
         import torch
 
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -128,31 +131,41 @@ class LocalLauncher:
     def start(self, job: Job, slot: int, workers: dict[int, subprocess.Popen]):
         words = job.command[len(LIT_ATTENTION):] if job.command[: len(LIT_ATTENTION)] == LIT_ATTENTION else None
         if not self.warm or words is None:
-            log = open(job.log, "a")
-            process = subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT, env=self.environment(slot))
-            log.close()  # the child holds its own copy
-            return process
+            with open(job.log, "a") as log:  # the child keeps its own copy
+                return subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT, env=self.environment(slot))
         if slot not in workers or workers[slot].poll() is not None:
-            workers[slot] = subprocess.Popen([*LIT_ATTENTION, WARM_WORKER], stdin=subprocess.PIPE,
-                                             stdout=subprocess.PIPE, text=True, env=self.environment(slot))
-        return WarmRun(workers[slot], words, job.log)
+            workers[slot] = self.start_worker(slot)
+        return WarmRun(workers[slot], words, job.log, self.worker_log)
+
+    def start_worker(self, slot: int) -> subprocess.Popen:
+        command, pipe = [*LIT_ATTENTION, WARM_WORKER], subprocess.PIPE
+        self.workers_started += 1
+        if self.worker_log is None:
+            return subprocess.Popen(command, stdin=pipe, stdout=pipe, text=True, env=self.environment(slot))
+        self.worker_log.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.worker_log, "a") as errors:  # the worker keeps its own copy
+            return subprocess.Popen(command, stdin=pipe, stdout=pipe, stderr=errors, text=True, env=self.environment(slot))
 
 
 class WarmRun:
     """A run forked by a warm worker (lit_attention/warm_worker.py); poll() as `subprocess.Popen`'s."""
 
-    def __init__(self, worker: subprocess.Popen, words: list[str], log: Path) -> None:
-        self.worker, self.log = worker, log
-        worker.stdin.write(json.dumps({"words": words, "log": str(log)}) + "\n")
-        worker.stdin.flush()
+    def __init__(self, worker: subprocess.Popen, words: list[str], log: Path, worker_log: Path | None) -> None:
+        self.worker, self.log, self.worker_log, self.sent = worker, log, worker_log, True
+        try:
+            worker.stdin.write(json.dumps({"words": words, "log": str(log)}) + "\n")
+            worker.stdin.flush()
+        except OSError:  # the worker died since it was last asked
+            self.sent = False
 
     def poll(self) -> int | None:
-        if not select.select([self.worker.stdout], [], [], 0)[0]:
+        if self.sent and not select.select([self.worker.stdout], [], [], 0)[0]:
             return None
-        answer = self.worker.stdout.readline()
+        answer = self.worker.stdout.readline() if self.sent else ""
         if not answer:  # the worker itself died: say so where the run's output goes
+            where = f"; its output is in {self.worker_log}" if self.worker_log else ""
             with open(self.log, "a") as log:
-                log.write(f"error: the warm worker running this run died (exit {self.worker.wait()}).\n")
+                log.write(f"error: the warm worker running this run died (exit {self.worker.wait()}){where}.\n")
             return 1
         return json.loads(answer)["status"]
 

@@ -8,6 +8,7 @@ record as one that never stopped (timings aside: they are wall-clock).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -161,8 +162,10 @@ def batch_fingerprint(batch) -> str:
     return digest.hexdigest()
 
 
+@functools.cache
 def provenance() -> dict[str, Any]:
-    """The code and library versions a record was produced with."""
+    """The code and library versions a record was produced with. Read once per process: a warm worker
+    (warm_worker.py) reads it before forking its runs, since they run the code it imported then."""
     import lightning
 
     return {"commit": _git_commit(), "python": platform.python_version(), "torch": torch.__version__,

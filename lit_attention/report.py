@@ -213,10 +213,14 @@ def comparison_section(plan: Plan, cells: dict, tuned: dict, baseline: str, moni
     metric = monitor.replace("val/", "test/") if has_test else f"best {monitor}"
     title = f"## Against `{baseline}`: paired differences in {metric}\n\n"
     pairs = comparison_pairs(plan, cells, tuned, baseline, has_test)
-    if not pairs and baseline in tuned and len(plan.arms) == 1:
-        return title + f"No comparison: `{baseline}` is the only arm (add arms with --variants, --add-control or --arm).\n"
     if not pairs:
-        return title + f"No comparison: the baseline `{baseline}` has no finished run (choose one with --baseline).\n"
+        if baseline not in tuned:
+            why = f"the baseline `{baseline}` has no finished run (choose one with --baseline)"
+        elif len(plan.arms) == 1:
+            why = f"`{baseline}` is the only arm (add arms with --variants, --add-control or --arm)"
+        else:
+            why = f"no arm other than `{baseline}` has a finished run"
+        return title + f"No comparison: {why}.\n"
     where = " at each arm's tuned grid point" if len(plan.points) > 1 else ""
     if len(plan.points) > 1 and not has_test:
         title += ("**Optimistic:** without --test these are the validation values that chose each grid point, "

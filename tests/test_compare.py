@@ -167,6 +167,11 @@ def test_a_sweep_of_the_baseline_alone_says_so_rather_than_that_it_did_not_finis
     plan.runs.append(Run("standard", "standard", point, 0))
     text = write_report(plan, [RunState(plan.runs[0], record=record(0.8, 0.9))], tmp_path, "compare ...", "standard", None)
     assert "No comparison: `standard` is the only arm" in text and "no finished run" not in text
+    plan.arms.append("super")
+    plan.runs.append(Run("super", "super", point, 0))  # planned, never finished
+    text = write_report(plan, [RunState(run, record=record(0.8, 0.9) if run.arm == "standard" else None)
+                               for run in plan.runs], tmp_path, "compare ...", "standard", None)
+    assert "No comparison: no arm other than `standard` has a finished run." in text
 
 
 # ---------------------------------------------------------------------------------------------- running

@@ -2,6 +2,7 @@
 the same exit status, output and (for DDP) the same second rank."""
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,10 @@ from lit_attention.records import RECORD
 ROOT = Path(__file__).resolve().parents[1]
 VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
 TINY = ["--trainer.max_epochs=2", "--trainer.limit_train_batches=4", "--trainer.limit_val_batches=2",
-        "--model.dim=32", "--model.depth=1", "--trainer.enable_progress_bar=false", "--seed_everything=3"]
+        "--model.dim=32", "--model.depth=1", "--trainer.enable_progress_bar=false", "--seed_everything=3",
+        "--trainer.accelerator=cpu"]
 WHERE_AND_HOW_LONG = ("run_dir", "train_seconds", "train_samples_per_second", "wall_seconds")
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="warm workers fork: Linux only")
 
 
 def fit(root: Path, *extra: str) -> list[str]:
@@ -36,12 +39,13 @@ def record(root: Path) -> dict:
 
 @pytest.mark.slow
 def test_runs_forked_from_a_warm_worker_equal_fresh_processes(tmp_path):
-    warm = launch(LocalLauncher(parallel=1, warm=True),
+    warm_launcher, fresh_launcher = LocalLauncher(parallel=1, warm=True), LocalLauncher(parallel=1, warm=False)
+    warm = launch(warm_launcher,
                   [fit(tmp_path / "warm"), fit(tmp_path / "refused", "--model.init_args.attention=nope"),
                    fit(tmp_path / "warm_again", "--model.init_args.lr=2e-3")], tmp_path / "warm_logs")
-    fresh = launch(LocalLauncher(parallel=1, warm=False),
-                   [fit(tmp_path / "fresh"), fit(tmp_path / "fresh_again", "--model.init_args.lr=2e-3")],
+    fresh = launch(fresh_launcher, [fit(tmp_path / "fresh"), fit(tmp_path / "fresh_again", "--model.init_args.lr=2e-3")],
                    tmp_path / "fresh_logs")
+    assert (warm_launcher.workers_started, fresh_launcher.workers_started) == (1, 0)
     assert [status for status, _ in warm] == [0, 2, 0] and [status for status, _ in fresh] == [0, 0]
     assert warm[1][1].startswith("error: ") and "'nope'" in warm[1][1]  # the one sentence, in that run's log
     # One worker ran all three: a run leaves nothing behind for the next (seeds, settings, state).
@@ -53,9 +57,9 @@ def test_runs_forked_from_a_warm_worker_equal_fresh_processes(tmp_path):
 
 @pytest.mark.slow
 def test_a_ddp_run_from_a_warm_worker_starts_its_second_rank(tmp_path):
-    [(status, line)] = launch(LocalLauncher(parallel=1, warm=True),
-                              [fit(tmp_path, "--trainer.accelerator=cpu", "--trainer.devices=2",
-                                   "--trainer.strategy=ddp")], tmp_path / "logs")
-    assert status == 0, line
+    launcher = LocalLauncher(parallel=1, warm=True)
+    [(status, line)] = launch(launcher, [fit(tmp_path, "--trainer.devices=2", "--trainer.strategy=ddp")],
+                              tmp_path / "logs")
+    assert status == 0 and launcher.workers_started == 1, line
     found = record(tmp_path)
     assert found["optimizer_steps"] == 2 * 4 and found["samples_seen"] == 2 * 4 * 64 * 2  # both ranks' batches
