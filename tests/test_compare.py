@@ -229,8 +229,8 @@ def test_ctrl_c_ends_the_sweep_and_its_runs_in_a_sentence(tmp_path):
     process = compare(["--config", VIT, "--variants", "standard", "--seeds", "2", "--parallel", "2", "--output", "out",
                        *TINY, "--trainer.max_epochs=50"], tmp_path, start_new_session=True)
     deadline = time.monotonic() + 120
-    while not list((tmp_path / "out").glob("runs/**/last.ckpt")) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    while len(list((tmp_path / "out").glob("runs/**/last.ckpt"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)  # both runs are training
     sweep = descendants(process.pid)  # the warm workers and the runs they forked
     assert len(sweep) >= 4, sweep
     os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C sends: the whole foreground group
