@@ -138,13 +138,13 @@ class LocalLauncher:
         return WarmRun(workers[slot], words, job.log, self.worker_log)
 
     def start_worker(self, slot: int) -> subprocess.Popen:
-        command, pipe = [*LIT_ATTENTION, WARM_WORKER], subprocess.PIPE
         self.workers_started += 1
-        if self.worker_log is None:
-            return subprocess.Popen(command, stdin=pipe, stdout=pipe, text=True, env=self.environment(slot))
-        self.worker_log.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.worker_log, "a") as errors:  # the worker keeps its own copy
-            return subprocess.Popen(command, stdin=pipe, stdout=pipe, stderr=errors, text=True, env=self.environment(slot))
+        if self.worker_log is not None:
+            self.worker_log.parent.mkdir(parents=True, exist_ok=True)
+        # The worker keeps its own copy of the log file; without one it writes to this process's stderr.
+        with open(self.worker_log, "a") if self.worker_log else contextlib.nullcontext() as errors:
+            return subprocess.Popen([*LIT_ATTENTION, WARM_WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=errors, text=True, env=self.environment(slot))
 
 
 class WarmRun:
