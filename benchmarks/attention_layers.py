@@ -17,7 +17,7 @@ import argparse
 import torch
 from timing import header, median_interleaved
 
-from lit_attention.attention import MultiHeadAttention, attention_flops, list_presets
+from lit_attention.modeling.attention import MultiHeadAttention, attention_flops, list_presets
 
 
 def saved_for_backward_bytes(layer: torch.nn.Module, x: torch.Tensor) -> int:

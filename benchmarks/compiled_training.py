@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from timing import hardware, median_interleaved, synchronize
 
-from lit_attention.models import GPT, VisionTransformer
+from lit_attention.modeling import GPT, VisionTransformer
 
 CONFIGURATIONS = (("eager", "float32"), ("compiled", "float32"), ("eager", "bfloat16"), ("compiled", "bfloat16"))
 

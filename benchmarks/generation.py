@@ -24,7 +24,7 @@ import os
 import torch
 from timing import hardware, median_interleaved
 
-from lit_attention.models import GPT
+from lit_attention.modeling import GPT
 
 
 def load_average() -> str:

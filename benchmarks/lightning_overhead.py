@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from timing import hardware, synchronize
 from torch.utils.data import DataLoader, TensorDataset
 
-from lit_attention.tasks import CausalLanguageModel
+from lit_attention.training.tasks import CausalLanguageModel
 
 
 def make_module(args) -> CausalLanguageModel:

@@ -20,8 +20,8 @@ import torch
 import torch.nn.functional as F
 from timing import header, median_interleaved
 
-from lit_attention.models import GPT, VisionTransformer
-from lit_attention.models.ports import timm_vit_state_dict
+from lit_attention.modeling import GPT, VisionTransformer
+from lit_attention.modeling.ports import timm_vit_state_dict
 
 
 def train_step(model, optimizer, forward):

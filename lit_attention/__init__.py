@@ -1,6 +1,6 @@
 """lit-attention: compare attention variants across modalities with PyTorch Lightning."""
 
-from lit_attention.attention import (
+from lit_attention.modeling.attention import (
     PRESETS,
     AttentionSpec,
     KVCache,

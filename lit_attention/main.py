@@ -1,7 +1,7 @@
 """The `lit-attention` command: which subcommand runs, and how every error a user can fix is said.
 
-    lit-attention fit|validate|test|predict ...   one run (lit_attention/cli.py)
-    lit-attention compare ...                      a sweep of runs (lit_attention/compare.py)
+    lit-attention fit|validate|test|predict ...   one run (lit_attention/training/cli.py)
+    lit-attention compare ...                      a sweep of runs (lit_attention/sweep/compare.py)
 
 Exit status: 0 done, 2 bad input (one sentence on stderr, no traceback unless
 LIT_ATTENTION_TRACEBACK=1), 3 the training loss became NaN or infinite.
@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from lit_attention.errors import ConfigError
-from lit_attention.launchers import DIE_WITH_PARENT, WARM_WORKER, die_with_parent
+from lit_attention.sweep.launchers import DIE_WITH_PARENT, WARM_WORKER, die_with_parent
 
 TRACEBACK_ENV = "LIT_ATTENTION_TRACEBACK"
 COMMANDS = ("fit", "validate", "test", "predict", "compare")
@@ -28,18 +28,18 @@ def main(argv: list[str] | None = None) -> None:
         die_with_parent()
     words = list(sys.argv[1:] if argv is None else argv)
     if words == [WARM_WORKER]:  # compare's launcher: runs forked from one process that imported once
-        from lit_attention.warm_worker import serve
+        from lit_attention.sweep.warm_worker import serve
 
         serve(main)
         return
     try:
         check_command_line(words)
         if words and words[0] == "compare":
-            from lit_attention.compare import run as compare
+            from lit_attention.sweep.compare import run as compare
 
             compare(words[1:])
         else:
-            from lit_attention.cli import run as fit_validate_test_predict
+            from lit_attention.training.cli import run as fit_validate_test_predict
 
             fit_validate_test_predict(words)
     except BaseException as error:  # noqa: BLE001  (sorted below: only user errors become one sentence)
@@ -52,15 +52,15 @@ def main(argv: list[str] | None = None) -> None:
 
 def explain(error: BaseException) -> tuple[int | None, str]:
     """(exit status, one sentence) for an error a user can fix; (None, "") for anything else."""
-    from lit_attention.callbacks import NonFiniteLossError
+    from lit_attention.training.callbacks import NonFiniteLossError
 
     if isinstance(error, NonFiniteLossError):
         return 3, str(error)
     if isinstance(error, ConfigError):
         return 2, last_sentence(str(error))
     if isinstance(error, ArgumentError):
-        from lit_attention.cli import registered_classes
-        from lit_attention.parser_errors import parser_error_sentence
+        from lit_attention.training.cli import registered_classes
+        from lit_attention.training.parser_errors import parser_error_sentence
 
         return 2, parser_error_sentence(str(error), registered_classes()) + " `lit-attention <command> --help` lists the options."
     return None, ""

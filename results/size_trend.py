@@ -5,7 +5,7 @@ chosen on validation, scored on test, compared with `standard` seed by seed at e
         --output results/size_trend
 
 Reads only what `compare` wrote (each folder's results.csv and one record for the metric's direction)
-and applies compare's own rules (lit_attention.report, lit_attention.statistics).
+and applies compare's own rules (lit_attention.sweep.report, lit_attention.sweep.statistics).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import NullFormatter  # noqa: E402
 
-from lit_attention.report import interval, markdown, p_value  # noqa: E402
-from lit_attention.statistics import mean_std, paired_difference, verdict, with_holm  # noqa: E402
+from lit_attention.sweep.report import interval, markdown, p_value  # noqa: E402
+from lit_attention.sweep.statistics import mean_std, paired_difference, verdict, with_holm  # noqa: E402
 
 
 def load(folder: Path) -> tuple[list[dict], str, str]:

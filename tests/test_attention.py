@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lit_attention.attention import (
+from lit_attention.modeling.attention import (
     PRESETS,
     AttentionSpec,
     MultiHeadAttention,

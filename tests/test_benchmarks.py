@@ -13,7 +13,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from attention_layers import saved_for_backward_bytes  # noqa: E402
 
-from lit_attention.attention import MultiHeadAttention, list_presets  # noqa: E402
+from lit_attention.modeling.attention import MultiHeadAttention, list_presets  # noqa: E402
 
 
 def run_script(name: str, *args: str) -> str:

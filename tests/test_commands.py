@@ -21,10 +21,10 @@ from PIL import Image
 from sklearn.metrics import accuracy_score, f1_score, top_k_accuracy_score
 from torch.utils.data import DataLoader
 
-from lit_attention.callbacks import attention_figure, nonfinite_message
-from lit_attention.planning import plan_run
+from lit_attention.training.callbacks import attention_figure, nonfinite_message
+from lit_attention.sweep.planning import plan_run
 from lit_attention.main import main
-from lit_attention.tasks import CausalLanguageModel, ImageClassifier, TextClassifier
+from lit_attention.training.tasks import CausalLanguageModel, ImageClassifier, TextClassifier
 from test_datamodules_text import write_pairs_json, write_reviews  # tests/ is on sys.path under pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -336,7 +336,7 @@ def test_model_help_lists_the_variants(capsys):
     with pytest.raises(SystemExit):
         main(["fit", "--model.help", "CausalLanguageModel"])
     shown = " ".join(capsys.readouterr().out.split())
-    from lit_attention.attention import list_presets
+    from lit_attention.modeling.attention import list_presets
 
     assert all(name in shown for name in list_presets()), shown[:2000]
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from lit_attention.compare import build_parser, build_plan
+from lit_attention.sweep.compare import build_parser, build_plan
 from lit_attention.main import main
-from lit_attention.report import write_report
-from lit_attention.statistics import clopper_pearson, holm, paired_difference, verdict, with_holm
-from lit_attention.sweep import Plan, Run, RunState, check_extra_arguments, parse_grid, parse_variants
+from lit_attention.sweep.report import write_report
+from lit_attention.sweep.statistics import clopper_pearson, holm, paired_difference, verdict, with_holm
+from lit_attention.sweep.runs import Plan, Run, RunState, check_extra_arguments, parse_grid, parse_variants
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "lit_attention"]
@@ -73,7 +73,7 @@ def test_what_the_sweep_controls_cannot_be_set_twice(grid, extra, message):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--grid", "model.init_args.lrr=1e-3"], "Option 'lrr' is not accepted by lit_attention.tasks.ImageClassifier (in the run of standard at lrr=1e-3)."),
+        (["--grid", "model.init_args.lrr=1e-3"], "Option 'lrr' is not accepted by lit_attention.training.tasks.ImageClassifier (in the run of standard at lrr=1e-3)."),
         (["--grid", "model.init_args.num_heads=4,5"], "dim=64 is not divisible by num_heads=5"),
         (["--grid", "model.init_args.lr=abc"], "--model.lr 'abc' is invalid; it must be a number (in the run of standard at lr=abc)."),
         (["--variants", "standard,supre"], "Unknown attention variant 'supre'"),
@@ -97,7 +97,7 @@ def test_parameter_matched_control_is_within_one_percent(tmp_path):
     plan = build_plan(args, ["standard", "efficient"], [], extra)
     assert plan.arms == ["standard", "efficient", "standard~efficient"]
     control = next(r for r in plan.runs if r.arm == "standard~efficient")
-    from lit_attention.planning import plan_run
+    from lit_attention.sweep.planning import plan_run
 
     counts = {name: plan_run(["--config", VIT, f"--model.attention={variant}", *overrides]).model.param_counts
               for name, variant, overrides in (("efficient", "efficient", ()), ("control", "standard", control.overrides))}

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from lit_attention.attention import MultiHeadAttention, list_presets
-from lit_attention.models import GPT, Seq2SeqTransformer, TextEncoderClassifier, VisionTransformer
+from lit_attention.modeling.attention import MultiHeadAttention, list_presets
+from lit_attention.modeling import GPT, Seq2SeqTransformer, TextEncoderClassifier, VisionTransformer
 
 SMALL = dict(dim=32, num_heads=4, mlp_ratio=2.0)
 

@@ -13,8 +13,8 @@ from datamodules import (
     TextClassificationDataModule,
     TranslationDataModule,
 )
-from lit_attention.cli import copy_data_sizes
-from lit_attention.tasks import CausalLanguageModel, ImageClassifier, Seq2SeqTranslator, TextClassifier
+from lit_attention.training.cli import copy_data_sizes
+from lit_attention.training.tasks import CausalLanguageModel, ImageClassifier, Seq2SeqTranslator, TextClassifier
 from test_datamodules_text import write_pairs_json, write_reviews  # tests/ is on sys.path under pytest
 
 SMALL = dict(dim=32, num_heads=4, mlp_ratio=2.0, attention="super")

@@ -7,10 +7,10 @@ a missing causal mask or padding leaking through the value mix. Float64, so "equ
 import pytest
 import torch
 
-from lit_attention.attention import MultiHeadAttention, list_presets, resolve_spec
+from lit_attention.modeling.attention import MultiHeadAttention, list_presets, resolve_spec
 from lit_attention.errors import ConfigError
-from lit_attention.models import GPT, Seq2SeqTransformer
-from lit_attention.models.sampling import filter_logits, next_token
+from lit_attention.modeling import GPT, Seq2SeqTransformer
+from lit_attention.modeling.sampling import filter_logits, next_token
 
 DIM, HEADS, VOCAB, MAX_LEN = 16, 2, 19, 14
 VARIANTS = list_presets() + [

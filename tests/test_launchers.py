@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from lit_attention.launchers import LIT_ATTENTION, Job, LocalLauncher
-from lit_attention.records import RECORD
+from lit_attention.sweep.launchers import LIT_ATTENTION, Job, LocalLauncher
+from lit_attention.training.records import RECORD
 
 ROOT = Path(__file__).resolve().parents[1]
 VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")

@@ -1,4 +1,4 @@
-"""The private Lightning API the suite relies on still exists (lit_attention/lightning_internals.py),
+"""The private Lightning API the suite relies on still exists (lit_attention/training/lightning_internals.py),
 and why LastCheckpoint exists at all: Lightning's own last checkpoint does not survive a kill that lands
 just before a validation."""
 
@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-from lit_attention.lightning_internals import REQUIRED
+from lit_attention.training.lightning_internals import REQUIRED
 
 
 @pytest.mark.parametrize("path, attribute", REQUIRED, ids=[a for _, a in REQUIRED])
@@ -57,7 +57,7 @@ def test_why_last_checkpoint_exists(writer, tmp_path):
     from lightning.pytorch.callbacks import ModelCheckpoint
     from torch.utils.data import DataLoader
 
-    from lit_attention.checkpointing import LastCheckpoint
+    from lit_attention.training.checkpointing import LastCheckpoint
     from test_tasks import ListDataset, lm_setup
 
     def make(callbacks):

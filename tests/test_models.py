@@ -4,8 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lit_attention.attention import PRESETS, MultiHeadAttention, list_presets
-from lit_attention.models import GPT, Seq2SeqTransformer, TextEncoderClassifier, VisionTransformer
+from lit_attention.modeling.attention import PRESETS, MultiHeadAttention, list_presets
+from lit_attention.modeling import GPT, Seq2SeqTransformer, TextEncoderClassifier, VisionTransformer
 
 PRESET_NAMES = list_presets()
 SMALL = dict(dim=32, num_heads=4, mlp_ratio=2.0)

@@ -21,9 +21,9 @@ import pytest
 import yaml
 
 import datamodules.language_modeling as language_modeling
-from lit_attention.attention import MultiHeadAttention
-from lit_attention.cli import GROWABLE_SIZES
-from lit_attention.planning import plan_run
+from lit_attention.modeling.attention import MultiHeadAttention
+from lit_attention.training.cli import GROWABLE_SIZES
+from lit_attention.sweep.planning import plan_run
 from lit_attention.main import main
 
 ROOT = Path(__file__).resolve().parents[1]

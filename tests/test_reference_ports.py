@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from lit_attention.models import GPT, VisionTransformer
-from lit_attention.models.ports import timm_vit_state_dict
+from lit_attention.modeling import GPT, VisionTransformer
+from lit_attention.modeling.ports import timm_vit_state_dict
 
 transformers = pytest.importorskip("transformers", reason="transformers is in the dev extra")  # always installed in CI
 timm = pytest.importorskip("timm", reason="timm is in the dev extra")

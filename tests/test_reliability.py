@@ -20,12 +20,12 @@ from torch.utils.data import DataLoader
 
 from datamodules import LanguageModelingDataModule
 from datamodules.loaders import make_loader
-from lit_attention.checkpointing import LastCheckpoint, atomic_save
+from lit_attention.training.checkpointing import LastCheckpoint, atomic_save
 from lit_attention.main import main
 from lit_attention.errors import ConfigError
-from lit_attention.records import TIMING_FIELDS, read_record
-from lit_attention.run_dirs import claim_new_version
-from lit_attention.tasks import CausalLanguageModel, ImageClassifier
+from lit_attention.training.records import TIMING_FIELDS, read_record
+from lit_attention.training.run_dirs import claim_new_version
+from lit_attention.training.tasks import CausalLanguageModel, ImageClassifier
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
@@ -461,7 +461,7 @@ BAD_INPUTS = {
     "unknown recipe key": (lambda d: ["--config", _write(d / "typo.yaml", "trainer:\n  max_stepz: 3\n")],
                            "Option 'trainer.max_stepz' is not accepted"),
     "unknown model key in a recipe": (lambda d: ["--config", _write(d / "typo.yaml", "model:\n  init_args:\n    dimm: 3\n")],
-                                      "Option 'dimm' is not accepted by lit_attention.tasks.CausalLanguageModel"),
+                                      "Option 'dimm' is not accepted by lit_attention.training.tasks.CausalLanguageModel"),
     "missing local file": (lambda d: [*LOCAL_TEXT, f"--data.data_files={d}/missing.txt"],
                            "missing.txt' (split 'train') does not exist"),
     "empty local file": (lambda d: [*LOCAL_TEXT, f"--data.data_files={_empty_file(d / 'empty.txt')}"],

@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 from lit_attention.main import main
-from lit_attention.records import read_record
+from lit_attention.training.records import read_record
 from test_datamodules_text import write_pairs_json, write_reviews  # tests/ is on sys.path under pytest
 
 ROOT = Path(__file__).resolve().parents[1]

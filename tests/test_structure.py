@@ -1,4 +1,5 @@
-"""The package's shape: no import cycles between its modules, and no file a newcomer cannot read at once."""
+"""The package's shape (docs/DESIGN.md §4): no import cycles, no private name imported across modules, and
+layers that import only downward: modeling (no Lightning) < training and datamodules < sweep < the entry point."""
 
 import ast
 from pathlib import Path
@@ -55,10 +56,60 @@ def test_no_import_cycles():
     for node in sorted(edges):
         if node not in state:
             visit(node)
-    assert "lit_attention.compare" not in edges["lit_attention.cli"]  # compare depends on the CLI, never the reverse
+    assert "lit_attention.sweep.compare" not in edges["lit_attention.training.cli"]  # compare depends on the CLI, never the reverse
 
 
-def test_no_file_over_400_lines_outside_tests():
-    long = {str(p.relative_to(ROOT)): n for package in (*PACKAGES, "benchmarks") for p in (ROOT / package).rglob("*.py")
-            if (n := len(p.read_text().splitlines())) > 400}
-    assert not long, long
+# Each layer and what it may import from this project; `lit_attention.errors` is below them all.
+LAYERS = {
+    "lit_attention.modeling": ("lit_attention.errors",),
+    "datamodules": ("lit_attention.errors",),
+    "lit_attention.training": ("lit_attention.errors", "lit_attention.modeling", "datamodules"),
+    "lit_attention.sweep": ("lit_attention.errors", "lit_attention.modeling", "lit_attention.training", "datamodules"),
+}
+TOP = ("lit_attention", "lit_attention.main", "lit_attention.__main__")  # the entry point: may import every layer
+
+
+def layer_of(module: str) -> str | None:
+    return next((layer for layer in LAYERS if module == layer or module.startswith(layer + ".")), None)
+
+
+def test_layers_import_only_downward():
+    wrong = []
+    for module, imported in graph().items():
+        if module in TOP or module == "lit_attention.errors":
+            continue
+        layer = layer_of(module)
+        assert layer is not None, f"{module} belongs to no layer; put it in one of {sorted(LAYERS)} (docs/DESIGN.md §4)"
+        allowed = (layer, *LAYERS[layer])
+        wrong += [f"{module} -> {m}" for m in imported
+                  if not any(m == a or m.startswith(a + ".") for a in allowed)]
+    assert not wrong, wrong
+
+
+def test_modeling_does_not_import_lightning():
+    for path in (ROOT / "lit_attention" / "modeling").rglob("*.py"):
+        assert not any(m.split(".")[0] in ("lightning", "pytorch_lightning") for m in imports_of(path)), path
+
+
+def test_no_private_name_is_imported_across_modules():
+    found = []
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in PACKAGES:
+                    found += [f"{path.relative_to(ROOT)}: {alias.name}" for alias in node.names
+                              if alias.name.startswith("_")]
+    assert not found, found
+
+
+def test_private_lightning_api_only_in_lightning_internals():
+    found = []
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            if path.name == "lightning_internals.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "lightning":
+                    found += [f"{path.relative_to(ROOT)}: {alias.name}" for alias in node.names if alias.name.startswith("_")]
+                    found += [f"{path.relative_to(ROOT)}: {node.module}"] if "._" in (node.module or "") else []
+    assert not found, found

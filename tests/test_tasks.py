@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from lit_attention.tasks import CausalLanguageModel, ImageClassifier, Seq2SeqTranslator, TextClassifier
-from lit_attention.tasks.base import warmup_cosine
+from lit_attention.training.tasks import CausalLanguageModel, ImageClassifier, Seq2SeqTranslator, TextClassifier
+from lit_attention.training.tasks.base import warmup_cosine
 
 SMALL = dict(dim=32, num_heads=4, mlp_ratio=2.0)
 

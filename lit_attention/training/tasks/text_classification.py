@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Literal
 
 
-from lit_attention.models import TextEncoderClassifier
-from lit_attention.tasks.base import check_length, check_token_ids, require_sizes
-from lit_attention.tasks.classification import ClassificationTask
+from lit_attention.modeling import TextEncoderClassifier
+from lit_attention.training.tasks.base import check_length, check_token_ids, require_sizes
+from lit_attention.training.tasks.classification import ClassificationTask
 
 
 class TextClassifier(ClassificationTask):

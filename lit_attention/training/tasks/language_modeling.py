@@ -10,8 +10,8 @@ from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 from lit_attention.errors import ConfigError
-from lit_attention.models import GPT
-from lit_attention.tasks.base import TaskModule, check_length, check_token_ids, require_sizes
+from lit_attention.modeling import GPT
+from lit_attention.training.tasks.base import TaskModule, check_length, check_token_ids, require_sizes
 
 IGNORE = -100  # targets equal to this are not scored (MQAR scores only its query positions)
 MONITORS = {"val/loss": "min", "val/acc": "max"}  # the metric that ranks runs and picks the best checkpoint

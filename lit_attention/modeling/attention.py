@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lit_attention.attention_spec import (  # noqa: F401  (re-exported: the spec is part of this module's API)
+from lit_attention.modeling.variants import (  # noqa: F401  (re-exported: the spec is part of this module's API)
     PRESETS,
     AttentionSpec,
     attention_flops,
@@ -47,7 +47,7 @@ from lit_attention.attention_spec import (  # noqa: F401  (re-exported: the spec
     resolve_spec,
 )
 from lit_attention.errors import ConfigError
-from lit_attention.kv_cache import KVCache
+from lit_attention.modeling.kv_cache import KVCache
 
 class QueryMLP(nn.Module):
     """f(X) = LN(GELU(RMSNorm(X) W_1) W_2): the nonlinear part of the residual query, no biases."""

@@ -12,7 +12,7 @@ from lightning.fabric.utilities.apply_func import apply_to_collection
 from lightning.fabric.utilities.throughput import measure_flops
 from torch import nn
 
-from lit_attention.attention import resolve_spec
+from lit_attention.modeling.attention import resolve_spec
 from lit_attention.errors import ConfigError
 
 # 2-D parameters kept out of weight decay unless `decay_positions`: positions and the CLS token are

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from lit_attention.attention import AttentionSpec, KVCache, MultiHeadAttention, count_attention_parameters
+from lit_attention.modeling.attention import AttentionSpec, KVCache, MultiHeadAttention, count_attention_parameters
 from lit_attention.errors import ConfigError
 
 # GPT-2 uses the tanh approximation of GELU; ViT, BERT and most recent models the exact one.

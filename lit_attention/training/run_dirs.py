@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lit_attention.errors import ConfigError, brief
-from lit_attention.run_logger import RunLogger
+from lit_attention.training.run_logger import RunLogger
 
 _VERSION = re.compile(r"version_(\d+)$")
 LOCK = ".lock"

@@ -20,9 +20,9 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from lit_attention.records import TIMING_FIELDS
-from lit_attention.statistics import PairedDifference, clopper_pearson, mean_std, paired_difference, verdict, with_holm
-from lit_attention.sweep import Plan, RunState, point_label
+from lit_attention.training.records import TIMING_FIELDS
+from lit_attention.sweep.statistics import PairedDifference, clopper_pearson, mean_std, paired_difference, verdict, with_holm
+from lit_attention.sweep.runs import Plan, RunState, point_label
 
 CSV_FIELDS = ["arm", "variant", "point", "seed", "status", "best", "best_step", "final", "test", "params_total",
               "params_non_embedding", "params_attention", "train_flops", "optimizer_steps", "samples_seen",

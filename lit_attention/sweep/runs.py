@@ -15,11 +15,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lit_attention.attention import list_presets, resolve_spec
+from lit_attention.modeling.attention import list_presets, resolve_spec
 from lit_attention.errors import ConfigError
-from lit_attention.launchers import LIT_ATTENTION
-from lit_attention.records import RECORD, config_differences, read_record
-from lit_attention.run_dirs import versions, version_dir
+from lit_attention.sweep.launchers import LIT_ATTENTION
+from lit_attention.training.records import RECORD, config_differences, read_record
+from lit_attention.training.run_dirs import versions, version_dir
 
 FAILURE = "failure.json"
 # Settings the sweep itself sets for every run, and the compare option to use instead.

@@ -8,10 +8,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lit_attention.attention import AttentionSpec
+from lit_attention.modeling.attention import AttentionSpec
 from lit_attention.errors import ConfigError
-from lit_attention.models.blocks import BlockCache, TransformerBlock, drop_path_rates, parameter_counts
-from lit_attention.models.sampling import check_sampling, next_token
+from lit_attention.modeling.blocks import BlockCache, TransformerBlock, drop_path_rates, parameter_counts
+from lit_attention.modeling.sampling import check_sampling, next_token
 
 
 class GPT(nn.Module):
@@ -186,7 +186,7 @@ class GPT(nn.Module):
         A larger `vocab_size` (a pad token, say) keeps GPT-2's rows and initialises the new ones.
         `kwargs` go to the constructor (dropout, say); the architecture is GPT-2's.
         """
-        from lit_attention.models.ports import gpt2_state_dict
+        from lit_attention.modeling.ports import gpt2_state_dict
 
         weights, sizes = gpt2_state_dict(state_dict)
         vocab_size = sizes["vocab_size"] if vocab_size is None else vocab_size

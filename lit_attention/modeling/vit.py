@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from lit_attention.attention import AttentionSpec
+from lit_attention.modeling.attention import AttentionSpec
 from lit_attention.errors import ConfigError
-from lit_attention.models.blocks import TransformerBlock, drop_path_rates, parameter_counts
+from lit_attention.modeling.blocks import TransformerBlock, drop_path_rates, parameter_counts
 
 POOLS = ("cls", "mean")
 
@@ -17,7 +17,7 @@ class VisionTransformer(nn.Module):
     (patches plus CLS), so l = (image_size / patch_size)^2 + 1 with CLS pooling.
 
     With `norm_eps=1e-6` and `attention="standard"` it computes exactly what timm's
-    VisionTransformer (class token, qkv bias) computes; `lit_attention.models.ports.timm_vit_state_dict`
+    VisionTransformer (class token, qkv bias) computes; `lit_attention.modeling.ports.timm_vit_state_dict`
     converts its weights.
     """
 

@@ -25,13 +25,13 @@ import threading
 import traceback
 from collections.abc import Callable
 
-from lit_attention.launchers import DIE_WITH_PARENT, die_with_parent
+from lit_attention.sweep.launchers import DIE_WITH_PARENT, die_with_parent
 
 
 def serve(main: Callable[[list[str]], None]) -> None:
     """Answer requests until end of input, running each as `main(words)` (lit_attention.main's) in a child."""
-    import lit_attention.cli  # noqa: F401  (the slow imports, done once for every run this worker forks)
-    from lit_attention.records import provenance
+    import lit_attention.training.cli  # noqa: F401  (the slow imports, done once for every run this worker forks)
+    from lit_attention.training.records import provenance
 
     provenance()  # the commit of the code imported just now, which every run forked below runs
     # Ctrl-C is for the runs and for compare, which then ends this worker; a run gets back what was here.

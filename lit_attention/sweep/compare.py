@@ -22,10 +22,10 @@ from argparse import ArgumentError
 from pathlib import Path
 
 from lit_attention.errors import ConfigError
-from lit_attention.launchers import Job, LocalLauncher, SlurmLauncher
-from lit_attention.report import write_report
-from lit_attention.run_dirs import check_writable
-from lit_attention.sweep import (
+from lit_attention.sweep.launchers import Job, LocalLauncher, SlurmLauncher
+from lit_attention.sweep.report import write_report
+from lit_attention.training.run_dirs import check_writable
+from lit_attention.sweep.runs import (
     Plan,
     Run,
     check_extra_arguments,
@@ -109,7 +109,7 @@ def run(argv: list[str]) -> None:
     grid = parse_grid(args.grid)
     check_extra_arguments(extra, grid)
     extra = [*device_arguments(args), *extra]  # what a run is given to run on; the user's own words come last
-    from lit_attention.cli import recipe_name
+    from lit_attention.training.cli import recipe_name
 
     output = Path(args.output or Path("runs") / "compare" / recipe_name(args.config))
     check_writable(output)
@@ -209,9 +209,9 @@ def run_arguments(configs, variant: str, point, overrides, extra) -> list[str]:
 
 def check_run(configs, variant: str, point, overrides, extra, where: str):
     """The run's config as fit would resolve it; a bad key or value is one sentence naming the run."""
-    from lit_attention.cli import registered_classes
-    from lit_attention.planning import plan_run
-    from lit_attention.parser_errors import parser_error_sentence
+    from lit_attention.training.cli import registered_classes
+    from lit_attention.sweep.planning import plan_run
+    from lit_attention.training.parser_errors import parser_error_sentence
 
     try:
         # The hardware is the fit's to check: a login node plans a SLURM sweep of GPU runs.

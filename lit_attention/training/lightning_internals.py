@@ -17,7 +17,24 @@ from lightning.fabric.utilities.logger import _convert_params, _flatten_dict, _s
 REQUIRED = (
     ("lightning.pytorch.loops.training_epoch_loop._TrainingEpochLoop", "_should_check_val_fx"),
     ("lightning.pytorch.loops.fit_loop._FitLoop", "_load_combined_loader_states"),
+    ("lightning.pytorch.cli.LightningCLI", "_parser"),
+    ("lightning.pytorch.cli.LightningCLI", "_parse_ckpt_path"),
 )
+
+
+class RecipeOverCheckpoint:
+    """A LightningCLI mixin. LightningCLI would let a checkpoint's hyper-parameters replace the configured
+    model (its private `_parse_ckpt_path`); here the recipe stays authoritative and a checkpoint that
+    does not fit it is refused (cli.LitAttentionCLI._place_run)."""
+
+    def _parse_ckpt_path(self) -> None:
+        pass
+
+
+def subcommand_parser(cli, subcommand: str | None):
+    """The jsonargparse parser of one LightningCLI subcommand (the whole parser without subcommands)."""
+    return cli._parser(subcommand)
+
 
 
 def validation_follows(trainer: L.Trainer) -> bool:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from lit_attention.attention import AttentionSpec
+from lit_attention.modeling.attention import AttentionSpec
 from lit_attention.errors import ConfigError
-from lit_attention.models.blocks import TransformerBlock, drop_path_rates, parameter_counts
+from lit_attention.modeling.blocks import TransformerBlock, drop_path_rates, parameter_counts
 
 POOLS = ("cls", "mean")
 

@@ -1,5 +1,5 @@
 """A run resolved exactly as `fit` resolves it, without reading data, writing or training anything:
-what `compare` checks every arm of a sweep with before it starts one (lit_attention/compare.py)."""
+what `compare` checks every arm of a sweep with before it starts one (lit_attention/sweep/compare.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from lit_attention.cli import LitAttentionCLI, _instantiate, check_trainer_settings, resolved
+from lit_attention.training.cli import LitAttentionCLI, instantiate_config, check_trainer_settings, resolved
 
 
 @dataclass
@@ -26,12 +26,12 @@ class _Planner(LitAttentionCLI):
         self.check_trainer = check_trainer
         super().__init__(*args, **kwargs)
 
-    def before_instantiate_classes(self) -> None:
+    def beforeinstantiate_config_classes(self) -> None:
         self.prepare_config()
         if self.check_trainer:
             check_trainer_settings(self.run_config.trainer)
         with torch.device("meta"):
-            self.meta_model = _instantiate(self.run_config.model)
+            self.meta_model = instantiate_config(self.run_config.model)
 
     def instantiate_classes(self) -> None:
         """Nothing: a plan builds no trainer and no real weights."""

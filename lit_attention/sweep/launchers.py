@@ -7,7 +7,7 @@ Both launchers run exactly the command `sweep.Run.command` builds and report eac
   of the GPUs this process sees (CUDA_VISIBLE_DEVICES) and `--trainer.devices` to match, so a run may
   itself be DDP; on CPU the cores are split between them (OMP_NUM_THREADS), which also keeps every
   run's arithmetic identical from one sweep to the next. On Linux each slot's runs are forked from a
-  warm worker that imported Lightning once (lit_attention/warm_worker.py), not started afresh. Every
+  warm worker that imported Lightning once (lit_attention/sweep/warm_worker.py), not started afresh. Every
   process of a run (a DDP run's other ranks too) dies with its parent (Linux), so a killed sweep
   leaves no run behind holding its directory.
 * `SlurmLauncher`: one SLURM job per run through submitit; a multi-node run is one job of
@@ -53,7 +53,7 @@ def last_line(log: Path) -> str:
 
 
 LIT_ATTENTION = [sys.executable, "-m", "lit_attention"]  # how every run's command starts
-WARM_WORKER = "--warm-worker"  # `python -m lit_attention --warm-worker`: lit_attention/warm_worker.py
+WARM_WORKER = "--warm-worker"  # `python -m lit_attention --warm-worker`: lit_attention/sweep/warm_worker.py
 DIE_WITH_PARENT = "LIT_ATTENTION_DIE_WITH_PARENT"  # read by lit_attention.main in every process of a run
 
 
@@ -148,7 +148,7 @@ class LocalLauncher:
 
 
 class WarmRun:
-    """A run forked by a warm worker (lit_attention/warm_worker.py); poll() as `subprocess.Popen`'s."""
+    """A run forked by a warm worker (lit_attention/sweep/warm_worker.py); poll() as `subprocess.Popen`'s."""
 
     def __init__(self, worker: subprocess.Popen, words: list[str], log: Path, worker_log: Path | None) -> None:
         self.worker, self.log, self.worker_log, self.sent = worker, log, worker_log, True

@@ -17,7 +17,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.utils.tensorboard.summary import hparams as hparams_summaries
 
-from lit_attention.lightning_internals import flat_hyperparameters, summary_writer
+from lit_attention.training.lightning_internals import flat_hyperparameters, summary_writer
 
 DIRECTIONS = {"max": "higher is better", "min": "lower is better"}
 

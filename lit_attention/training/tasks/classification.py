@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torchmetrics import MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
-from lit_attention.tasks.base import TaskModule
+from lit_attention.training.tasks.base import TaskModule
 
 
 def classification_metrics(num_classes: int) -> MetricCollection:

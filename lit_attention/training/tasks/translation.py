@@ -6,8 +6,8 @@ import torch
 import torch.nn.functional as F
 from torchmetrics.text import SacreBLEUScore
 
-from lit_attention.models import Seq2SeqTransformer
-from lit_attention.tasks.base import TaskModule, check_length, check_token_ids, model_arguments, require_sizes
+from lit_attention.modeling import Seq2SeqTransformer
+from lit_attention.training.tasks.base import TaskModule, check_length, check_token_ids, model_arguments, require_sizes
 
 
 class Seq2SeqTranslator(TaskModule):
@@ -107,7 +107,10 @@ class Seq2SeqTranslator(TaskModule):
         return loss
 
     def _texts(self, ids: torch.Tensor) -> list[str]:
-        decode = getattr(self.trainer.datamodule, "decode", None) if self._trainer is not None else None
+        try:  # `self.trainer` raises when the module is used outside a Trainer
+            decode = getattr(self.trainer.datamodule, "decode", None)
+        except RuntimeError:
+            decode = None
         texts = []
         for row in ids.tolist():
             if self.hparams.eos_id in row:

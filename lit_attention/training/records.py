@@ -174,7 +174,7 @@ def provenance() -> dict[str, Any]:
 
 def _git_commit() -> str | None:
     """The project's git commit (with `+dirty` when it has uncommitted changes), if it is a checkout."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
         if commit.returncode != 0:

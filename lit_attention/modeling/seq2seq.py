@@ -6,9 +6,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lit_attention.attention import AttentionSpec
+from lit_attention.modeling.attention import AttentionSpec
 from lit_attention.errors import ConfigError
-from lit_attention.models.blocks import BlockCache, TransformerBlock, drop_path_rates, parameter_counts
+from lit_attention.modeling.blocks import BlockCache, TransformerBlock, drop_path_rates, parameter_counts
 
 
 class Seq2SeqTransformer(nn.Module):

@@ -7,9 +7,9 @@ from typing import Literal
 from lightning.pytorch.utilities import rank_zero_warn
 
 from lit_attention.errors import ConfigError
-from lit_attention.models import VisionTransformer
-from lit_attention.tasks.base import require_sizes
-from lit_attention.tasks.classification import ClassificationTask
+from lit_attention.modeling import VisionTransformer
+from lit_attention.training.tasks.base import require_sizes
+from lit_attention.training.tasks.classification import ClassificationTask
 
 
 class ImageClassifier(ClassificationTask):

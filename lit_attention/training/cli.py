@@ -24,10 +24,10 @@ from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
 import datamodules  # noqa: F401  (registers the DataModules for `--data <ShortName>`)
-import lit_attention.tasks  # noqa: F401  (registers the LightningModules for `--model <ShortName>`)
-from lit_attention.attention import resolve_spec
-from lit_attention.callbacks import PredictionWriter, default_callbacks
-from lit_attention.checkpointing import (
+import lit_attention.training.tasks  # noqa: F401  (registers the LightningModules for `--model <ShortName>`)
+from lit_attention.modeling.attention import resolve_spec
+from lit_attention.training.callbacks import PredictionWriter, default_callbacks
+from lit_attention.training.checkpointing import (
     checkpoint_mismatch,
     logging_step,
     read_checkpoint,
@@ -35,9 +35,10 @@ from lit_attention.checkpointing import (
     with_atomic_checkpoints,
 )
 from lit_attention.errors import ConfigError
-from lit_attention.records import finish_fit, run_config
-from lit_attention.run_dirs import RunLock, RunPlace, check_writable, place_run, remove_if_unused, run_logger
-from lit_attention.run_config import RunConfigSaver
+from lit_attention.training.lightning_internals import RecipeOverCheckpoint, subcommand_parser
+from lit_attention.training.records import finish_fit, run_config
+from lit_attention.training.run_dirs import RunLock, RunPlace, check_writable, place_run, remove_if_unused, run_logger
+from lit_attention.training.run_config import RunConfigSaver
 
 DESCRIPTION = (
     "Train attention variants with LightningCLI (fit / validate / test / predict). "
@@ -48,7 +49,7 @@ GROWABLE_SIZES = ("vocab_size", "max_len", "max_src_len", "max_tgt_len")
 PRINT_CONFIG = "--print_config"
 
 
-class LitAttentionCLI(LightningCLI):
+class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
     """LightningCLI plus the `run.*` arguments and the data-to-model size copy; see the module doc."""
 
     def __init__(self, *args, **kwargs) -> None:
@@ -111,10 +112,6 @@ class LitAttentionCLI(LightningCLI):
                 kept.append(word)
         self.config = parser.parse_args(kept)
 
-    def _parse_ckpt_path(self) -> None:
-        """LightningCLI would let a checkpoint's hyper-parameters replace the configured model; here the
-        recipe stays authoritative and a checkpoint that does not fit it is refused (`_place_run`)."""
-
     @property
     def run_config(self):
         return self.config[self.subcommand] if self.subcommand else self.config
@@ -123,11 +120,11 @@ class LitAttentionCLI(LightningCLI):
         self.prepare_config()
         if self.print_config_request is not None:
             skip_null = "skip_null" in self.print_config_request
-            print(self._parser(self.subcommand).dump(self.run_config, skip_none=skip_null), end="")
+            print(subcommand_parser(self, self.subcommand).dump(self.run_config, skip_none=skip_null), end="")
             raise SystemExit(0)
         check_trainer_settings(self.run_config.trainer)
         with torch.device("meta"):
-            meta_model = _instantiate(self.run_config.model)
+            meta_model = instantiate_config(self.run_config.model)
         self._place_run(meta_model)
 
     def prepare_config(self) -> None:
@@ -136,7 +133,7 @@ class LitAttentionCLI(LightningCLI):
         config = self.run_config
         if config.get("model") is None or config.get("data") is None:
             raise ConfigError("A run needs a model and data; pass a recipe with --config, or --model and --data.")
-        self.built_datamodule = data = _instantiate(config.data)
+        self.built_datamodule = data = instantiate_config(config.data)
         try:
             sizes = data.model_sizes()
         except ConfigError as error:
@@ -193,7 +190,7 @@ class LitAttentionCLI(LightningCLI):
 
     def instantiate_trainer(self, **kwargs):
         config, model = self.run_config, self.model
-        user = self._get(self.config_init, "trainer", default={})
+        user = (self.config_init[self.subcommand] if self.subcommand else self.config_init).get("trainer") or {}
         user_callbacks = list(user.get("callbacks") or [])
         if config.trainer.get("logger") in (None, True):
             kwargs["logger"] = run_logger(self.place, self.logger_facts(), {model.monitor: model.monitor_mode},
@@ -230,7 +227,7 @@ class LitAttentionCLI(LightningCLI):
         facts = {"variant": self.variant_name(), "attention": resolve_spec(config.model.init_args.attention).to_dict(),
                  "seed": config.seed_everything, "recipe": self.run_name(), "settings": config.run.settings or {},
                  "data_seed": config.data.init_args.get("data_seed"),
-                 "run_dir": str(self.place.directory), "config": resolved(self._parser(self.subcommand), config)}
+                 "run_dir": str(self.place.directory), "config": resolved(subcommand_parser(self, self.subcommand), config)}
         finish_fit(self.trainer, self.model, self.datamodule, self.place.directory, facts, test=config.run.test)
         if self.place.directory is not None:
             print(f"Run directory: {self.place.directory}", flush=True)
@@ -286,7 +283,7 @@ def check_trainer_settings(trainer) -> None:
         )
 
 
-def _instantiate(config):
+def instantiate_config(config):
     """The class a `class_path` / `init_args` config names, built from it."""
     module_name, class_name = config.class_path.rsplit(".", 1)
     init_args = config.get("init_args")
@@ -306,7 +303,7 @@ def recipe_name(config_paths) -> str:
 
 def registered_classes() -> dict[str, list[str]]:
     """Short names `--model` and `--data` accept, for error messages."""
-    return {"model": list(lit_attention.tasks.__all__), "data": [n for n in datamodules.__all__ if n != "DataModule"]}
+    return {"model": list(lit_attention.training.tasks.__all__), "data": [n for n in datamodules.__all__ if n != "DataModule"]}
 
 
 def run(argv: list[str] | None) -> None:

@@ -19,10 +19,10 @@ import torch
 from lightning.fabric.utilities.apply_func import apply_to_collection
 from lightning.pytorch.callbacks import BasePredictionWriter, ModelCheckpoint, ThroughputMonitor, TQDMProgressBar
 
-from lit_attention.attention import MultiHeadAttention
-from lit_attention.checkpointing import ExactResume, LastCheckpoint
-from lit_attention.records import RunRecorder
-from lit_attention.tasks.base import TaskModule
+from lit_attention.modeling.attention import MultiHeadAttention
+from lit_attention.training.checkpointing import ExactResume, LastCheckpoint
+from lit_attention.training.records import RunRecorder
+from lit_attention.training.tasks.base import TaskModule
 
 
 def default_callbacks(model, user_callbacks: list, fitting: bool, checkpointing: bool,
