@@ -26,7 +26,7 @@ class _Planner(LitAttentionCLI):
         self.check_trainer = check_trainer
         super().__init__(*args, **kwargs)
 
-    def beforeinstantiate_config_classes(self) -> None:
+    def before_instantiate_classes(self) -> None:
         self.prepare_config()
         if self.check_trainer:
             check_trainer_settings(self.run_config.trainer)
