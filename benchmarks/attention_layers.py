@@ -58,7 +58,7 @@ def benchmark(batch, seq_len, dim, heads, causal, dtype, device, warmup, steps, 
     x = torch.randn(batch, seq_len, dim, device=device, dtype=dtype, requires_grad=True)
     steps_by_name = {name: (lambda layer=layer: layer(x).sum().backward()) for name, layer in layers.items()}
     times = median_interleaved(steps_by_name, warmup, steps, repeats, device)
-    flops = {name: attention_flops(name, seq_len, dim) for name in layers}
+    flops = {name: attention_flops(name, seq_len, dim, num_heads=heads) for name in layers}
     saved = {name: saved_for_backward_bytes(layer, x) for name, layer in layers.items()}
     peak = {name: peak_step_bytes(step, device) for name, step in steps_by_name.items()}
     return [

@@ -2,9 +2,13 @@
 
 from lit_attention.modeling.attention import (
     PRESETS,
+    REGISTRY,
     AttentionSpec,
     KVCache,
     MultiHeadAttention,
+    Variant,
+    attention_flops,
+    attention_parameters,
     count_attention_parameters,
     list_presets,
     resolve_spec,
@@ -12,9 +16,13 @@ from lit_attention.modeling.attention import (
 
 __all__ = [
     "PRESETS",
+    "REGISTRY",
     "AttentionSpec",
     "KVCache",
     "MultiHeadAttention",
+    "Variant",
+    "attention_flops",
+    "attention_parameters",
     "count_attention_parameters",
     "list_presets",
     "resolve_spec",
