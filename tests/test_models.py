@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lit_attention.modeling.attention import PRESETS, MultiHeadAttention, list_presets
+from lit_attention.modeling.attention import MultiHeadAttention, attention_parameters, list_presets
 from lit_attention.modeling import GPT, Seq2SeqTransformer, TextEncoderClassifier, VisionTransformer
 
 PRESET_NAMES = list_presets()
@@ -120,29 +120,19 @@ def test_padding_mask_defaults_to_pad_id():
 
 @pytest.mark.parametrize("attention", PRESET_NAMES)
 def test_parameter_counts(attention):
-    per_layer = {  # docs/DESIGN.md §2 at d=32 without biases; W_A is l x l with l the layer's length
-        "standard": 4, "optimized": 3, "efficient": 2, "super": 2, "identity_query": 3,
-        "residual_query": 4, "nonlinear_query": 4,
-    }[attention]
-    d = SMALL["dim"]
-
-    def attention_params(length):
-        extra = length * length if PRESETS[attention].value_mix else 0
-        extra += 2 * d if attention == "nonlinear_query" else 0
-        return per_layer * d * d + extra
-
+    d, heads = SMALL["dim"], SMALL["num_heads"]
     gpt = GPT(VOCAB, LENGTH, depth=3, attention=attention, **SMALL)  # bias=False by default
     counts = gpt.parameter_counts()
-    assert counts["attention"] == 3 * attention_params(LENGTH)
+    # Each layer's W_A is l x l with l the model's length (the registry's formula, checked in test_attention.py).
+    assert counts["attention"] == 3 * attention_parameters(attention, d, num_heads=heads, max_len=LENGTH)
     assert counts["total"] == sum(p.numel() for p in gpt.parameters())
     assert counts["non_embedding"] == counts["total"] - VOCAB * d - LENGTH * d  # tied head counts once
 
     vit = VisionTransformer(image_size=8, patch_size=2, in_channels=1, num_classes=5, depth=1, attention=attention, **SMALL)
-    spec = PRESETS[attention]
-    kept = 1 + (spec.query in ("linear", "residual")) + (spec.key == "linear") + (spec.value == "linear")
     tokens = 16 + 1  # 4x4 patches + CLS
     assert vit.blocks[0].attn.max_len == tokens
-    assert vit.parameter_counts()["attention"] == attention_params(tokens) + kept * d  # ViT keeps biases
+    with_biases = attention_parameters(attention, d, num_heads=heads, max_len=tokens, bias=True)  # ViT keeps biases
+    assert vit.parameter_counts()["attention"] == with_biases > attention_parameters(attention, d, num_heads=heads, max_len=tokens)
 
 
 def test_gpt_generate_returns_requested_length_and_respects_top_k():
