@@ -22,6 +22,7 @@ from argparse import ArgumentError
 from pathlib import Path
 
 from lit_attention.errors import ConfigError
+from lit_attention.modeling.variants import presets_help
 from lit_attention.sweep.launchers import Job, LocalLauncher, SlurmLauncher
 from lit_attention.sweep.report import write_report
 from lit_attention.training.run_dirs import check_writable
@@ -55,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep = parser.add_argument_group("what to run")
     sweep.add_argument("--config", action="append", required=True, help="recipe YAML (repeat to stack presets)")
     sweep.add_argument("--variants", nargs="+", default=["all"],
-                       help="'all', comma-separated presets (with settings: super,value_mix_init=xavier), or axes specs")
+                       help="'all' or comma-separated variants, each " + presets_help().replace("%", "%%"))
     sweep.add_argument("--seeds", type=int, default=3, help="seeds per arm and grid point: first-seed, ..., +n-1")
     sweep.add_argument("--first-seed", type=int, default=0)
     sweep.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
