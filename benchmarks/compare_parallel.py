@@ -1,7 +1,7 @@
 """Wall time of a `compare` sweep run one at a time against the same sweep run N at a time, and of
 the N-at-a-time sweep with a fresh process per run instead of forks of a warm worker.
 
-    python benchmarks/compare_parallel.py                      # make demo's sweep: 7 presets x 2 seeds on the digits
+    python benchmarks/compare_parallel.py                      # make demo's sweep: every preset x 2 seeds on the digits
     python benchmarks/compare_parallel.py --parallel 2 --seeds 2 --extra --trainer.max_epochs=3
 
 The sweeps are the same command into fresh output folders; the serial one runs each fit with all the
@@ -37,7 +37,7 @@ def sweep(output: Path, parallel: int, variants: str, seeds: int, extra: list[st
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--parallel", type=int, default=2)
-    parser.add_argument("--variants", default="all", help="as compare takes them (default: the 7 presets)")
+    parser.add_argument("--variants", default="all", help="as compare takes them (default: all, every preset)")
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="arguments for every fit")
     args = parser.parse_args()
