@@ -160,9 +160,8 @@ def build_plan(args, variants: list[str], grid, extra: list[str]) -> Plan:
     if len(set(labels)) != len(labels):
         twice = sorted({label for label in labels if labels.count(label) > 1})
         raise ConfigError(f"Two arms are called {twice[0]!r}; give each --arm a label of its own.")
-    configs = {(label, point): check_run(args.config, variant, point, overrides, extra, f"{label} at {point_label(point)}").resolved
-               for label, variant, overrides, point in arms}
     runs = [Run(label, variant, point, seed, overrides) for label, variant, overrides, point in arms for seed in seeds]
+    configs = {(run.arm, run.point): check_run(args.config, run, extra).resolved for run in runs if run.seed == seeds[0]}
     labels = list(dict.fromkeys(label for label, *_ in arms))
     return Plan(runs=runs, arms=labels, points=points, seeds=seeds, configs=configs)
 
@@ -203,20 +202,17 @@ def parse_arms(items: list[str], grid) -> list[tuple[str, str, tuple[str, ...]]]
     return arms
 
 
-def run_arguments(configs, variant: str, point, overrides, extra) -> list[str]:
-    return [*[w for c in configs for w in ("--config", c)], f"--model.init_args.attention={variant}",
-            *[f"--{key}={value}" for key, value in point], *overrides, *extra]
-
-
-def check_run(configs, variant: str, point, overrides, extra, where: str):
-    """The run's config as fit would resolve it; a bad key or value is one sentence naming the run."""
+def check_run(configs, run: Run, extra):
+    """The run's config as its fit will resolve it (from the same `Run.arguments`); a bad key or value
+    is one sentence naming the run."""
     from lit_attention.training.cli import registered_classes
     from lit_attention.sweep.planning import plan_run
     from lit_attention.training.parser_errors import parser_error_sentence
 
+    where = f"{run.arm} at {run.point_label}"
     try:
         # The hardware is the fit's to check: a login node plans a SLURM sweep of GPU runs.
-        return plan_run(run_arguments(configs, variant, point, overrides, extra), check_trainer=False)
+        return plan_run(run.arguments(configs, extra), check_trainer=False)
     except ArgumentError as error:
         raise ConfigError(f"{parser_error_sentence(str(error), registered_classes()).rstrip('.')} (in the run of "
                           f"{where}).") from None
@@ -252,7 +248,7 @@ def matched_mlp_ratios(args, variants: list[str], point, extra) -> dict[tuple[st
 
 
 def non_embedding(configs, variant: str, point, overrides, extra) -> tuple[int, int, float]:
-    plan = check_run(configs, variant, point, overrides, extra, f"{variant} at {point_label(point)}")
+    plan = check_run(configs, Run(variant, variant, point, 0, overrides), extra)  # any seed: counts do not depend on it
     model = plan.config.model.init_args
     return plan.model.param_counts["non_embedding"], model.dim, model.mlp_ratio
 

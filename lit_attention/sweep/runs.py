@@ -53,15 +53,21 @@ class Run:
         name = _slug(self.point_label)
         return f"{name}/{_slug(self.arm)}" if self.arm != self.variant or self.overrides else name
 
+    def arguments(self, configs: list[str], extra: list[str]) -> list[str]:
+        """The `fit` arguments that decide what this run computes: what compare checks the run with
+        before the sweep starts (planning.plan_run), and the start of the command that trains it."""
+        return [*[w for c in configs for w in ("--config", c)], f"--model.init_args.attention={self.variant}",
+                f"--seed_everything={self.seed}", "--trainer.enable_progress_bar=false",
+                *[f"--{key}={value}" for key, value in self.point], *self.overrides, *extra]
+
     def command(self, configs: list[str], extra: list[str], output: Path, test: bool) -> list[str]:
+        """The `lit-attention fit` that trains this run: its arguments, then where it is written and what
+        it is labelled (settings compare controls, so `extra` cannot set them) and a resume from its last
+        checkpoint."""
         settings = {**dict(self.point), "arm": self.arm}
-        return [
-            *LIT_ATTENTION, "fit", *[w for c in configs for w in ("--config", c)],
-            f"--model.init_args.attention={self.variant}", f"--seed_everything={self.seed}",
-            f"--run.root={Path(output) / 'runs'}", f"--run.name={self.run_name}", f"--run.test={str(test).lower()}",
-            f"--run.settings={json.dumps(settings)}", "--ckpt_path=last", "--trainer.enable_progress_bar=false",
-            *[f"--{key}={value}" for key, value in self.point], *self.overrides, *extra,
-        ]
+        return [*LIT_ATTENTION, "fit", *self.arguments(configs, extra), f"--run.root={Path(output) / 'runs'}",
+                f"--run.name={self.run_name}", f"--run.test={str(test).lower()}",
+                f"--run.settings={json.dumps(settings)}", "--ckpt_path=last"]
 
 
 @dataclass

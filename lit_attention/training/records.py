@@ -100,14 +100,14 @@ class RunRecorder(L.Callback):
         }
 
 
-# Settings that say where a run is written, its seed, or how it is displayed, not what it computes.
-NOT_COMPARED = ("run", "ckpt_path", "weights_only", "seed_everything", "config", "print_config",
-                "trainer.enable_progress_bar")
+# Settings that say where a run is written and labelled, its seed, how it resumes and which recipe
+# files it was read from, not what it computes: a run with other values of these is the same run.
+NOT_COMPARED = ("run", "ckpt_path", "weights_only", "seed_everything", "config", "print_config")
 
 
 def run_config(config: dict) -> dict[str, Any]:
-    """A run's resolved config as flat `key: value` pairs, without its place, seed and display
-    settings: what the record keeps so that a later sweep can tell whether it asked for the same run."""
+    """A run's resolved config as flat `key: value` pairs, without NOT_COMPARED: what the record keeps
+    so that a later sweep can tell whether it asked for the same run."""
     flat: dict[str, Any] = {}
 
     def walk(tree, prefix: str) -> None:
