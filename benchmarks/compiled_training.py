@@ -29,20 +29,20 @@ import torch.nn.functional as F
 from timing import hardware, median_interleaved, synchronize
 
 from lit_attention.modeling import GPT, VisionTransformer
+from lit_attention.modeling import GPTConfig, ViTConfig
 
 CONFIGURATIONS = (("eager", "float32"), ("compiled", "float32"), ("eager", "bfloat16"), ("compiled", "bfloat16"))
 
 
 def vit_task(args, device):
-    model = VisionTransformer(image_size=8, patch_size=2, in_channels=1, num_classes=10, dim=args.vit_dim,
-                              depth=4, num_heads=4, mlp_ratio=2.0)
+    model = VisionTransformer(ViTConfig(image_size=8, patch_size=2, in_channels=1, num_classes=10, dim=args.vit_dim, depth=4, num_heads=4, mlp_ratio=2.0))
     images = torch.randn(args.vit_batch, 1, 8, 8, device=device)
     labels = torch.randint(0, 10, (args.vit_batch,), device=device)
     return "ViT (quickstart vit_digits)", model, lambda m: F.cross_entropy(m(images).float(), labels)
 
 
 def gpt_task(args, device):
-    model = GPT(256, args.context, dim=args.gpt_dim, depth=4, num_heads=4)
+    model = GPT(GPTConfig(vocab_size=256, max_len=args.context, dim=args.gpt_dim, depth=4, num_heads=4))
     tokens = torch.randint(0, 256, (args.gpt_batch, args.context + 1), device=device)
     inputs, targets = tokens[:, :-1], tokens[:, 1:]
     return "GPT (quickstart gpt_stdlib)", model, lambda m: F.cross_entropy(m(inputs).float().flatten(0, 1),

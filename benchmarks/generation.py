@@ -25,6 +25,7 @@ import torch
 from timing import hardware, median_interleaved
 
 from lit_attention.modeling import GPT
+from lit_attention.modeling import GPTConfig
 
 
 def load_average() -> str:
@@ -44,8 +45,7 @@ def build_models(args):
     reference = GPT2LMHeadModel(config).eval()
     reference.generation_config.eos_token_id = None  # generate exactly max_new_tokens, as ours does
     ours = GPT.from_gpt2(reference.state_dict(), num_heads=args.heads).eval()
-    sup = GPT(args.vocab, max_len, dim=args.dim, depth=args.depth, num_heads=args.heads, attention="super",
-              bias=True, activation="gelu_tanh").eval()
+    sup = GPT(GPTConfig(vocab_size=args.vocab, max_len=max_len, dim=args.dim, depth=args.depth, num_heads=args.heads, bias=True, activation="gelu_tanh"), attention="super").eval()
     return reference, ours, sup
 
 

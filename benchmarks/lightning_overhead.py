@@ -26,8 +26,7 @@ from lit_attention.training.tasks import CausalLanguageModel
 
 def make_module(args) -> CausalLanguageModel:
     torch.manual_seed(0)
-    return CausalLanguageModel(vocab_size=args.vocab, max_len=args.context, dim=args.dim, depth=args.depth,
-                               num_heads=args.heads, warmup_steps=10)
+    return CausalLanguageModel(net=dict(vocab_size=args.vocab, max_len=args.context, dim=args.dim, depth=args.depth, num_heads=args.heads), warmup_steps=10)
 
 
 def loader(args) -> DataLoader:

@@ -22,6 +22,7 @@ from timing import header, median_interleaved
 
 from lit_attention.modeling import GPT, VisionTransformer
 from lit_attention.modeling.ports import timm_vit_state_dict
+from lit_attention.modeling import ViTConfig
 
 
 def train_step(model, optimizer, forward):
@@ -80,9 +81,7 @@ def vit_pair(args, device, dtype):
     reference = TimmViT(img_size=32, patch_size=4, in_chans=3, num_classes=args.classes, embed_dim=args.vit_dim,
                         depth=args.vit_depth, num_heads=args.vit_heads, mlp_ratio=4.0, qkv_bias=True,
                         class_token=True, global_pool="token")
-    ours = VisionTransformer(image_size=32, patch_size=4, in_channels=3, num_classes=args.classes,
-                             dim=args.vit_dim, depth=args.vit_depth, num_heads=args.vit_heads, drop_path=0.0,
-                             norm_eps=1e-6)
+    ours = VisionTransformer(ViTConfig(image_size=32, patch_size=4, in_channels=3, num_classes=args.classes, dim=args.vit_dim, depth=args.vit_depth, num_heads=args.vit_heads, drop_path=0.0, norm_eps=1e-6))
     ours.load_state_dict(timm_vit_state_dict(reference.state_dict()))
     images = torch.randn(args.batch, 3, 32, 32, device=device)
     labels = torch.randint(0, args.classes, (args.batch,), device=device)

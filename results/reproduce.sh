@@ -17,7 +17,7 @@ LR_MQAR=model.init_args.lr=1e-3,3e-3,1e-2
 QUERY_CONTROLS=(identity_query,query_scale=standard nonlinear_query,query_scale=standard)
 PARAMETER_CONTROLS=(--add-control efficient --add-control optimized)
 # The nonlinear-query paper's control: standard attention with MLP 4.75 d, +12.5% non-embedding parameters.
-WIDER="standard+12.5%;standard;model.init_args.mlp_ratio=4.75"
+WIDER="standard+12.5%;standard;model.init_args.net.mlp_ratio=4.75"
 
 vit() {        # ViT on the embedded digits (1,293 training images): 11 arms x 3 rates x 5 seeds
     compare --config recipes/quickstart/vit_digits.yaml --variants all "${QUERY_CONTROLS[@]}" \

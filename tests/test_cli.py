@@ -20,7 +20,7 @@ VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
 GPT = str(ROOT / "recipes/quickstart/gpt_stdlib.yaml")
 TINY_VIT = [
     "--trainer.max_epochs=1", "--trainer.limit_train_batches=4", "--trainer.limit_val_batches=2",
-    "--trainer.enable_progress_bar=false", "--trainer.log_every_n_steps=1", "--model.dim=32", "--model.depth=1",
+    "--trainer.enable_progress_bar=false", "--trainer.log_every_n_steps=1", "--model.net.dim=32", "--model.net.depth=1",
 ]
 
 
@@ -49,7 +49,7 @@ def test_vit_quickstart_writes_checkpoints_config_and_readable_scalars(tmp_path)
     assert list((run_dir / "checkpoints").glob("best-*.ckpt"))
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert config["model"]["init_args"]["attention"] == "super"
-    assert config["model"]["init_args"]["image_size"] == 8  # copied from the DataModule
+    assert config["model"]["init_args"]["net"]["image_size"] == 8  # copied from the DataModule
     logged = scalars(run_dir)
     for tag in ("train/loss_step", "val/loss", "val/acc", "val/f1_macro", "val/acc_top5", "train/lr"):
         assert tag in logged, sorted(logged)
@@ -91,8 +91,8 @@ def test_gpt_quickstart_trains_on_the_stdlib_corpus(tmp_path):
     # 12 steps: ThroughputMonitor reports rates once its 10-batch window is full.
     args = [*CLI, "fit", "--config", GPT, "--trainer.max_steps=12", "--trainer.val_check_interval=6",
             "--data.max_files=40", "--data.val_windows=8", "--data.max_len=32",
-            "--trainer.log_every_n_steps=1", "--trainer.enable_progress_bar=false", "--model.dim=32",
-            "--model.depth=1"]
+            "--trainer.log_every_n_steps=1", "--trainer.enable_progress_bar=false", "--model.net.dim=32",
+            "--model.net.depth=1"]
     result = run(args, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = only_run_dir(tmp_path, "runs/quickstart/gpt_stdlib/standard/seed_0/version_*")
@@ -102,7 +102,8 @@ def test_gpt_quickstart_trains_on_the_stdlib_corpus(tmp_path):
     assert logged["train/device/items_per_sec"][-1] > 0  # tokens/s from Lightning's ThroughputMonitor
     assert logged["train/device/flops_per_sec"][-1] > 0  # FLOPs counted by torch, not typed in
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
-    assert config["model"]["init_args"]["max_len"] == 32 and config["model"]["init_args"]["vocab_size"] == 256
+    net = config["model"]["init_args"]["net"]
+    assert net["max_len"] == 32 and net["vocab_size"] == 256
     assert (run_dir / "checkpoints/last.ckpt").is_file()
 
 
@@ -173,7 +174,7 @@ def read_results(path: Path) -> list[dict]:
     "extra, message",
     [
         (["--model.attention=superb"], "Unknown attention variant 'superb'; valid presets are standard"),
-        (["--model.dim=30"], "dim=30 is not divisible by num_heads=4"),
+        (["--model.net.dim=30"], "dim=30 is not divisible by num_heads=4"),
         (["--data.dataset=imagenet"], "imagenet"),
     ],
 )

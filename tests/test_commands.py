@@ -33,10 +33,10 @@ VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
 GPT = str(ROOT / "recipes/quickstart/gpt_stdlib.yaml")
 QUIET = ["--trainer.enable_progress_bar=false", "--trainer.log_every_n_steps=1"]
 TINY_VIT = ["--config", VIT, "--trainer.max_epochs=1", "--trainer.limit_train_batches=4", "--trainer.limit_val_batches=2",
-            "--model.dim=16", "--model.num_heads=2", "--model.depth=1", *QUIET]
+            "--model.net.dim=16", "--model.net.num_heads=2", "--model.net.depth=1", *QUIET]
 TINY_GPT = ["--config", GPT, "--trainer.max_steps=4", "--trainer.val_check_interval=2", "--data.max_files=60",
-            "--data.val_fraction=0.2", "--data.val_windows=4", "--data.max_len=16", "--model.dim=16",
-            "--model.num_heads=2", "--model.depth=1", *QUIET]
+            "--data.val_fraction=0.2", "--data.val_windows=4", "--data.max_len=16", "--model.net.dim=16",
+            "--model.net.num_heads=2", "--model.net.depth=1", *QUIET]
 
 
 @pytest.fixture
@@ -80,11 +80,10 @@ def test_classification_metrics_equal_an_independent_computation(task, num_class
     """Through the task's own validation loop; its model is replaced by one that returns chosen logits."""
     logits, labels = batches_with_a_perfect_first(num_classes)
     if task == "image":
-        module = ImageClassifier(num_classes=num_classes, image_size=8, in_channels=1, patch_size=2, dim=16,
-                                 num_heads=2, depth=1)
+        module = ImageClassifier(net=dict(num_classes=num_classes, image_size=8, in_channels=1, patch_size=2, dim=16, num_heads=2, depth=1))
         batches = [(torch.zeros(len(y), 1, 8, 8), y) for y in labels]
     else:
-        module = TextClassifier(vocab_size=10, max_len=4, num_classes=num_classes, pad_id=0, dim=16, num_heads=2, depth=1)
+        module = TextClassifier(net=dict(vocab_size=10, max_len=4, num_classes=num_classes, pad_id=0, dim=16, num_heads=2, depth=1))
         batches = [{"tokens": torch.ones(len(y), 4, dtype=torch.long), "padding_mask": torch.zeros(len(y), 4, dtype=torch.bool),
                     "labels": y} for y in labels]
     served = iter(logits)
@@ -105,7 +104,7 @@ def test_classification_metrics_equal_an_independent_computation(task, num_class
 def test_language_model_metrics_equal_a_direct_computation():
     """Loss (token-weighted) and next-token accuracy over scored targets, first batch perfect."""
     vocab, generator = 7, torch.Generator().manual_seed(0)
-    module = CausalLanguageModel(vocab_size=vocab, max_len=5, dim=16, num_heads=2, depth=1)
+    module = CausalLanguageModel(net=dict(vocab_size=vocab, max_len=5, dim=16, num_heads=2, depth=1))
     batches = []
     for i in range(3):
         inputs = torch.randint(0, vocab, (4, 5), generator=generator)
@@ -172,7 +171,7 @@ def test_predict_classifies_texts(in_tmp):
     texts.write_text("a fine film\nterrible\n")
     args = ["--model=TextClassifier", "--data=TextClassificationDataModule", "--data.dataset=null",
             f"--data.data_files={files}", "--data.max_len=24", "--data.batch_size=8", f"--data.data_dir={in_tmp / 'data'}",
-            f"--data.hf_cache_dir={in_tmp / 'hf'}", "--model.dim=16", "--model.num_heads=2", "--model.depth=1",
+            f"--data.hf_cache_dir={in_tmp / 'hf'}", "--model.net.dim=16", "--model.net.num_heads=2", "--model.net.depth=1",
             "--trainer.max_steps=2", "--trainer.limit_val_batches=1", *QUIET]
     rows = train_and_predict(args, texts)
     assert [row["input"] for row in rows] == ["a fine film", "terrible"]
@@ -185,7 +184,7 @@ def test_predict_translates_sentences(in_tmp):
     args = ["--model=Seq2SeqTranslator", "--data=TranslationDataModule", "--data.dataset=null",
             f"--data.data_files={{train: {write_pairs_json(in_tmp / 'pairs.jsonl', 40)}}}", "--data.tokenizer=bytes",
             "--data.batch_size=4", "--data.max_src_len=24", "--data.max_tgt_len=24", f"--data.hf_cache_dir={in_tmp / 'hf'}",
-            "--model.dim=16", "--model.num_heads=2", "--model.encoder_depth=1", "--model.decoder_depth=1",
+            "--model.net.dim=16", "--model.net.num_heads=2", "--model.net.encoder_depth=1", "--model.net.decoder_depth=1",
             "--model.beam_size=2", "--model.bleu_batches=1", "--trainer.max_steps=2", "--trainer.limit_val_batches=1", *QUIET]
     rows = train_and_predict(args, sources)
     assert [row["source"] for row in rows] == ["the cat sleeps", "a green house"]
@@ -212,7 +211,7 @@ def image_tree(root: Path, empty_class: bool = False, corrupt: bool = False) -> 
     return str(root)
 
 
-FOLDER = ["--data.dataset=imagefolder", "--model.patch_size=8", "--data.batch_size=4"]
+FOLDER = ["--data.dataset=imagefolder", "--model.net.patch_size=8", "--data.batch_size=4"]
 # case: (arguments given the test directory, the words the one sentence must hold)
 BAD_INPUTS = {
     "malformed axes spec": (lambda d: [*TINY_VIT, "--model.attention=query=residual_mlp,key"],
@@ -240,10 +239,10 @@ BAD_INPUTS = {
     "misspelt hub dataset": (lambda d: ["--model=TextClassifier", "--data=TextClassificationDataModule",
                                         "--data.dataset=stanfordnlp/imbd"],
                              "'stanfordnlp/imbd' is not one of the hub datasets this suite knows"),
-    "max_len below the data's": (lambda d: [*TINY_GPT, "--model.max_len=8"],
-                                 "--model.max_len 8 conflicts with the data: LanguageModelingDataModule gives max_len=16"),
-    "model sizes the data sets": (lambda d: [*TINY_VIT, "--model.in_channels=3"],
-                                  "--model.in_channels 3 conflicts with the data: ImageDataModule gives in_channels=1"),
+    "max_len below the data's": (lambda d: [*TINY_GPT, "--model.net.max_len=8"],
+                                 "--model.net.max_len 8 conflicts with the data: LanguageModelingDataModule gives max_len=16"),
+    "model sizes the data sets": (lambda d: [*TINY_VIT, "--model.net.in_channels=3"],
+                                  "--model.net.in_channels 3 conflicts with the data: ImageDataModule gives in_channels=1"),
     "predict without a checkpoint": (lambda d: ["predict", *TINY_VIT], "predict needs a trained model"),
     "predict without files": (lambda d: ["predict", *TINY_VIT, "--ckpt_path=last"], "nothing to predict on"),
     "optimizer override": (lambda d: [*TINY_VIT, "--optimizer=SGD"], "--optimizer is not available"),
@@ -281,8 +280,8 @@ def test_compare_into_an_unwritable_output_is_one_sentence(in_tmp, capsys):
 
 
 def test_a_larger_max_len_than_the_data_is_kept_and_sizes_super():
-    plan = plan_run([*TINY_GPT, "--model.attention=super", "--model.max_len=40"])
-    assert plan.config.model.init_args.max_len == 40
+    plan = plan_run([*TINY_GPT, "--model.attention=super", "--model.net.max_len=40"])
+    assert plan.config.model.init_args.net.max_len == 40
     assert plan.model.model.blocks[0].attn.value_mix.shape == (40, 40)  # W_A's size is the user's choice
 
 
@@ -293,7 +292,7 @@ def test_imagefolder_takes_its_image_size_from_the_data_and_warns_on_huge_token_
     assert dm.model_sizes() == {"num_classes": 2, "image_size": 16, "in_channels": 3}
     with pytest.warns(UserWarning, match="224x224 images in 2x2 patches make 12,544 tokens per image"):
         with torch.device("meta"):
-            ImageClassifier(num_classes=2, image_size=224, in_channels=3, patch_size=2, dim=16, num_heads=2, depth=1)
+            ImageClassifier(net=dict(num_classes=2, image_size=224, in_channels=3, patch_size=2, dim=16, num_heads=2, depth=1))
 
 
 # ---------------------------------------------------------------------------------------------- 7. one run, one process

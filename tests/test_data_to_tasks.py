@@ -1,6 +1,5 @@
 """Every DataModule feeds its matching LightningModule in a real Trainer(fast_dev_run=True)."""
 
-import inspect
 import math
 
 import lightning as L
@@ -17,14 +16,16 @@ from lit_attention.training.cli import copy_data_sizes
 from lit_attention.training.tasks import CausalLanguageModel, ImageClassifier, Seq2SeqTranslator, TextClassifier
 from test_datamodules_text import write_pairs_json, write_reviews  # tests/ is on sys.path under pytest
 
-SMALL = dict(dim=32, num_heads=4, mlp_ratio=2.0, attention="super")
+SMALL = dict(dim=32, num_heads=4, mlp_ratio=2.0)
 
 
-def sizes(datamodule, model_class) -> dict:
-    """What the CLI copies from the data into the model: the DataModule's own model_sizes()."""
-    model_args = {name: None for name in inspect.signature(model_class).parameters}
-    copy_data_sizes(model_args, datamodule.model_sizes(), type(datamodule).__name__)
-    return {key: value for key, value in model_args.items() if value is not None}
+def net_of(datamodule, task_class, **architecture) -> dict:
+    """The model config as the CLI completes it: the fields its config class declares `from_data`, taken
+    from the DataModule's own model_sizes()."""
+    net = dict(architecture)
+    copy_data_sizes(net, task_class.config_class, datamodule.model_sizes(), type(datamodule).__name__,
+                    task_class.__name__)
+    return net
 
 
 def make_pairs(tmp_path):
@@ -47,7 +48,7 @@ def make_pairs(tmp_path):
 def test_datamodule_feeds_its_task(index, tmp_path):
     datamodule, model_class, extra = make_pairs(tmp_path)[index]
     L.seed_everything(0)
-    module = model_class(**sizes(datamodule, model_class), **SMALL, **extra)
+    module = model_class(net=net_of(datamodule, model_class, **SMALL, **extra), attention="super")
     trainer = L.Trainer(fast_dev_run=True, accelerator="cpu", logger=False, enable_progress_bar=False,
                         enable_model_summary=False)
     trainer.fit(module, datamodule=datamodule)

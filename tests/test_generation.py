@@ -11,6 +11,7 @@ from lit_attention.modeling.attention import MultiHeadAttention, list_presets, r
 from lit_attention.errors import ConfigError
 from lit_attention.modeling import GPT, Seq2SeqTransformer
 from lit_attention.modeling.sampling import filter_logits, next_token
+from lit_attention.modeling import GPTConfig, Seq2SeqConfig
 
 DIM, HEADS, VOCAB, MAX_LEN = 16, 2, 19, 14
 VARIANTS = list_presets() + [
@@ -40,14 +41,12 @@ def randomise(model):
 
 def gpt(variant):
     torch.manual_seed(0)
-    return randomise(GPT(VOCAB, MAX_LEN, dim=DIM, depth=2, num_heads=HEADS, mlp_ratio=2.0, attention=variant, bias=True,
-                         tie_weights=False))
+    return randomise(GPT(GPTConfig(vocab_size=VOCAB, max_len=MAX_LEN, dim=DIM, depth=2, num_heads=HEADS, mlp_ratio=2.0, bias=True, tie_weights=False), attention=variant))
 
 
 def seq2seq(variant):
     torch.manual_seed(0)
-    return randomise(Seq2SeqTransformer(VOCAB, VOCAB, 9, 8, dim=DIM, encoder_depth=1, decoder_depth=2, num_heads=HEADS,
-                                        mlp_ratio=2.0, attention=variant, tie_weights=False))
+    return randomise(Seq2SeqTransformer(Seq2SeqConfig(pad_id=0, bos_id=1, eos_id=2, vocab_size=VOCAB, max_src_len=9, max_tgt_len=8, dim=DIM, encoder_depth=1, decoder_depth=2, num_heads=HEADS, mlp_ratio=2.0, tie_weights=False), attention=variant))
 
 
 def left_padding(lengths, width):

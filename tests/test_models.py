@@ -6,6 +6,7 @@ import torch.nn.functional as F
 
 from lit_attention.modeling.attention import MultiHeadAttention, attention_parameters, list_presets
 from lit_attention.modeling import GPT, Seq2SeqTransformer, TextEncoderClassifier, VisionTransformer
+from lit_attention.modeling import GPTConfig, Seq2SeqConfig, TextEncoderConfig, ViTConfig
 
 PRESET_NAMES = list_presets()
 SMALL = dict(dim=32, num_heads=4, mlp_ratio=2.0)
@@ -24,12 +25,12 @@ def randomise_value_mix(model):
 def build(family, attention, seed=0):
     torch.manual_seed(seed)
     if family == "vit":
-        return VisionTransformer(image_size=8, patch_size=2, in_channels=1, num_classes=5, depth=2, attention=attention, **SMALL)
+        return VisionTransformer(ViTConfig(image_size=8, patch_size=2, in_channels=1, num_classes=5, depth=2, **SMALL), attention=attention)
     if family == "text":
-        return TextEncoderClassifier(VOCAB, LENGTH, num_classes=3, depth=2, attention=attention, **SMALL)
+        return TextEncoderClassifier(TextEncoderConfig(pad_id=0, vocab_size=VOCAB, max_len=LENGTH, num_classes=3, depth=2, **SMALL), attention=attention)
     if family == "gpt":
-        return GPT(VOCAB, LENGTH, depth=2, attention=attention, **SMALL)
-    return Seq2SeqTransformer(VOCAB, VOCAB, LENGTH, LENGTH, encoder_depth=2, decoder_depth=2, attention=attention, **SMALL)
+        return GPT(GPTConfig(vocab_size=VOCAB, max_len=LENGTH, depth=2, **SMALL), attention=attention)
+    return Seq2SeqTransformer(Seq2SeqConfig(pad_id=0, bos_id=1, eos_id=2, vocab_size=VOCAB, max_src_len=LENGTH, max_tgt_len=LENGTH, encoder_depth=2, decoder_depth=2, **SMALL), attention=attention)
 
 
 def batch_for(family, generator):
@@ -100,7 +101,7 @@ def test_seq2seq_decoder_is_causal_and_ignores_padded_source(attention):
 @pytest.mark.parametrize("attention", PRESET_NAMES)
 def test_text_encoder_ignores_padded_content(attention, pool):
     torch.manual_seed(0)
-    model = TextEncoderClassifier(VOCAB, LENGTH, num_classes=3, depth=2, attention=attention, pool=pool, **SMALL)
+    model = TextEncoderClassifier(TextEncoderConfig(pad_id=0, vocab_size=VOCAB, max_len=LENGTH, num_classes=3, depth=2, pool=pool, **SMALL), attention=attention)
     model = randomise_value_mix(model).eval()
     tokens = torch.randint(1, VOCAB, (3, LENGTH))
     padding = torch.arange(LENGTH)[None] >= torch.tensor([LENGTH, 6, 1])[:, None]
@@ -112,7 +113,7 @@ def test_text_encoder_ignores_padded_content(attention, pool):
 
 
 def test_padding_mask_defaults_to_pad_id():
-    model = TextEncoderClassifier(VOCAB, LENGTH, num_classes=3, depth=1, pad_id=0, **SMALL).eval()
+    model = TextEncoderClassifier(TextEncoderConfig(vocab_size=VOCAB, max_len=LENGTH, num_classes=3, depth=1, pad_id=0, **SMALL)).eval()
     tokens = torch.randint(1, VOCAB, (2, LENGTH))
     tokens[1, 5:] = 0
     torch.testing.assert_close(model(tokens), model(tokens, tokens == 0))
@@ -121,14 +122,14 @@ def test_padding_mask_defaults_to_pad_id():
 @pytest.mark.parametrize("attention", PRESET_NAMES)
 def test_parameter_counts(attention):
     d, heads = SMALL["dim"], SMALL["num_heads"]
-    gpt = GPT(VOCAB, LENGTH, depth=3, attention=attention, **SMALL)  # bias=False by default
+    gpt = GPT(GPTConfig(vocab_size=VOCAB, max_len=LENGTH, depth=3, **SMALL), attention=attention)  # bias=False by default
     counts = gpt.parameter_counts()
     # Each layer's W_A is l x l with l the model's length (the registry's formula, checked in test_attention.py).
     assert counts["attention"] == 3 * attention_parameters(attention, d, num_heads=heads, max_len=LENGTH)
     assert counts["total"] == sum(p.numel() for p in gpt.parameters())
     assert counts["non_embedding"] == counts["total"] - VOCAB * d - LENGTH * d  # tied head counts once
 
-    vit = VisionTransformer(image_size=8, patch_size=2, in_channels=1, num_classes=5, depth=1, attention=attention, **SMALL)
+    vit = VisionTransformer(ViTConfig(image_size=8, patch_size=2, in_channels=1, num_classes=5, depth=1, **SMALL), attention=attention)
     tokens = 16 + 1  # 4x4 patches + CLS
     assert vit.blocks[0].attn.max_len == tokens
     with_biases = attention_parameters(attention, d, num_heads=heads, max_len=tokens, bias=True)  # ViT keeps biases
@@ -137,7 +138,7 @@ def test_parameter_counts(attention):
 
 def test_gpt_generate_returns_requested_length_and_respects_top_k():
     torch.manual_seed(0)
-    model = GPT(VOCAB, LENGTH, depth=1, attention="super", **SMALL).eval()
+    model = GPT(GPTConfig(vocab_size=VOCAB, max_len=LENGTH, depth=1, **SMALL), attention="super").eval()
     prompt = torch.randint(0, VOCAB, (2, 3))
     out = model.generate(prompt, max_new_tokens=20, temperature=0.8, top_k=1)
     assert out.shape == (2, 23)
@@ -185,9 +186,9 @@ def test_beam_search_finds_the_best_sequence_of_a_known_distribution():
 @pytest.mark.parametrize(
     "make, message",
     [
-        (lambda: VisionTransformer(image_size=10, patch_size=4), "image_size=10 is not divisible by patch_size=4"),
-        (lambda: VisionTransformer(pool="max"), "Unknown pool 'max'; valid choices are cls, mean"),
-        (lambda: GPT(VOCAB, LENGTH, dim=30, num_heads=4), "dim=30 is not divisible by num_heads=4"),
+        (lambda: VisionTransformer(ViTConfig(image_size=10, patch_size=4)), "image_size=10 is not divisible by patch_size=4"),
+        (lambda: VisionTransformer(ViTConfig(pool="max")), "Unknown pool 'max'; valid choices are cls, mean"),
+        (lambda: GPT(GPTConfig(vocab_size=VOCAB, max_len=LENGTH, dim=30, num_heads=4)), "dim=30 is not divisible by num_heads=4"),
     ],
 )
 def test_model_configuration_errors(make, message):
@@ -196,7 +197,7 @@ def test_model_configuration_errors(make, message):
 
 
 def test_sequences_longer_than_max_len_raise():
-    model = GPT(VOCAB, LENGTH, depth=1, **SMALL)
+    model = GPT(GPTConfig(vocab_size=VOCAB, max_len=LENGTH, depth=1, **SMALL))
     with pytest.raises(ValueError, match=f"Sequence length {LENGTH + 1} exceeds max_len={LENGTH}"):
         model(torch.zeros(1, LENGTH + 1, dtype=torch.long))
 
@@ -204,7 +205,7 @@ def test_sequences_longer_than_max_len_raise():
 @pytest.mark.parametrize("init_std", [0.02, 0.125])
 def test_gpt_init_std_sets_the_normal_init_and_scales_residual_projections(init_std):
     torch.manual_seed(0)
-    model = GPT(vocab_size=64, max_len=32, dim=64, depth=2, num_heads=2, init_std=init_std)
+    model = GPT(GPTConfig(vocab_size=64, max_len=32, dim=64, depth=2, num_heads=2, init_std=init_std))
     block = model.blocks[0]
     assert block.attn.in_proj.weight.std().item() == pytest.approx(init_std, rel=0.05)
     assert model.token_embed.weight.std().item() == pytest.approx(init_std, rel=0.05)
@@ -215,4 +216,4 @@ def test_gpt_rejects_a_non_positive_init_std():
     from lit_attention.errors import ConfigError
 
     with pytest.raises(ConfigError, match="init_std=0.0 is invalid"):
-        GPT(vocab_size=64, max_len=32, dim=64, depth=2, num_heads=2, init_std=0.0)
+        GPT(GPTConfig(vocab_size=64, max_len=32, dim=64, depth=2, num_heads=2, init_std=0.0))

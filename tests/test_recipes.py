@@ -22,7 +22,7 @@ import yaml
 
 import datamodules.language_modeling as language_modeling
 from lit_attention.modeling.attention import MultiHeadAttention
-from lit_attention.training.cli import GROWABLE_SIZES
+from lit_attention.modeling.config import GROWABLE
 from lit_attention.sweep.planning import plan_run
 from lit_attention.main import main
 
@@ -134,9 +134,10 @@ def test_recipe_prints_its_config_and_builds_offline(recipe, plans, offline_home
         assert raw["model"]["init_args"]["attention"] == "standard", "switch variants with --model.attention"
     # Sizes the DataModule defines are left to it, except a size deliberately larger than the data's.
     model_args = (raw.get("model") or {}).get("init_args") or {}
+    net = model_args.get("net") or {}
     sizes = plans[recipe].datamodule.model_sizes()
-    for key in set(model_args) & set(sizes):
-        assert key in GROWABLE_SIZES and model_args[key] > sizes[key], f"model.init_args repeats the data's {key}"
+    for key in set(net) & set(sizes):
+        assert key in GROWABLE and net[key] > sizes[key], f"model.init_args.net repeats the data's {key}"
     # The schedule follows the trainer: no recipe repeats the number of steps in the model.
     assert "max_steps" not in model_args
     # cpu_debug (stacked last) really is in effect: a smoke run would stay on the CPU.
@@ -149,8 +150,8 @@ def test_recipe_prints_its_config_and_builds_offline(recipe, plans, offline_home
 
 def test_printed_config_shows_the_sizes_the_run_uses(offline_home, capsys):
     config = print_config([VIT_DIGITS], capsys)
-    model = config["model"]["init_args"]
-    assert (model["num_classes"], model["image_size"], model["in_channels"]) == (10, 8, 1)  # the digits', not defaults
+    net = config["model"]["init_args"]["net"]
+    assert (net["num_classes"], net["image_size"], net["in_channels"]) == (10, 8, 1)  # the digits', not defaults
 
 
 def test_nothing_was_downloaded_or_written(plans, offline_home):
@@ -187,7 +188,7 @@ def test_the_super_attention_recipes_cover_the_papers_experiments(plans):
         assert plan.config.data.init_args.dataset == dataset
         if task == "ImageClassifier":
             model = plan.config.model.init_args
-            assert model.image_size % model.patch_size == 0
+            assert model.net.image_size % model.net.patch_size == 0
         if name == "translation_en_es":
             assert plan.config.data.init_args.config == "en-es"
 
@@ -215,14 +216,14 @@ def test_nonlinear_query_arms_are_the_authors_settings(plans):
     for arm, (attention, mlp_ratio, lr, weight_decay, tied, half) in NQ_ARMS.items():
         plan = plans[NQ / f"{arm}.yaml"]
         model = plan.config.model.init_args
-        assert (model.attention, model.mlp_ratio, model.lr, model.weight_decay, model.tie_weights) == (
+        assert (model.attention, model.net.mlp_ratio, model.lr, model.weight_decay, model.net.tie_weights) == (
             attention, mlp_ratio, lr, weight_decay, tied), arm
         layer = next(m for m in plan.model.modules() if isinstance(m, MultiHeadAttention))
         assert layer.scale == pytest.approx((0.5 if half else 1.0) / 64 ** 0.5), arm
         assert model.decay_positions, arm  # every >= 2-D parameter decayed, as nanoGPT and the authors
         for section in ("trainer", "data", "seed_everything"):
             assert plan.config[section] == base[section], (arm, section)
-        changed = {k for k in model.keys() if model[k] != base.model.init_args[k]}
+        changed = {k.removeprefix("net.") for k in model.keys() if model[k] != base.model.init_args[k]}  # nested keys
         assert changed <= {"attention", "mlp_ratio", "lr", "weight_decay", "tie_weights"}, (arm, changed)
     # Arms that share an attention name log under different run names (controls, controlled arms).
     names = {arm: plans[NQ / f"{arm}.yaml"].config.run.name for arm in NQ_ARMS}
@@ -235,8 +236,8 @@ def test_nonlinear_query_arms_are_the_authors_settings(plans):
 def test_nonlinear_query_arms_have_the_parameter_counts_the_papers_compare(plans):
     counts = {arm: plans[NQ / f"{arm}.yaml"].model.param_counts for arm in NQ_ARMS}
     model = plans[NQ / "standard.yaml"].config.model.init_args
-    d, depth = model.dim, model.depth
-    assert (d, depth, model.num_heads, model.max_len, model.vocab_size) == (768, 12, 12, 1024, 50304)
+    d, depth = model.net.dim, model.net.depth
+    assert (d, depth, model.net.num_heads, model.net.max_len, model.net.vocab_size) == (768, 12, 12, 1024, 50304)
     standard = counts["standard"]
     # GPT-2 small without biases, tied, with the 50304 vocabulary: 124.4M, nanoGPT's count plus positions.
     assert standard["total"] == 50304 * d + 1024 * d + depth * (12 * d * d + 2 * d) + d == 124_373_760
@@ -282,7 +283,8 @@ def test_gpt3_small_base_trains_on_the_documented_tokens_per_step(offline_home, 
     assert model["lr"] == 6e-4 and math.isclose(model["lr"] * model["min_lr_ratio"], 6e-5)
     assert model["betas"] == [0.9, 0.95] and model["weight_decay"] == 0.1 and model["warmup_steps"] == 2000
     assert (data["dataset"], data["tokenizer"], data["max_len"]) == ("Skylion007/openwebtext", "gpt2", 1024)
-    assert (model["dim"], model["depth"], model["num_heads"], model["mlp_ratio"]) == (768, 12, 12, 4.0)
+    net = model["net"]
+    assert (net["dim"], net["depth"], net["num_heads"], net["mlp_ratio"]) == (768, 12, 12, 4.0)
     # Validation every 1,000 optimizer steps on 2,400 windows, the authors' 200 x 12.
     assert trainer["val_check_interval"] == 1000 * trainer["accumulate_grad_batches"] and data["val_windows"] == 2400
     budget = re.search(r"max_steps ([\d,]+) x 491,520 = ([\d.]+)B tokens", text)

@@ -5,6 +5,7 @@ import torch
 
 from lit_attention.modeling import GPT, VisionTransformer
 from lit_attention.modeling.ports import timm_vit_state_dict
+from lit_attention.modeling import GPTConfig, ViTConfig
 
 transformers = pytest.importorskip("transformers", reason="transformers is in the dev extra")  # always installed in CI
 timm = pytest.importorskip("timm", reason="timm is in the dev extra")
@@ -28,7 +29,7 @@ def test_from_gpt2_computes_gpt2_lm_head_model_logits():
     expected = reference(tokens).logits
     torch.testing.assert_close(ours(tokens), expected, rtol=0, atol=1e-10)
     # The same weights with exact GELU are measurably another function: the activation is not a detail.
-    exact = GPT(vocab_size=97, max_len=24, dim=32, depth=2, num_heads=4, bias=True).double().eval()
+    exact = GPT(GPTConfig(vocab_size=97, max_len=24, dim=32, depth=2, num_heads=4, bias=True)).double().eval()
     exact.load_state_dict(ours.state_dict())
     assert (exact(tokens) - expected).abs().max() > 1e-6
 
@@ -56,14 +57,12 @@ def test_vit_with_timm_eps_computes_timm_vision_transformer_logits():
     with torch.no_grad():
         for p in reference.parameters():
             p.copy_(torch.randn_like(p) * 0.2 + (1.0 if p.dim() == 1 else 0.0) * 0.5)
-    ours = VisionTransformer(image_size=8, patch_size=2, in_channels=1, num_classes=10, dim=32, depth=2, num_heads=4,
-                             mlp_ratio=2.0, norm_eps=1e-6).double().eval()
+    ours = VisionTransformer(ViTConfig(image_size=8, patch_size=2, in_channels=1, num_classes=10, dim=32, depth=2, num_heads=4, mlp_ratio=2.0, norm_eps=1e-6)).double().eval()
     ours.load_state_dict(timm_vit_state_dict(reference.state_dict()))
     images = torch.randn(4, 1, 8, 8, dtype=torch.float64)
     expected = reference(images)
     torch.testing.assert_close(ours(images), expected, rtol=0, atol=1e-10)
     # timm's LayerNorm eps (1e-6) differs from torch's default (1e-5): with 1e-5 the logits move.
-    default_eps = VisionTransformer(image_size=8, patch_size=2, in_channels=1, num_classes=10, dim=32, depth=2,
-                                    num_heads=4, mlp_ratio=2.0).double().eval()
+    default_eps = VisionTransformer(ViTConfig(image_size=8, patch_size=2, in_channels=1, num_classes=10, dim=32, depth=2, num_heads=4, mlp_ratio=2.0)).double().eval()
     default_eps.load_state_dict(ours.state_dict())
     assert (default_eps(images) - expected).abs().max() > 1e-9

@@ -45,8 +45,8 @@ def gpt_args(data_dir) -> list[str]:
     return [
         "--config", GPT, "--trainer.max_steps=12", "--model.warmup_steps=2",
         "--data.max_files=40", "--data.val_windows=8", "--data.max_len=32", "--data.batch_size=8",
-        "--data.train_windows_per_epoch=40", "--trainer.val_check_interval=4", "--model.dim=32",
-        "--model.depth=1", "--model.dropout=0.1", "--trainer.deterministic=true", f"--data.data_dir={data_dir}",
+        "--data.train_windows_per_epoch=40", "--trainer.val_check_interval=4", "--model.net.dim=32",
+        "--model.net.depth=1", "--model.net.dropout=0.1", "--trainer.deterministic=true", f"--data.data_dir={data_dir}",
         *QUIET,
     ]
 
@@ -316,7 +316,7 @@ def test_last_checkpoint_is_written_every_n_steps_after_validations_and_at_epoch
     trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,
                         callbacks=[last], num_sanity_val_steps=0,
                         limit_val_batches=1, **schedule)
-    model = CausalLanguageModel(vocab_size=40, max_len=12, warmup_steps=1, **SMALL)
+    model = CausalLanguageModel(net=dict(vocab_size=40, max_len=12, **SMALL), warmup_steps=1)
     trainer.fit(model, make_loader(data, batch_size=4, num_workers=0, shuffle=True),
                 make_loader(data, batch_size=4, num_workers=0))
     assert last.saved_at == expected
@@ -334,7 +334,7 @@ def test_last_checkpoint_knows_the_best_checkpoint_chosen_at_the_same_epoch_end(
     trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,
                         callbacks=[newest, LastCheckpoint(every_n_steps=None)], num_sanity_val_steps=0,
                         limit_val_batches=1, max_epochs=2)
-    model = CausalLanguageModel(vocab_size=40, max_len=12, warmup_steps=1, **SMALL)
+    model = CausalLanguageModel(net=dict(vocab_size=40, max_len=12, **SMALL), warmup_steps=1)
     trainer.fit(model, make_loader(data, batch_size=4, num_workers=0), make_loader(data, batch_size=4, num_workers=0))
     states = load(tmp_path / "last.ckpt")["callbacks"]
     [recorded] = [state["best_model_path"] for key, state in states.items() if key.startswith("ModelCheckpoint")]
@@ -363,7 +363,7 @@ def test_nan_loss_stops_the_run_naming_the_step_and_keeps_the_last_good_checkpoi
 
 VIT_ARGS = [  # dropout, drop-path, augmentation and shuffling all draw random numbers: the seed must fix every one
     "fit", "--config", VIT, "--trainer.max_epochs=3", "--trainer.limit_train_batches=4", "--trainer.limit_val_batches=2",
-    "--data.batch_size=32", "--data.random_affine=true", "--model.dim=32", "--model.depth=1", "--model.dropout=0.1", "--model.drop_path=0.1",
+    "--data.batch_size=32", "--data.random_affine=true", "--model.net.dim=32", "--model.net.depth=1", "--model.net.dropout=0.1", "--model.net.drop_path=0.1",
     "--trainer.deterministic=true", "--run.checkpoint_every_n_steps=2", *QUIET,
 ]
 
@@ -433,8 +433,8 @@ def test_simultaneous_version_claims_never_collide(tmp_path):
 
 def _lm_checkpoint(path: Path, **overrides) -> str:
     """A checkpoint (weights and hyper-parameters, as Lightning saves them) of a GPT like gpt_args'."""
-    settings = dict(vocab_size=256, max_len=32, dim=32, depth=1, num_heads=4, attention="standard") | overrides
-    model = CausalLanguageModel(**settings)
+    net = dict(vocab_size=256, max_len=32, dim=32, depth=1, num_heads=4) | overrides
+    model = CausalLanguageModel(net=net, attention="standard")
     torch.save({"state_dict": model.state_dict(), "hyper_parameters": dict(model.hparams)}, path)
     return str(path)
 
@@ -474,7 +474,7 @@ BAD_INPUTS = {
         "attention is 'standard' in the checkpoint but 'residual_query' here",  # same shapes: caught by name
     ),
     "checkpoint of other sizes": (
-        lambda d: [f"--ckpt_path={_lm_checkpoint(d / 'wide.ckpt', dim=64)}"], "dim is 64 in the checkpoint but 32 here"),
+        lambda d: [f"--ckpt_path={_lm_checkpoint(d / 'wide.ckpt', dim=64)}"], "net.dim is 64 in the checkpoint but 32 here"),
     "optimizer override": (lambda d: ["--optimizer=SGD"], "--optimizer is not available: every task builds AdamW"),
     "non-positive learning rate": (lambda d: ["--model.lr=0"], "lr=0.0 is invalid; it must be > 0."),
     # Only found when the data is first loaded (prepare_data), the first expensive step of a run.
@@ -536,11 +536,11 @@ def _tokens(batch: int, length: int, bad_id: int | None = None) -> torch.Tensor:
 @pytest.mark.parametrize(
     "make_module, inputs, targets, message",
     [
-        (lambda: CausalLanguageModel(vocab_size=40, max_len=12, **SMALL), _tokens(4, 12, bad_id=59), _tokens(4, 12),
+        (lambda: CausalLanguageModel(net=dict(vocab_size=40, max_len=12, **SMALL)), _tokens(4, 12, bad_id=59), _tokens(4, 12),
          "The inputs hold token id 59, out of range for the model's vocab_size=40 (valid ids are 0 to 39)"),
-        (lambda: CausalLanguageModel(vocab_size=40, max_len=16, attention="super", **SMALL), _tokens(4, 20), _tokens(4, 20),
+        (lambda: CausalLanguageModel(net=dict(vocab_size=40, max_len=16, **SMALL), attention="super"), _tokens(4, 20), _tokens(4, 20),
          "The input sequences have 20 positions, more than max_len=16, the size of W_A of 'super'"),
-        (lambda: ImageClassifier(num_classes=10, image_size=8, in_channels=1, patch_size=2, attention="super", **SMALL),
+        (lambda: ImageClassifier(net=dict(num_classes=10, image_size=8, in_channels=1, patch_size=2, **SMALL), attention="super"),
          torch.zeros(4, 1, 16, 16), torch.zeros(4, dtype=torch.long),
          "The images are 1x16x16 (channels x height x width, 64 patches) but the model was built for 1x8x8 (17 tokens"),
     ],

@@ -13,7 +13,7 @@ from test_datamodules_text import write_pairs_json, write_reviews  # tests/ is o
 
 ROOT = Path(__file__).resolve().parents[1]
 ONE_STEP = ["--trainer.max_steps=1", "--trainer.limit_val_batches=0", "--trainer.enable_progress_bar=false",
-            "--trainer.enable_checkpointing=false", "--model.dim=16", "--model.num_heads=2"]
+            "--trainer.enable_checkpointing=false", "--model.net.dim=16", "--model.net.num_heads=2"]
 
 
 def image_folder(root: Path) -> str:
@@ -27,19 +27,19 @@ def image_folder(root: Path) -> str:
 def data_args(kind: str, tmp: Path) -> list[str]:
     caches = [f"--data.data_dir={tmp / 'data'}", f"--data.hf_cache_dir={tmp / 'hf'}"]
     return {
-        "digits": ["--model=ImageClassifier", "--data=ImageDataModule", "--model.patch_size=2", "--model.depth=1"],
+        "digits": ["--model=ImageClassifier", "--data=ImageDataModule", "--model.net.patch_size=2", "--model.net.depth=1"],
         "imagefolder": ["--model=ImageClassifier", "--data=ImageDataModule", "--data.dataset=imagefolder",
-                        f"--data.data_dir={image_folder(tmp / 'images')}", "--model.patch_size=8", "--data.batch_size=4", "--model.depth=1"],
+                        f"--data.data_dir={image_folder(tmp / 'images')}", "--model.net.patch_size=8", "--data.batch_size=4", "--model.net.depth=1"],
         "text": ["--model=TextClassifier", "--data=TextClassificationDataModule", "--data.dataset=null",
                  f"--data.data_files={write_reviews(tmp / 'reviews')}", "--data.max_len=24", "--data.batch_size=4",
-                 "--model.depth=1", *caches],
+                 "--model.net.depth=1", *caches],
         "stdlib": ["--model=CausalLanguageModel", "--data=LanguageModelingDataModule", "--data.max_files=60", "--data.val_fraction=0.2",
-                   "--data.max_len=16", "--data.batch_size=4", "--data.val_windows=4", f"--data.data_dir={tmp / 'data'}", "--model.depth=1"],
+                   "--data.max_len=16", "--data.batch_size=4", "--data.val_windows=4", f"--data.data_dir={tmp / 'data'}", "--model.net.depth=1"],
         "mqar": ["--model=CausalLanguageModel", "--data=MQARDataModule", "--data.num_kv_pairs=2", "--data.vocab_size=16",
-                 "--data.max_len=16", "--data.num_train=64", "--data.num_val=8", "--data.batch_size=4", "--model.depth=1"],
+                 "--data.max_len=16", "--data.num_train=64", "--data.num_val=8", "--data.batch_size=4", "--model.net.depth=1"],
         "translation": ["--model=Seq2SeqTranslator", "--data=TranslationDataModule", "--data.dataset=null",
                         f"--data.data_files={{train: {write_pairs_json(tmp / 'pairs.jsonl', 40)}}}", "--data.tokenizer=bytes",
-                        "--data.batch_size=4", "--model.encoder_depth=1", "--model.decoder_depth=1",
+                        "--data.batch_size=4", "--model.net.encoder_depth=1", "--model.net.decoder_depth=1",
                         "--model.bleu_batches=1", *caches],
     }[kind]
 

@@ -27,7 +27,7 @@ class ListDataset(Dataset):
 def image_setup(attention):
     g = torch.Generator().manual_seed(0)
     items = [(torch.randn(1, 8, 8, generator=g), i % 10) for i in range(16)]
-    module = ImageClassifier(num_classes=10, image_size=8, in_channels=1, patch_size=2, depth=2, attention=attention, **SMALL)
+    module = ImageClassifier(net=dict(num_classes=10, image_size=8, in_channels=1, patch_size=2, depth=2, **SMALL), attention=attention)
     return module, items
 
 
@@ -39,7 +39,7 @@ def text_setup(attention):
         tokens = torch.zeros(12, dtype=torch.long)
         tokens[:length] = torch.randint(3, 50, (length,), generator=g)
         items.append({"tokens": tokens, "padding_mask": tokens == 0, "labels": i % 2})
-    module = TextClassifier(vocab_size=50, max_len=12, num_classes=2, pad_id=0, depth=2, attention=attention, **SMALL)
+    module = TextClassifier(net=dict(vocab_size=50, max_len=12, num_classes=2, pad_id=0, depth=2, **SMALL), attention=attention)
     return module, items
 
 
@@ -49,7 +49,7 @@ def lm_setup(attention):
     starts = torch.randint(0, 40, (16,), generator=g)
     windows = [(start + 3 * torch.arange(13)) % 40 for start in starts]
     items = [(w[:-1], w[1:]) for w in windows]
-    module = CausalLanguageModel(vocab_size=40, max_len=12, depth=2, attention=attention, **SMALL)
+    module = CausalLanguageModel(net=dict(vocab_size=40, max_len=12, depth=2, **SMALL), attention=attention)
     return module, items
 
 
@@ -64,8 +64,7 @@ def translation_setup(attention):
         tgt[0], tgt[1 : 1 + len(body)], tgt[1 + len(body)] = 1, body, 2
         items.append({"src": src, "src_padding_mask": src == 0, "tgt_in": tgt[:-1], "tgt_out": tgt[1:],
                       "tgt_padding_mask": tgt[:-1] == 0})
-    module = Seq2SeqTranslator(vocab_size=30, max_src_len=10, max_tgt_len=11, pad_id=0, bos_id=1, eos_id=2, encoder_depth=1, decoder_depth=1,
-                               attention=attention, beam_size=2, **SMALL)
+    module = Seq2SeqTranslator(net=dict(vocab_size=30, max_src_len=10, max_tgt_len=11, pad_id=0, bos_id=1, eos_id=2, encoder_depth=1, decoder_depth=1, **SMALL), attention=attention, beam_size=2)
     return module, items
 
 
@@ -135,7 +134,7 @@ def test_training_through_lightning_lowers_the_loss(task, tmp_path):
 
 
 def test_parameter_counts_and_checkpoints_that_load_with_weights_only(tmp_path):
-    module = CausalLanguageModel(vocab_size=40, max_len=12, depth=2, attention="nonlinear_query", **SMALL)
+    module = CausalLanguageModel(net=dict(vocab_size=40, max_len=12, depth=2, **SMALL), attention="nonlinear_query")
     assert module.param_counts["total"] == sum(p.numel() for p in module.model.parameters())  # tied head once
     assert module.param_counts["attention"] == 2 * (4 * 32 * 32 + 2 * 32)
     assert module.param_counts["non_embedding"] == module.param_counts["total"] - 40 * 32 - 12 * 32
@@ -153,7 +152,7 @@ def test_parameter_counts_and_checkpoints_that_load_with_weights_only(tmp_path):
 
 
 def test_weight_decay_skips_norms_biases_positions_and_value_mix(tmp_path):
-    module = ImageClassifier(num_classes=10, image_size=8, in_channels=1, patch_size=2, depth=1, attention="super", **SMALL)
+    module = ImageClassifier(net=dict(num_classes=10, image_size=8, in_channels=1, patch_size=2, depth=1, **SMALL), attention="super")
     run = trainer(tmp_path, max_steps=1)
     module.trainer = run
     config = module.configure_optimizers()
@@ -167,8 +166,7 @@ def test_weight_decay_skips_norms_biases_positions_and_value_mix(tmp_path):
 
 
 def test_decay_positions_decays_positions_and_cls_but_never_value_mix(tmp_path):
-    module = ImageClassifier(num_classes=10, image_size=8, in_channels=1, patch_size=2, depth=1, attention="super",
-                             decay_positions=True, **SMALL)
+    module = ImageClassifier(net=dict(num_classes=10, image_size=8, in_channels=1, patch_size=2, depth=1, **SMALL), attention="super", decay_positions=True)
     decay, no_decay = module.optimizer_and_schedule(10)[0].param_groups
     names = {id(p): n for n, p in module.model.named_parameters()}
     assert {"pos_embed", "cls_token"} <= {names[id(p)] for p in decay["params"]}
@@ -212,9 +210,9 @@ def test_language_model_can_rank_runs_by_accuracy_for_recall_tasks(tmp_path):
 
     from lit_attention.errors import ConfigError
 
-    default = CausalLanguageModel(vocab_size=40, max_len=12, depth=1, **SMALL)
+    default = CausalLanguageModel(net=dict(vocab_size=40, max_len=12, depth=1, **SMALL))
     assert (default.monitor, default.monitor_mode) == ("val/loss", "min")
-    module = CausalLanguageModel(vocab_size=40, max_len=12, depth=1, monitor="val/acc", **SMALL)
+    module = CausalLanguageModel(net=dict(vocab_size=40, max_len=12, depth=1, **SMALL), monitor="val/acc")
     assert (module.monitor, module.monitor_mode) == ("val/acc", "max")
     torch.manual_seed(0)
     tokens = torch.randint(0, 40, (32, 13))
@@ -231,4 +229,4 @@ def test_language_model_can_rank_runs_by_accuracy_for_recall_tasks(tmp_path):
     run.fit(module, DataLoader(ListDataset(items), batch_size=8), DataLoader(ListDataset(items), batch_size=8))
     assert len(seen) == 2 and float(best.best_model_score) == max(seen)  # the best is the highest accuracy
     with pytest.raises(ConfigError, match="monitor 'val/ppl' is not available for language models; valid choices are val/loss, val/acc"):
-        CausalLanguageModel(vocab_size=40, max_len=12, monitor="val/ppl", **SMALL)
+        CausalLanguageModel(net=dict(vocab_size=40, max_len=12, **SMALL), monitor="val/ppl")

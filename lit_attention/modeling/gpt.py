@@ -3,15 +3,55 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lit_attention.modeling.attention import AttentionSpec
-from lit_attention.errors import ConfigError
 from lit_attention.modeling.blocks import BlockCache, TransformerBlock, drop_path_rates, parameter_counts
+from lit_attention.modeling.config import ModelConfig
 from lit_attention.modeling.sampling import check_sampling, next_token
+from lit_attention.modeling.variants import AttentionSpec
+from lit_attention.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class GPTConfig(ModelConfig):
+    """The GPT decoder's architecture.
+
+    Args:
+        vocab_size: token ids; set from the data (a larger value is allowed, e.g. GPT-2's 50304).
+        max_len: positions (and the size of W_A); set from the data (a larger value is allowed).
+        dim: model width d.
+        depth: transformer blocks.
+        num_heads: attention heads (must divide dim).
+        mlp_ratio: MLP hidden width as a multiple of dim.
+        dropout: dropout in embeddings, attention and MLP.
+        drop_path: stochastic depth of the last block.
+        bias: biases in linear layers and LayerNorms (GPT-2 has them).
+        tie_weights: the output head shares the token embedding.
+        activation: gelu (exact) or gelu_tanh (GPT-2's approximation).
+        norm_eps: LayerNorm eps.
+        init_std: std of the normal initialisation (GPT-2's 0.02).
+    """
+
+    vocab_size: int | None = None
+    max_len: int | None = None
+    dim: int = 384
+    depth: int = 6
+    num_heads: int = 6
+    mlp_ratio: float = 4.0
+    dropout: float = 0.0
+    drop_path: float = 0.0
+    bias: bool = False
+    tie_weights: bool = True
+    activation: Literal["gelu", "gelu_tanh"] = "gelu"
+    norm_eps: float = 1e-5
+    init_std: float = 0.02
+
+    from_data = ("vocab_size", "max_len")
 
 
 class GPT(nn.Module):
@@ -21,47 +61,32 @@ class GPT(nn.Module):
     Hugging Face's GPT2LMHeadModel computes; `GPT.from_gpt2` loads its weights.
     """
 
-    def __init__(
-        self,
-        vocab_size: int,
-        max_len: int,
-        dim: int = 384,
-        depth: int = 6,
-        num_heads: int = 6,
-        mlp_ratio: float = 4.0,
-        attention: str | dict | AttentionSpec = "standard",
-        dropout: float = 0.0,
-        drop_path: float = 0.0,
-        bias: bool = False,
-        tie_weights: bool = True,
-        init_std: float = 0.02,
-        activation: str = "gelu",
-        norm_eps: float = 1e-5,
-    ) -> None:
+    def __init__(self, config: GPTConfig, attention: str | dict | AttentionSpec = "standard") -> None:
         super().__init__()
-        if not init_std > 0:
-            raise ConfigError(f"init_std={init_std} is invalid; give the positive std of the normal init (GPT-2 uses 0.02).")
-        self.vocab_size, self.max_len = vocab_size, max_len
-        self.token_embed = nn.Embedding(vocab_size, dim)
-        self.pos_embed = nn.Embedding(max_len, dim)
-        self.dropout = nn.Dropout(dropout)
+        config.require_data_sizes()
+        self.config, c = config, config
+        self.vocab_size, self.max_len = c.vocab_size, c.max_len
+        self.token_embed = nn.Embedding(c.vocab_size, c.dim)
+        self.pos_embed = nn.Embedding(c.max_len, c.dim)
+        self.dropout = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
-            TransformerBlock(dim, num_heads, attention, max_len=max_len, causal=True, mlp_ratio=mlp_ratio,
-                             dropout=dropout, drop_path=rate, bias=bias, activation=activation, norm_eps=norm_eps)
-            for rate in drop_path_rates(drop_path, depth)
+            TransformerBlock(c.dim, c.num_heads, attention, max_len=c.max_len, causal=True, mlp_ratio=c.mlp_ratio,
+                             dropout=c.dropout, drop_path=rate, bias=c.bias, activation=c.activation,
+                             norm_eps=c.norm_eps)
+            for rate in drop_path_rates(c.drop_path, c.depth)
         )
-        self.norm = nn.LayerNorm(dim, eps=norm_eps, bias=bias)
-        self.lm_head = nn.Linear(dim, vocab_size, bias=False)
-        if tie_weights:
+        self.norm = nn.LayerNorm(c.dim, eps=c.norm_eps, bias=c.bias)
+        self.lm_head = nn.Linear(c.dim, c.vocab_size, bias=False)
+        if c.tie_weights:
             self.lm_head.weight = self.token_embed.weight
 
         # nanoGPT init: N(0, init_std) everywhere, residual projections scaled by 1/sqrt(2 * depth)
         # so the residual stream's variance does not grow with depth. The GPT-2 value 0.02 is small
         # for narrow models (1/sqrt(d) = 0.125 at d = 64), which starts attention scores near zero.
-        self.apply(lambda module: _init_weights(module, init_std))
+        self.apply(lambda module: _init_weights(module, c.init_std))
         for block in self.blocks:
             for proj in (block.attn.out_proj, block.mlp.fc2):
-                nn.init.normal_(proj.weight, std=init_std / math.sqrt(2 * depth))
+                nn.init.normal_(proj.weight, std=c.init_std / math.sqrt(2 * c.depth))
 
     def forward(self, tokens: torch.Tensor, cache: list[BlockCache] | None = None) -> torch.Tensor:
         """tokens (B, T) with T <= max_len -> logits (B, T, vocab_size).
@@ -184,7 +209,7 @@ class GPT(nn.Module):
 
         Sizes come from the weights; `num_heads` defaults to dim / 64, the head width of every GPT-2.
         A larger `vocab_size` (a pad token, say) keeps GPT-2's rows and initialises the new ones.
-        `kwargs` go to the constructor (dropout, say); the architecture is GPT-2's.
+        `kwargs` go to the GPTConfig (dropout, say); the architecture is GPT-2's.
         """
         from lit_attention.modeling.ports import gpt2_state_dict
 
@@ -193,9 +218,10 @@ class GPT(nn.Module):
         if vocab_size < sizes["vocab_size"]:
             raise ConfigError(f"vocab_size={vocab_size} is smaller than the checkpoint's {sizes['vocab_size']}; "
                               "give at least that many.")
-        model = cls(vocab_size=vocab_size, max_len=sizes["max_len"], dim=sizes["dim"], depth=sizes["depth"],
-                    num_heads=num_heads or sizes["dim"] // 64, attention="standard", bias=True,
-                    tie_weights=True, activation="gelu_tanh", norm_eps=1e-5, **kwargs)
+        config = GPTConfig(vocab_size=vocab_size, max_len=sizes["max_len"], dim=sizes["dim"], depth=sizes["depth"],
+                           num_heads=num_heads or sizes["dim"] // 64, bias=True, tie_weights=True,
+                           activation="gelu_tanh", norm_eps=1e-5, **kwargs)
+        model = cls(config, attention="standard")
         model = model.to(weights["token_embed.weight"].dtype)  # in the weights' own precision
         embedding = model.token_embed.weight.detach().clone()
         embedding[: sizes["vocab_size"]] = weights.pop("token_embed.weight")

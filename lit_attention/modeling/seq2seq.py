@@ -2,13 +2,57 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lit_attention.modeling.attention import AttentionSpec
 from lit_attention.errors import ConfigError
 from lit_attention.modeling.blocks import BlockCache, TransformerBlock, drop_path_rates, parameter_counts
+from lit_attention.modeling.config import ModelConfig
+from lit_attention.modeling.variants import AttentionSpec
+
+
+@dataclass(frozen=True)
+class Seq2SeqConfig(ModelConfig):
+    """The encoder-decoder's architecture (one vocabulary for source and target).
+
+    Args:
+        vocab_size: token ids of the shared source/target vocabulary; set from the data.
+        max_src_len: source positions (and the size of cross-attention's W_A); set from the data.
+        max_tgt_len: target positions (and the size of the decoder's W_A); set from the data.
+        pad_id: padding id; set from the data.
+        bos_id: begin-of-sequence id; set from the data.
+        eos_id: end-of-sequence id; set from the data.
+        dim: model width d.
+        encoder_depth: encoder blocks.
+        decoder_depth: decoder blocks.
+        num_heads: attention heads (must divide dim).
+        mlp_ratio: MLP hidden width as a multiple of dim.
+        dropout: dropout in embeddings, attention and MLP.
+        drop_path: stochastic depth of the last block.
+        bias: biases in linear layers and LayerNorms.
+        tie_weights: the output head shares the target embedding.
+    """
+
+    vocab_size: int | None = None
+    max_src_len: int | None = None
+    max_tgt_len: int | None = None
+    pad_id: int | None = None
+    bos_id: int | None = None
+    eos_id: int | None = None
+    dim: int = 256
+    encoder_depth: int = 3
+    decoder_depth: int = 3
+    num_heads: int = 4
+    mlp_ratio: float = 4.0
+    dropout: float = 0.1
+    drop_path: float = 0.0
+    bias: bool = True
+    tie_weights: bool = True
+
+    from_data = ("vocab_size", "max_src_len", "max_tgt_len", "pad_id", "bos_id", "eos_id")
 
 
 class Seq2SeqTransformer(nn.Module):
@@ -16,49 +60,32 @@ class Seq2SeqTransformer(nn.Module):
     all three kinds of attention. In cross-attention, identity keys/values are slices of the encoder
     memory and `super`'s W_A mixes memory positions (l = max_src_len, padded sources masked)."""
 
-    def __init__(
-        self,
-        src_vocab_size: int,
-        tgt_vocab_size: int,
-        max_src_len: int,
-        max_tgt_len: int,
-        dim: int = 256,
-        encoder_depth: int = 3,
-        decoder_depth: int = 3,
-        num_heads: int = 4,
-        mlp_ratio: float = 4.0,
-        attention: str | dict | AttentionSpec = "standard",
-        dropout: float = 0.0,
-        drop_path: float = 0.0,
-        bias: bool = True,
-        tie_weights: bool = True,
-        pad_id: int = 0,
-        bos_id: int = 1,
-        eos_id: int = 2,
-    ) -> None:
+    def __init__(self, config: Seq2SeqConfig, attention: str | dict | AttentionSpec = "standard") -> None:
         super().__init__()
-        self.max_src_len, self.max_tgt_len = max_src_len, max_tgt_len
-        self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
-        self.src_embed = nn.Embedding(src_vocab_size, dim)
-        self.src_pos = nn.Embedding(max_src_len, dim)
-        self.tgt_embed = nn.Embedding(tgt_vocab_size, dim)
-        self.tgt_pos = nn.Embedding(max_tgt_len, dim)
-        self.dropout = nn.Dropout(dropout)
+        config.require_data_sizes()
+        self.config, c = config, config
+        self.max_src_len, self.max_tgt_len = c.max_src_len, c.max_tgt_len
+        self.pad_id, self.bos_id, self.eos_id = c.pad_id, c.bos_id, c.eos_id
+        self.src_embed = nn.Embedding(c.vocab_size, c.dim)
+        self.src_pos = nn.Embedding(c.max_src_len, c.dim)
+        self.tgt_embed = nn.Embedding(c.vocab_size, c.dim)
+        self.tgt_pos = nn.Embedding(c.max_tgt_len, c.dim)
+        self.dropout = nn.Dropout(c.dropout)
         self.encoder = nn.ModuleList(
-            TransformerBlock(dim, num_heads, attention, max_len=max_src_len, mlp_ratio=mlp_ratio,
-                             dropout=dropout, drop_path=rate, bias=bias)
-            for rate in drop_path_rates(drop_path, encoder_depth)
+            TransformerBlock(c.dim, c.num_heads, attention, max_len=c.max_src_len, mlp_ratio=c.mlp_ratio,
+                             dropout=c.dropout, drop_path=rate, bias=c.bias)
+            for rate in drop_path_rates(c.drop_path, c.encoder_depth)
         )
         self.decoder = nn.ModuleList(
-            TransformerBlock(dim, num_heads, attention, max_len=max_tgt_len, causal=True, mlp_ratio=mlp_ratio,
-                             dropout=dropout, drop_path=rate, bias=bias, cross_attention=True,
-                             memory_max_len=max_src_len)
-            for rate in drop_path_rates(drop_path, decoder_depth)
+            TransformerBlock(c.dim, c.num_heads, attention, max_len=c.max_tgt_len, causal=True, mlp_ratio=c.mlp_ratio,
+                             dropout=c.dropout, drop_path=rate, bias=c.bias, cross_attention=True,
+                             memory_max_len=c.max_src_len)
+            for rate in drop_path_rates(c.drop_path, c.decoder_depth)
         )
-        self.encoder_norm = nn.LayerNorm(dim, bias=bias)
-        self.decoder_norm = nn.LayerNorm(dim, bias=bias)
-        self.lm_head = nn.Linear(dim, tgt_vocab_size, bias=False)
-        if tie_weights:
+        self.encoder_norm = nn.LayerNorm(c.dim, bias=c.bias)
+        self.decoder_norm = nn.LayerNorm(c.dim, bias=c.bias)
+        self.lm_head = nn.Linear(c.dim, c.vocab_size, bias=False)
+        if c.tie_weights:
             self.lm_head.weight = self.tgt_embed.weight
         for embedding in (self.src_embed, self.src_pos, self.tgt_embed, self.tgt_pos):
             nn.init.normal_(embedding.weight, std=0.02)

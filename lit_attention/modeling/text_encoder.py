@@ -2,14 +2,58 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 import torch
 from torch import nn
 
-from lit_attention.modeling.attention import AttentionSpec
 from lit_attention.errors import ConfigError
 from lit_attention.modeling.blocks import TransformerBlock, drop_path_rates, parameter_counts
+from lit_attention.modeling.config import ModelConfig
+from lit_attention.modeling.variants import AttentionSpec
 
 POOLS = ("cls", "mean")
+
+
+@dataclass(frozen=True)
+class TextEncoderConfig(ModelConfig):
+    """The text encoder classifier's architecture.
+
+    Args:
+        vocab_size: token ids; set from the data (a larger value is allowed).
+        max_len: positions (and the size of W_A); set from the data (a larger value is allowed).
+        num_classes: classes; set from the data.
+        pad_id: the padding token's id; set from the data.
+        dim: model width d.
+        depth: transformer blocks.
+        num_heads: attention heads (must divide dim).
+        mlp_ratio: MLP hidden width as a multiple of dim.
+        pool: cls (a learned CLS token) or mean (masked mean of the real tokens).
+        dropout: dropout in embeddings, attention and MLP.
+        drop_path: stochastic depth of the last block.
+        bias: biases in linear layers and LayerNorms.
+    """
+
+    vocab_size: int | None = None
+    max_len: int | None = None
+    num_classes: int | None = None
+    pad_id: int | None = None
+    dim: int = 256
+    depth: int = 4
+    num_heads: int = 4
+    mlp_ratio: float = 4.0
+    pool: Literal["cls", "mean"] = "cls"
+    dropout: float = 0.1
+    drop_path: float = 0.0
+    bias: bool = True
+
+    from_data = ("vocab_size", "max_len", "num_classes", "pad_id")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.pool not in POOLS:
+            raise ConfigError(f"Unknown pool {self.pool!r}; valid choices are {', '.join(POOLS)}.")
 
 
 class TextEncoderClassifier(nn.Module):
@@ -20,38 +64,23 @@ class TextEncoderClassifier(nn.Module):
     prepended, so `super`'s W_A spans max_len + 1 positions.
     """
 
-    def __init__(
-        self,
-        vocab_size: int,
-        max_len: int,
-        num_classes: int,
-        dim: int = 256,
-        depth: int = 4,
-        num_heads: int = 4,
-        mlp_ratio: float = 4.0,
-        attention: str | dict | AttentionSpec = "standard",
-        pool: str = "cls",
-        pad_id: int = 0,
-        dropout: float = 0.0,
-        drop_path: float = 0.0,
-        bias: bool = True,
-    ) -> None:
+    def __init__(self, config: TextEncoderConfig, attention: str | dict | AttentionSpec = "standard") -> None:
         super().__init__()
-        if pool not in POOLS:
-            raise ConfigError(f"Unknown pool {pool!r}; valid choices are {', '.join(POOLS)}.")
-        self.vocab_size, self.max_len, self.pool, self.pad_id = vocab_size, max_len, pool, pad_id
-        num_positions = max_len + (pool == "cls")
-        self.token_embed = nn.Embedding(vocab_size, dim)
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim)) if pool == "cls" else None
-        self.pos_embed = nn.Embedding(num_positions, dim)
-        self.dropout = nn.Dropout(dropout)
+        config.require_data_sizes()
+        self.config, c = config, config
+        self.vocab_size, self.max_len, self.pool, self.pad_id = c.vocab_size, c.max_len, c.pool, c.pad_id
+        num_positions = c.max_len + (c.pool == "cls")
+        self.token_embed = nn.Embedding(c.vocab_size, c.dim)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, c.dim)) if c.pool == "cls" else None
+        self.pos_embed = nn.Embedding(num_positions, c.dim)
+        self.dropout = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
-            TransformerBlock(dim, num_heads, attention, max_len=num_positions, mlp_ratio=mlp_ratio,
-                             dropout=dropout, drop_path=rate, bias=bias)
-            for rate in drop_path_rates(drop_path, depth)
+            TransformerBlock(c.dim, c.num_heads, attention, max_len=num_positions, mlp_ratio=c.mlp_ratio,
+                             dropout=c.dropout, drop_path=rate, bias=c.bias)
+            for rate in drop_path_rates(c.drop_path, c.depth)
         )
-        self.norm = nn.LayerNorm(dim, bias=bias)
-        self.head = nn.Linear(dim, num_classes)
+        self.norm = nn.LayerNorm(c.dim, bias=c.bias)
+        self.head = nn.Linear(c.dim, c.num_classes)
         nn.init.normal_(self.token_embed.weight, std=0.02)
         nn.init.normal_(self.pos_embed.weight, std=0.02)
 

@@ -2,14 +2,70 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 import torch
 from torch import nn
 
-from lit_attention.modeling.attention import AttentionSpec
 from lit_attention.errors import ConfigError
 from lit_attention.modeling.blocks import TransformerBlock, drop_path_rates, parameter_counts
+from lit_attention.modeling.config import ModelConfig
+from lit_attention.modeling.variants import AttentionSpec
 
 POOLS = ("cls", "mean")
+
+
+@dataclass(frozen=True)
+class ViTConfig(ModelConfig):
+    """The Vision Transformer's architecture.
+
+    Args:
+        num_classes: classes; set from the data.
+        image_size: side of the square images; set from the data.
+        in_channels: image channels; set from the data.
+        patch_size: side of the square patches (4 for 32x32 images, 2 for 8x8).
+        dim: model width d.
+        depth: transformer blocks.
+        num_heads: attention heads (must divide dim).
+        mlp_ratio: MLP hidden width as a multiple of dim.
+        pool: cls (a learned CLS token) or mean (mean of the patch tokens).
+        dropout: dropout in attention and MLP.
+        drop_path: stochastic depth of the last block (growing linearly from 0 over the blocks).
+        bias: biases in linear layers and LayerNorms.
+        norm_eps: LayerNorm eps (timm's ViT uses 1e-6).
+    """
+
+    num_classes: int | None = None
+    image_size: int | None = None
+    in_channels: int | None = None
+    patch_size: int = 4
+    dim: int = 192
+    depth: int = 6
+    num_heads: int = 3
+    mlp_ratio: float = 4.0
+    pool: Literal["cls", "mean"] = "cls"
+    dropout: float = 0.0
+    drop_path: float = 0.1
+    bias: bool = True
+    norm_eps: float = 1e-5
+
+    from_data = ("num_classes", "image_size", "in_channels")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.pool not in POOLS:
+            raise ConfigError(f"Unknown pool {self.pool!r}; valid choices are {', '.join(POOLS)}.")
+        if self.image_size is not None and self.image_size % self.patch_size != 0:
+            raise ConfigError(
+                f"image_size={self.image_size} is not divisible by patch_size={self.patch_size}; "
+                "choose a patch size that divides the image size."
+            )
+
+    @property
+    def num_tokens(self) -> int:
+        """Patches, plus the CLS token with CLS pooling: l, the size of W_A."""
+        return (self.image_size // self.patch_size) ** 2 + (self.pool == "cls")
 
 
 class VisionTransformer(nn.Module):
@@ -21,46 +77,24 @@ class VisionTransformer(nn.Module):
     converts its weights.
     """
 
-    def __init__(
-        self,
-        image_size: int = 32,
-        patch_size: int = 4,
-        in_channels: int = 3,
-        num_classes: int = 10,
-        dim: int = 192,
-        depth: int = 6,
-        num_heads: int = 3,
-        mlp_ratio: float = 4.0,
-        attention: str | dict | AttentionSpec = "standard",
-        pool: str = "cls",
-        dropout: float = 0.0,
-        drop_path: float = 0.0,
-        bias: bool = True,
-        norm_eps: float = 1e-5,
-    ) -> None:
+    def __init__(self, config: ViTConfig, attention: str | dict | AttentionSpec = "standard") -> None:
         super().__init__()
-        if image_size % patch_size != 0:
-            raise ConfigError(
-                f"image_size={image_size} is not divisible by patch_size={patch_size}; "
-                "choose a patch size that divides the image size."
-            )
-        if pool not in POOLS:
-            raise ConfigError(f"Unknown pool {pool!r}; valid choices are {', '.join(POOLS)}.")
-        self.pool = pool
-        num_patches = (image_size // patch_size) ** 2
-        self.num_tokens = num_patches + (pool == "cls")
+        config.require_data_sizes()
+        self.config, c = config, config
+        self.pool = c.pool
+        self.num_tokens = c.num_tokens
         # A strided convolution is the patch split + shared linear projection in one op.
-        self.patch_embed = nn.Conv2d(in_channels, dim, kernel_size=patch_size, stride=patch_size)
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim)) if pool == "cls" else None
-        self.pos_embed = nn.Parameter(torch.randn(1, self.num_tokens, dim) * 0.02)
-        self.dropout = nn.Dropout(dropout)
+        self.patch_embed = nn.Conv2d(c.in_channels, c.dim, kernel_size=c.patch_size, stride=c.patch_size)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, c.dim)) if c.pool == "cls" else None
+        self.pos_embed = nn.Parameter(torch.randn(1, self.num_tokens, c.dim) * 0.02)
+        self.dropout = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
-            TransformerBlock(dim, num_heads, attention, max_len=self.num_tokens, mlp_ratio=mlp_ratio,
-                             dropout=dropout, drop_path=rate, bias=bias, norm_eps=norm_eps)
-            for rate in drop_path_rates(drop_path, depth)
+            TransformerBlock(c.dim, c.num_heads, attention, max_len=self.num_tokens, mlp_ratio=c.mlp_ratio,
+                             dropout=c.dropout, drop_path=rate, bias=c.bias, norm_eps=c.norm_eps)
+            for rate in drop_path_rates(c.drop_path, c.depth)
         )
-        self.norm = nn.LayerNorm(dim, eps=norm_eps, bias=bias)
-        self.head = nn.Linear(dim, num_classes)
+        self.norm = nn.LayerNorm(c.dim, eps=c.norm_eps, bias=c.bias)
+        self.head = nn.Linear(c.dim, c.num_classes)
         self.apply(_init_weights)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:

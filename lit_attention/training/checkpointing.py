@@ -276,7 +276,7 @@ def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
 
 # Hyper-parameters that shape only training, not the weights: a difference there is not a mismatch.
 TRAINING_ONLY = {name for name in inspect.signature(TaskModule.__init__).parameters if name != "self"} | {
-    "label_smoothing", "dropout", "drop_path", "beam_size", "bleu_batches", "monitor", "max_new_tokens",
+    "label_smoothing", "net.dropout", "net.drop_path", "beam_size", "bleu_batches", "monitor", "max_new_tokens",
     "temperature", "top_k", "top_p"}
 
 
@@ -284,8 +284,8 @@ def checkpoint_mismatch(checkpoint: dict[str, Any], model: torch.nn.Module) -> l
     """How the checkpoint's model differs from `model` (a LightningModule, possibly on the meta
     device), in words; empty when its weights fit. Two variants can have the same weight shapes
     (`standard` and `residual_query`), so the attention variant is compared by name too."""
-    saved = checkpoint.get("hyper_parameters") or {}
-    wanted = dict(getattr(model, "hparams", {}))
+    saved = _flat(checkpoint.get("hyper_parameters") or {})
+    wanted = _flat(getattr(model, "hparams", {}))
     differences = []
     if "attention" in saved and "attention" in wanted:
         saved_name, wanted_name = _variant_name(saved["attention"]), _variant_name(wanted["attention"])
@@ -301,6 +301,13 @@ def checkpoint_mismatch(checkpoint: dict[str, Any], model: torch.nn.Module) -> l
     if not differences:  # no hyper-parameter explains it: name the weights themselves
         differences += _shape_differences(saved_shapes, wanted_shapes)
     return differences
+
+
+def _flat(hparams) -> dict[str, Any]:
+    """The hyper-parameters with the model config's fields as `net.<field>` (so a difference names the field)."""
+    flat = {k: v for k, v in dict(hparams).items() if k != "net"}
+    flat.update({f"net.{k}": v for k, v in dict(hparams.get("net") or {}).items()})
+    return flat
 
 
 def _variant_name(attention: Any) -> str:

@@ -25,7 +25,8 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
 import datamodules  # noqa: F401  (registers the DataModules for `--data <ShortName>`)
 import lit_attention.training.tasks  # noqa: F401  (registers the LightningModules for `--model <ShortName>`)
-from lit_attention.modeling.attention import resolve_spec
+from lit_attention.modeling.config import GROWABLE
+from lit_attention.modeling.variants import resolve_spec
 from lit_attention.training.callbacks import PredictionWriter, default_callbacks
 from lit_attention.training.checkpointing import (
     checkpoint_mismatch,
@@ -44,8 +45,6 @@ DESCRIPTION = (
     "Train attention variants with LightningCLI (fit / validate / test / predict). "
     "`lit-attention compare --help` runs a recipe over variants, seeds and a grid of settings."
 )
-# Data sizes a user may raise above the data's (a larger embedding or W_A is harmless); others must match.
-GROWABLE_SIZES = ("vocab_size", "max_len", "max_src_len", "max_tgt_len")
 PRINT_CONFIG = "--print_config"
 
 
@@ -142,7 +141,8 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
             # Printing a config never needs the data; sizes the data would set stay unset (null).
             print(f"warning: the sizes {type(data).__name__} sets are shown as null: {error}", file=sys.stderr)
             sizes = {}
-        copy_data_sizes(config.model.init_args, sizes, type(data).__name__)
+        task = class_of(config.model.class_path)
+        copy_data_sizes(config.model.init_args.net, task.config_class, sizes, type(data).__name__, task.__name__)
 
     def _place_run(self, meta_model) -> None:
         """Resolve --ckpt_path, refuse a checkpoint that does not fit the model, and choose (and lock)
@@ -252,21 +252,27 @@ def resolved(parser, config) -> dict:
     return run_config(yaml.safe_load(parser.dump(config, skip_none=False)))
 
 
-def copy_data_sizes(model_args, sizes: dict[str, Any], data_name: str) -> None:
-    """Put the data's sizes into the model's arguments. Unset ones take the data's value; a value the
-    user gave must agree with it, except that lengths and the vocabulary may be larger."""
-    for key, value in sizes.items():
-        if key not in model_args:
+def copy_data_sizes(net, config_class, sizes: dict[str, Any], data_name: str, task_name: str) -> None:
+    """Put the data's sizes into the model config `net` (a parsed namespace): the fields its
+    `config_class.from_data` declares. Unset ones take the data's value; a value the user gave must
+    agree with it, except that lengths and the vocabulary may be larger. `sizes` empty: the data
+    could not be read (`--print_config` offline), and the fields stay as they are."""
+    missing = [name for name in config_class.from_data if name not in sizes]
+    if sizes and missing:
+        raise ConfigError(f"{data_name} does not give {missing[0]}, which {task_name} needs; pair {task_name} with "
+                          "data of its kind (see the recipes under recipes/).")
+    for key in config_class.from_data:
+        if key not in sizes:
             continue
-        given = model_args[key]
+        value, given = sizes[key], net.get(key)
         if given is None or given == value:
-            model_args[key] = value
-        elif key in GROWABLE_SIZES and given > value:
-            rank_zero_info(f"--model.{key} {given} is kept (the data's {key} is {value}).")
+            net[key] = value
+        elif key in GROWABLE and given > value:
+            rank_zero_info(f"--model.net.{key} {given} is kept (the data's {key} is {value}).")
         else:
-            larger = f", or give at least {value}" if key in GROWABLE_SIZES else ""
-            raise ConfigError(f"--model.{key} {given} conflicts with the data: {data_name} gives {key}={value}; "
-                              f"leave --model.{key} unset (the data sets it){larger}.")
+            larger = f", or give at least {value}" if key in GROWABLE else ""
+            raise ConfigError(f"--model.net.{key} {given} conflicts with the data: {data_name} gives {key}={value}; "
+                              f"leave --model.net.{key} unset (the data sets it){larger}.")
 
 
 def check_trainer_settings(trainer) -> None:
@@ -283,11 +289,15 @@ def check_trainer_settings(trainer) -> None:
         )
 
 
+def class_of(class_path: str) -> type:
+    module_name, class_name = class_path.rsplit(".", 1)
+    return getattr(importlib.import_module(module_name), class_name)
+
+
 def instantiate_config(config):
-    """The class a `class_path` / `init_args` config names, built from it."""
-    module_name, class_name = config.class_path.rsplit(".", 1)
+    """The class a `class_path` / `init_args` config names, built from it (nested configs as dicts)."""
     init_args = config.get("init_args")
-    return getattr(importlib.import_module(module_name), class_name)(**(init_args.as_dict() if init_args else {}))
+    return class_of(config.class_path)(**(init_args.as_dict() if init_args else {}))
 
 
 def recipe_name(config_paths) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import math
 from dataclasses import dataclass, fields
 
@@ -12,8 +11,9 @@ from lightning.fabric.utilities.apply_func import apply_to_collection
 from lightning.fabric.utilities.throughput import measure_flops
 from torch import nn
 
-from lit_attention.modeling.attention import resolve_spec
 from lit_attention.errors import ConfigError
+from lit_attention.modeling.config import ModelConfig
+from lit_attention.modeling.variants import presets_help, resolve_spec
 
 # 2-D parameters kept out of weight decay unless `decay_positions`: positions and the CLS token are
 # lookup tables. W_A is never decayed: it starts at the identity, and decay would drag `super` toward
@@ -40,10 +40,12 @@ class OptimizerSettings:
 
 
 class TaskModule(L.LightningModule):
-    """Base LightningModule. Subclasses take their architecture's arguments, pass the rest here with
-    `**optimization`, and build `self.model` (a plain nn.Module with `parameter_counts()`).
+    __doc__ = f"""Base LightningModule. A subclass takes its model family's config as `net` (ViTConfig,
+    GPTConfig, ...: the architecture, defined once there), its own task arguments, and passes the rest
+    here with `**optimization`; this class builds `self.model = model_class(config, attention)`.
 
     Args:
+        attention: the attention variant: {presets_help()}
         lr: peak learning rate of AdamW (> 0).
         weight_decay: AdamW weight decay of the matrices (>= 0; biases, norms and W_A are never decayed).
         betas: AdamW betas.
@@ -57,6 +59,7 @@ class TaskModule(L.LightningModule):
     def __init__(
         self,
         *,
+        attention: str | dict = "standard",
         lr: float = 1e-3,
         weight_decay: float = 0.05,
         betas: tuple[float, float] = (0.9, 0.999),
@@ -66,18 +69,23 @@ class TaskModule(L.LightningModule):
         compile: bool = False,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters()  # the arguments of every __init__ of the subclass chain
+        self.save_hyperparameters()  # the arguments of every __init__ of the subclass chain, `net` included
+        self.config = self.config_class.of(self.hparams.net)  # a dict from a checkpoint or a Python caller
+        # The hyper-parameters keep the config as plain values: checkpoints load with weights_only=True.
+        self.save_hyperparameters({**self.hparams, "net": self.config.to_dict()})
         check_hyperparameters(self.hparams)
+        self.spec = resolve_spec(attention)  # a bad variant fails here, in one sentence
 
     model: nn.Module
     monitor: str  # the validation metric that ranks runs and checkpoints
     monitor_mode: str  # "max" or "min"
 
-    model_class: type[nn.Module]  # the plain model the task trains
+    config_class: type[ModelConfig]  # the model family's config dataclass
+    model_class: type[nn.Module]  # the plain model the task trains: model_class(config, attention)
 
     def build_model(self) -> nn.Module:
-        """The plain model described by `self.hparams` (the hyper-parameters named like its arguments)."""
-        return self.model_class(**model_arguments(self.model_class, self.hparams))
+        """The plain model of this task's config and attention variant."""
+        return self.model_class(self.config, self.spec)
 
     @staticmethod
     def forward_batch(model: nn.Module, batch):
@@ -164,26 +172,12 @@ class TaskModule(L.LightningModule):
         self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], on_step=True, on_epoch=False)
 
 
-def model_arguments(model_class: type[nn.Module], hparams) -> dict:
-    """The hyper-parameters `model_class.__init__` takes, by name."""
-    accepted = inspect.signature(model_class.__init__).parameters
-    return {name: hparams[name] for name in accepted if name != "self" and name in hparams}
-
-
-def require_sizes(task: TaskModule, names: tuple[str, ...]) -> None:
-    """The sizes the DataModule sets on the command line must be there when a task is built in Python."""
-    for name in names:
-        if task.hparams.get(name) is None:
-            raise ConfigError(f"{type(task).__name__} needs {name}; pass it, or train through `lit-attention`, "
-                              "which takes it from the DataModule.")
-
-
 def _positive_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 1
 
 
-# What every hyper-parameter of the tasks must be, checked when a task is built (on the meta device by
-# the CLI, before any data work): name -> (test, the rule in words).
+# What the tasks' own hyper-parameters must be (the model configs check theirs), checked when a task is
+# built (on the meta device by the CLI, before any data work): name -> (test, the rule in words).
 LIMITS = {
     "lr": (lambda v: v > 0, "> 0"),
     "weight_decay": (lambda v: v >= 0, ">= 0"),
@@ -191,14 +185,8 @@ LIMITS = {
     "warmup_steps": (lambda v: isinstance(v, int) and v >= 0, "an integer >= 0"),
     "min_lr_ratio": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     **{name: (_positive_int, "a positive integer") for name in (
-        "dim", "depth", "encoder_depth", "decoder_depth", "num_heads", "patch_size", "beam_size", "max_new_tokens",
-        "bleu_batches")},  # val/bleu ranks the runs: at least one batch is scored
-    "mlp_ratio": (lambda v: v > 0, "> 0"),
-    "dropout": (lambda v: 0 <= v < 1, "in [0, 1)"),
-    "drop_path": (lambda v: 0 <= v < 1, "in [0, 1)"),
+        "beam_size", "max_new_tokens", "bleu_batches")},  # val/bleu ranks the runs: at least one batch is scored
     "label_smoothing": (lambda v: 0 <= v < 1, "in [0, 1)"),
-    "norm_eps": (lambda v: v > 0, "> 0"),
-    "init_std": (lambda v: v > 0, "> 0"),
     "temperature": (lambda v: v >= 0, ">= 0 (0 is greedy)"),
     "top_k": (lambda v: v is None or _positive_int(v), "a positive integer or null"),
     "top_p": (lambda v: v is None or 0 < v <= 1, "in (0, 1] or null"),

@@ -10,8 +10,8 @@ from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 from lit_attention.errors import ConfigError
-from lit_attention.modeling import GPT
-from lit_attention.training.tasks.base import TaskModule, check_length, check_token_ids, require_sizes
+from lit_attention.modeling import GPT, GPTConfig
+from lit_attention.training.tasks.base import TaskModule, check_length, check_token_ids
 
 IGNORE = -100  # targets equal to this are not scored (MQAR scores only its query positions)
 MONITORS = {"val/loss": "min", "val/acc": "max"}  # the metric that ranks runs and picks the best checkpoint
@@ -22,20 +22,7 @@ class CausalLanguageModel(TaskModule):
     (exp of the token-weighted mean loss) and next-token accuracy over scored targets.
 
     Args:
-        vocab_size: token ids; set by the DataModule (a larger value is allowed, e.g. GPT-2's 50304).
-        max_len: positions (and the size of W_A); set by the DataModule (a larger value is allowed).
-        dim: model width d.
-        depth: transformer blocks.
-        num_heads: attention heads (must divide dim).
-        mlp_ratio: MLP hidden width as a multiple of dim.
-        attention: the variant: standard, optimized, efficient, super, identity_query, residual_query or nonlinear_query, a preset with settings ('super,value_mix_init=xavier') or an axes spec ('query=residual_mlp,key=identity,value=identity,value_mix=true').
-        dropout: dropout in embeddings, attention and MLP.
-        drop_path: stochastic depth of the last block.
-        bias: biases in linear layers and LayerNorms (GPT-2 has them).
-        tie_weights: the output head shares the token embedding.
-        activation: gelu (exact) or gelu_tanh (GPT-2's approximation).
-        norm_eps: LayerNorm eps.
-        init_std: std of the normal initialisation (GPT-2's 0.02).
+        net: the GPT's architecture (vocab_size and max_len come from the data).
         monitor: the validation metric that ranks runs (`compare`) and picks the best checkpoint:
             val/loss for language modelling, val/acc where only some answers count (MQAR recall).
         max_new_tokens: tokens `predict` generates after each prompt.
@@ -44,24 +31,11 @@ class CausalLanguageModel(TaskModule):
         top_p: sample among the most likely tokens whose probabilities sum to p (None: all).
     """
 
-    model_class = GPT
+    config_class, model_class = GPTConfig, GPT
 
     def __init__(
         self,
-        vocab_size: int | None = None,
-        max_len: int | None = None,
-        dim: int = 384,
-        depth: int = 6,
-        num_heads: int = 6,
-        mlp_ratio: float = 4.0,
-        attention: str | dict = "standard",
-        dropout: float = 0.0,
-        drop_path: float = 0.0,
-        bias: bool = False,
-        tie_weights: bool = True,
-        activation: Literal["gelu", "gelu_tanh"] = "gelu",
-        norm_eps: float = 1e-5,
-        init_std: float = 0.02,
+        net: GPTConfig = GPTConfig(),
         monitor: Literal["val/loss", "val/acc"] = "val/loss",
         max_new_tokens: int = 64,
         temperature: float = 1.0,
@@ -72,11 +46,11 @@ class CausalLanguageModel(TaskModule):
         super().__init__(**optimization)
         if monitor not in MONITORS:
             raise ConfigError(f"monitor {monitor!r} is not available for language models; valid choices are {', '.join(MONITORS)}.")
-        require_sizes(self, ("vocab_size", "max_len"))
         self.monitor, self.monitor_mode = monitor, MONITORS[monitor]
         self.model = self.build_model()
         for stage in ("train", "val", "test"):
-            setattr(self, f"{stage}_accuracy", MulticlassAccuracy(vocab_size, average="micro", ignore_index=IGNORE))
+            setattr(self, f"{stage}_accuracy",
+                    MulticlassAccuracy(self.config.vocab_size, average="micro", ignore_index=IGNORE))
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
         self._record_model_facts()
 
@@ -89,9 +63,9 @@ class CausalLanguageModel(TaskModule):
 
     def check_batch(self, batch) -> None:
         inputs, targets = batch
-        check_length("input sequences", inputs.shape[1], self.hparams.max_len, self.hparams.attention)
-        check_token_ids("inputs", inputs, self.hparams.vocab_size)
-        check_token_ids("targets", targets, self.hparams.vocab_size, ignore=IGNORE)
+        check_length("input sequences", inputs.shape[1], self.config.max_len, self.spec)
+        check_token_ids("inputs", inputs, self.config.vocab_size)
+        check_token_ids("targets", targets, self.config.vocab_size, ignore=IGNORE)
 
     def _loss(self, batch, stage: str) -> tuple[torch.Tensor, int]:
         inputs, targets = batch

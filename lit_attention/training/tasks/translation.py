@@ -6,8 +6,8 @@ import torch
 import torch.nn.functional as F
 from torchmetrics.text import SacreBLEUScore
 
-from lit_attention.modeling import Seq2SeqTransformer
-from lit_attention.training.tasks.base import TaskModule, check_length, check_token_ids, model_arguments, require_sizes
+from lit_attention.modeling import Seq2SeqConfig, Seq2SeqTransformer
+from lit_attention.training.tasks.base import TaskModule, check_length, check_token_ids
 
 
 class Seq2SeqTranslator(TaskModule):
@@ -18,20 +18,7 @@ class Seq2SeqTranslator(TaskModule):
     `beam_size`. Texts come from the DataModule's `decode(ids)`; without one, ids are compared as words.
 
     Args:
-        vocab_size: token ids of the shared source/target vocabulary; set by the DataModule.
-        max_src_len: source positions (and the size of cross-attention's W_A); set by the DataModule.
-        max_tgt_len: target positions (and the size of the decoder's W_A); set by the DataModule.
-        pad_id: padding id; set by the DataModule.
-        bos_id: begin-of-sequence id; set by the DataModule.
-        eos_id: end-of-sequence id; set by the DataModule.
-        dim: model width d.
-        encoder_depth: encoder blocks.
-        decoder_depth: decoder blocks.
-        num_heads: attention heads (must divide dim).
-        mlp_ratio: MLP hidden width as a multiple of dim.
-        attention: the variant: standard, optimized, efficient, super, identity_query, residual_query or nonlinear_query, a preset with settings ('super,value_mix_init=xavier') or an axes spec ('query=residual_mlp,key=identity,value=identity,value_mix=true').
-        dropout: dropout in embeddings, attention and MLP.
-        drop_path: stochastic depth of the last block.
+        net: the encoder-decoder's architecture (vocab_size, lengths and special ids come from the data).
         label_smoothing: label smoothing of the training loss.
         beam_size: beams for test and predict (validation decodes greedily).
         bleu_batches: validation batches scored with BLEU after each validation (at least 1: val/bleu
@@ -39,39 +26,20 @@ class Seq2SeqTranslator(TaskModule):
     """
 
     monitor, monitor_mode = "val/bleu", "max"
-    model_class = Seq2SeqTransformer
+    config_class, model_class = Seq2SeqConfig, Seq2SeqTransformer
 
     def __init__(
         self,
-        vocab_size: int | None = None,
-        max_src_len: int | None = None,
-        max_tgt_len: int | None = None,
-        pad_id: int | None = None,
-        bos_id: int | None = None,
-        eos_id: int | None = None,
-        dim: int = 256,
-        encoder_depth: int = 3,
-        decoder_depth: int = 3,
-        num_heads: int = 4,
-        mlp_ratio: float = 4.0,
-        attention: str | dict = "standard",
-        dropout: float = 0.1,
-        drop_path: float = 0.0,
+        net: Seq2SeqConfig = Seq2SeqConfig(),
         label_smoothing: float = 0.1,
         beam_size: int = 4,
         bleu_batches: int = 4,
         **optimization,
     ) -> None:
         super().__init__(**optimization)
-        require_sizes(self, ("vocab_size", "max_src_len", "max_tgt_len", "pad_id", "bos_id", "eos_id"))
         self.model = self.build_model()
         self.val_bleu, self.test_bleu = SacreBLEUScore(), SacreBLEUScore()
         self._record_model_facts()
-
-    def build_model(self) -> Seq2SeqTransformer:
-        hp = self.hparams  # one vocabulary for both sides
-        return Seq2SeqTransformer(src_vocab_size=hp.vocab_size, tgt_vocab_size=hp.vocab_size,
-                                  **model_arguments(Seq2SeqTransformer, hp))
 
     def forward(self, src, tgt_in, src_padding_mask=None, tgt_padding_mask=None):
         return self.model(src, tgt_in, src_padding_mask, tgt_padding_mask)
@@ -89,18 +57,18 @@ class Seq2SeqTranslator(TaskModule):
         return int((~batch["src_padding_mask"]).sum() + (~batch["tgt_padding_mask"]).sum())
 
     def check_batch(self, batch) -> None:
-        hp = self.hparams
-        check_length("source sequences", batch["src"].shape[1], hp.max_src_len, hp.attention)
-        check_length("target sequences", batch["tgt_in"].shape[1], hp.max_tgt_len, hp.attention)
+        c = self.config
+        check_length("source sequences", batch["src"].shape[1], c.max_src_len, self.spec)
+        check_length("target sequences", batch["tgt_in"].shape[1], c.max_tgt_len, self.spec)
         for key in ("src", "tgt_in", "tgt_out"):
-            check_token_ids(f"{key} sequences", batch[key], hp.vocab_size)
+            check_token_ids(f"{key} sequences", batch[key], c.vocab_size)
 
     def _loss(self, batch, stage: str) -> torch.Tensor:
         logits = self.forward_batch(self.model, batch)
         smoothing = self.hparams.label_smoothing if stage == "train" else 0.0
         loss = F.cross_entropy(
             logits.flatten(0, 1).float(), batch["tgt_out"].flatten(),
-            ignore_index=self.hparams.pad_id, label_smoothing=smoothing,
+            ignore_index=self.config.pad_id, label_smoothing=smoothing,
         )
         self.log(f"{stage}/loss", loss, on_step=stage == "train", on_epoch=True, prog_bar=True,
                  batch_size=batch["src"].shape[0])
@@ -113,9 +81,9 @@ class Seq2SeqTranslator(TaskModule):
             decode = None
         texts = []
         for row in ids.tolist():
-            if self.hparams.eos_id in row:
-                row = row[: row.index(self.hparams.eos_id)]
-            row = [i for i in row if i not in (self.hparams.pad_id, self.hparams.bos_id)]
+            if self.config.eos_id in row:
+                row = row[: row.index(self.config.eos_id)]
+            row = [i for i in row if i not in (self.config.pad_id, self.config.bos_id)]
             texts.append(decode(row) if decode else " ".join(map(str, row)))
         return texts
 
