@@ -8,6 +8,9 @@ the innermost part: which flag, which value, what is valid.
 from __future__ import annotations
 
 import re
+from dataclasses import fields
+
+from lit_attention.modeling import GPTConfig, Seq2SeqConfig, TextEncoderConfig, ViTConfig
 
 _KEY = re.compile(r'Parser key "([^"]+)"')
 _CLASS_PATH = re.compile(r"Problem with given class_path '[^']+'")
@@ -33,6 +36,10 @@ def flag_of(message: str) -> str | None:
     return f"--{key}"
 
 
+# Every field of the model families' configs (modeling/*: ViTConfig, GPTConfig, ...).
+ARCHITECTURE_FIELDS = {f.name for config in (GPTConfig, Seq2SeqConfig, TextEncoderConfig, ViTConfig) for f in fields(config)}
+
+
 def parser_error_sentence(message: str, classes: dict[str, list[str]] | None = None) -> str:
     """One sentence for a jsonargparse error `message`; `classes` maps `model`/`data` to their valid
     short class names, for a class name that does not exist."""
@@ -41,7 +48,13 @@ def parser_error_sentence(message: str, classes: dict[str, list[str]] | None = N
     if unknown:
         owner = re.search(r"(?:accepted by|class_path) '?([\w.]+)", flat)
         where = f" by {owner.group(1)}" if owner else ""
-        return f"Option {unknown.group(1) or unknown.group(2)!r} is not accepted{where}."
+        option = unknown.group(1) or unknown.group(2)
+        if "Group 'net' does not accept" in flat:  # a field of another family's config
+            return f"Option 'net.{option}' is not accepted{where}: its model config has no field {option!r}."
+        if option in ARCHITECTURE_FIELDS:  # the flat arguments of earlier versions
+            return (f"Option {option!r} is not accepted{where}: the model's architecture is its config `net`, so "
+                    f"write --model.net.{option} (in a recipe, under model.init_args.net).")
+        return f"Option {option!r} is not accepted{where}."
     unrecognized = re.search(r"[Uu]nrecognized arguments: (.+?)(?=;|$)", flat)
     if unrecognized:
         return f"Unrecognized arguments: {unrecognized.group(1).rstrip('.')}."

@@ -1,0 +1,78 @@
+"""The model configs (lit_attention/modeling/config.py and each family's dataclass): the one definition of a
+model's arguments, how the data's sizes reach them, and the sentences a wrong one gets."""
+
+from dataclasses import fields
+
+import pytest
+
+from lit_attention.errors import ConfigError
+from lit_attention.modeling import GPT, GPTConfig, Seq2SeqConfig, TextEncoderConfig, ViTConfig
+from lit_attention.training.cli import copy_data_sizes
+from lit_attention.training.parser_errors import parser_error_sentence
+from lit_attention.training.tasks import CausalLanguageModel, ImageClassifier, Seq2SeqTranslator, TextClassifier
+
+TASKS = (ImageClassifier, TextClassifier, CausalLanguageModel, Seq2SeqTranslator)
+
+
+@pytest.mark.parametrize("task", TASKS, ids=lambda t: t.__name__)
+def test_a_task_takes_its_config_whole_and_mirrors_none_of_its_fields(task):
+    import inspect
+
+    own = set(inspect.signature(task.__init__).parameters) - {"self", "net", "task", "optimization"}
+    assert not own & {f.name for f in fields(task.config_class)}  # no architecture argument declared twice
+    assert set(task.config_class.from_data) <= {f.name for f in fields(task.config_class)}
+
+
+@pytest.mark.parametrize("bad, sentence", [
+    (dict(dim=0), "dim=0 is invalid; it must be a positive integer"),
+    (dict(dropout=1.0), "dropout=1.0 is invalid; it must be in [0, 1)"),
+    (dict(init_std=0.0), "init_std=0.0 is invalid; it must be > 0"),
+    (dict(max_len=-3), "max_len=-3 is invalid"),
+])
+def test_a_config_refuses_a_value_outside_its_limits(bad, sentence):
+    with pytest.raises(ConfigError, match=sentence.replace("[", r"\[").replace(")", r"\)")):
+        GPTConfig(**bad)
+
+
+def test_a_config_from_a_dict_names_an_unknown_field_and_a_model_names_a_missing_size():
+    assert GPTConfig.of({"vocab_size": 10, "max_len": 4}) == GPTConfig(vocab_size=10, max_len=4)
+    with pytest.raises(ConfigError, match="GPTConfig has no field 'dimm'; its fields are vocab_size, max_len, dim"):
+        GPTConfig.of({"dimm": 3})
+    with pytest.raises(ConfigError, match="GPTConfig needs vocab_size; pass it .--model.net.vocab_size."):
+        GPT(GPTConfig(max_len=4))
+    with pytest.raises(ConfigError, match="image_size=10 is not divisible by patch_size=4"):
+        ViTConfig(image_size=10, patch_size=4)
+
+
+def test_data_sizes_fill_the_declared_fields_and_data_of_another_kind_is_refused():
+    net = {"dim": 32}
+    copy_data_sizes(net, ViTConfig, {"num_classes": 10, "image_size": 8, "in_channels": 1}, "ImageDataModule",
+                    "ImageClassifier")
+    assert net == {"dim": 32, "num_classes": 10, "image_size": 8, "in_channels": 1}
+    grown = {"vocab_size": 512}  # a larger vocabulary than the data's is kept; a smaller one is refused
+    copy_data_sizes(grown, GPTConfig, {"vocab_size": 256, "max_len": 16}, "LM", "CausalLanguageModel")
+    assert grown == {"vocab_size": 512, "max_len": 16}
+    with pytest.raises(ConfigError, match="--model.net.vocab_size 100 conflicts with the data: LM gives vocab_size=256"):
+        copy_data_sizes({"vocab_size": 100}, GPTConfig, {"vocab_size": 256, "max_len": 16}, "LM", "CausalLanguageModel")
+    with pytest.raises(ConfigError, match="ImageDataModule does not give vocab_size, which CausalLanguageModel needs"):
+        copy_data_sizes({}, GPTConfig, {"num_classes": 10, "image_size": 8, "in_channels": 1}, "ImageDataModule",
+                        "CausalLanguageModel")
+    kept = {"dim": 8}  # no sizes at all (print_config offline): nothing is copied and nothing refused
+    copy_data_sizes(kept, Seq2SeqConfig, {}, "TranslationDataModule", "Seq2SeqTranslator")
+    assert kept == {"dim": 8}
+
+
+def test_hyper_parameters_hold_the_config_as_plain_values():
+    module = TextClassifier(net=TextEncoderConfig(vocab_size=20, max_len=6, num_classes=2, pad_id=0, dim=16,
+                                                  num_heads=2, depth=1), attention="super")
+    assert module.hparams.net == module.config.to_dict() and isinstance(module.hparams.net, dict)
+    assert module.hparams_initial.net == module.hparams.net  # what the logger and hparams.yaml see
+    again = TextClassifier(**module.hparams)  # as load_from_checkpoint builds it
+    assert again.config == module.config and again.spec == module.spec
+
+
+def test_an_earlier_flat_argument_is_told_where_it_went():
+    message = "Parser key \"model\": Problem with given class_path 'x': Option 'dim' is not accepted by ImageClassifier"
+    assert "write --model.net.dim" in parser_error_sentence(message)
+    other = "Group 'net' does not accept option 'patch_size' ... accepted by CausalLanguageModel"
+    assert parser_error_sentence(other).startswith("Option 'net.patch_size' is not accepted")
