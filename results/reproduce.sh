@@ -18,18 +18,21 @@ QUERY_CONTROLS=(identity_query,query_scale=standard nonlinear_query,query_scale=
 PARAMETER_CONTROLS=(--add-control efficient --add-control optimized)
 # The nonlinear-query paper's control: standard attention with MLP 4.75 d, +12.5% non-embedding parameters.
 WIDER="standard+12.5%;standard;model.init_args.net.mlp_ratio=4.75"
+# The seven presets the recorded studies ran, named so that a preset added to the registry later does not
+# silently add an arm to these reproductions (--variants all would).
+PRESETS=standard,optimized,efficient,super,identity_query,residual_query,nonlinear_query
 
 vit() {        # ViT on the embedded digits (1,293 training images): 11 arms x 3 rates x 5 seeds
-    compare --config recipes/quickstart/vit_digits.yaml --variants all "${QUERY_CONTROLS[@]}" \
+    compare --config recipes/quickstart/vit_digits.yaml --variants $PRESETS "${QUERY_CONTROLS[@]}" \
         "${PARAMETER_CONTROLS[@]}" --grid $LR_VIT --output results/vit_digits
 }
 vit_hard() {   # the same ViT on 500 augmented training images, away from the ceiling: the 7 presets and
                # standard at the parameter counts of efficient and optimized
-    compare --config recipes/studies/vit_digits_500.yaml --variants all "${PARAMETER_CONTROLS[@]}" --grid $LR_VIT \
+    compare --config recipes/studies/vit_digits_500.yaml --variants $PRESETS "${PARAMETER_CONTROLS[@]}" --grid $LR_VIT \
         --output results/vit_digits_500
 }
 gpt() {        # byte-level GPT (197k non-embedding parameters) on the stdlib sources: 12 arms
-    compare --config recipes/studies/gpt_stdlib_mid.yaml --variants all "${QUERY_CONTROLS[@]}" \
+    compare --config recipes/studies/gpt_stdlib_mid.yaml --variants $PRESETS "${QUERY_CONTROLS[@]}" \
         "${PARAMETER_CONTROLS[@]}" --arm "$WIDER" --grid $LR_GPT --output results/gpt_stdlib_mid
 }
 gpt_small() {  # the size trend's small end (55k): standard, optimized, nonlinear_query, +12.5%
@@ -42,7 +45,7 @@ gpt_large() {  # the size trend's large end (603k)
 }
 mqar() {       # associative recall with 4 key-value pairs, 2 epochs of 15,000 sequences: 7 presets,
                # and how many runs pass 90% recall
-    compare --config recipes/diagnostics/mqar.yaml --variants all --grid $LR_MQAR --success-threshold 0.9 \
+    compare --config recipes/diagnostics/mqar.yaml --variants $PRESETS --grid $LR_MQAR --success-threshold 0.9 \
         --output results/mqar --trainer.max_epochs 2 --data.init_args.num_train 15000
 }
 trend() {      # the size trend from the three GPT sections: table and plots (no training)
