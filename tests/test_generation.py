@@ -97,6 +97,23 @@ def test_reordered_cache_continues_the_rows_it_took_over(variant):
     torch.testing.assert_close(mha(x[:, 6:], cache=cache), expected, **TIGHT)
 
 
+@pytest.mark.parametrize("variant", ["efficient", "super", "optimized"])
+def test_reordering_a_memory_cache_leaves_the_callers_memory_alone(variant):
+    """Identity keys (and values) make the cross-attention cache hold the memory tensor itself: a
+    reorder must not write into it, and must still give row i what row rows[i] attended to."""
+    torch.manual_seed(2)
+    mha = randomise(MultiHeadAttention(DIM, HEADS, variant, max_len=6, cross_attention=True))
+    memory = torch.randn(3, 6, DIM, dtype=torch.float64)
+    before = memory.clone()
+    x = torch.randn(3, 1, DIM, dtype=torch.float64)
+    rows = torch.tensor([2, 0, 0])
+    cache = mha.memory_cache(memory)
+    assert any(buffer is memory for buffer in (cache.keys, cache.raw_values))  # the aliasing this test is about
+    cache.reorder(rows)
+    assert torch.equal(memory, before)
+    torch.testing.assert_close(mha(x, cache=cache), mha(x, memory=memory[rows]), **TIGHT)
+
+
 def test_cache_errors_are_one_sentence():
     mha = MultiHeadAttention(DIM, HEADS, "super", max_len=MAX_LEN, causal=True)
     with pytest.raises(ConfigError, match="Cache capacity 20 is invalid for variant 'super'"):

@@ -20,13 +20,18 @@ class KVCache:
     are stale and masked, and `length` is the longest row's.
 
     Cross-attention caches hold the memory's keys and values, `length` = S, and `allowed`
-    (B, 1, 1, S), the memory padding mask (None without padding).
+    (B, 1, 1, S), the memory padding mask (None without padding). With identity keys or values those
+    buffers are the caller's memory tensor itself, so such a cache does not own its buffers
+    (`owns_buffers` False, the default for a cache built already full): `reorder` then gathers
+    new tensors instead of writing in place, and the caller's memory is never changed.
     """
 
     def __init__(self, keys: torch.Tensor, raw_values: torch.Tensor, values: torch.Tensor, length: int = 0,
-                 allowed: torch.Tensor | None = None) -> None:
+                 allowed: torch.Tensor | None = None, owns_buffers: bool | None = None) -> None:
         self.keys, self.raw_values, self.values = keys, raw_values, values
         self.length, self.allowed = length, allowed
+        # A cache built empty allocated its buffers (new_cache); one built full may alias its inputs.
+        self.owns_buffers = length == 0 if owns_buffers is None else owns_buffers
         self.row_lengths: torch.Tensor | None = None
         self.rows = self.columns = None  # aranges over the batch and the capacity, for row_lengths
 
@@ -54,9 +59,15 @@ class KVCache:
         return list(distinct.values())
 
     def reorder(self, rows: torch.Tensor) -> None:
-        """Row i takes over row rows[i]'s state (beam search keeping its best parents), in place."""
-        for buffer in self._buffers():
-            buffer[:, : self.length] = buffer[rows, : self.length]
+        """Row i takes over row rows[i]'s state (beam search keeping its best parents): in place in
+        buffers the cache owns, else into new tensors (keeping which buffers are the same tensor)."""
+        if self.owns_buffers:
+            for buffer in self._buffers():
+                buffer[:, : self.length] = buffer[rows, : self.length]
+        else:
+            taken = {id(t): t[rows] for t in self._buffers()}
+            self.keys, self.raw_values, self.values = (taken[id(t)] for t in (self.keys, self.raw_values, self.values))
+            self.owns_buffers = True
         if self.row_lengths is not None:
             self.row_lengths = self.row_lengths[rows]
         if self.allowed is not None:
@@ -66,7 +77,8 @@ class KVCache:
         """A cache with each row repeated `repeats` times (one copy per beam), buffers shared as here."""
         copies = {id(t): t.repeat_interleave(repeats, dim=0) for t in self._buffers()}
         cache = KVCache(copies[id(self.keys)], copies[id(self.raw_values)], copies[id(self.values)], self.length,
-                        None if self.allowed is None else self.allowed.repeat_interleave(repeats, dim=0))
+                        None if self.allowed is None else self.allowed.repeat_interleave(repeats, dim=0),
+                        owns_buffers=True)
         if self.row_lengths is not None:
             cache.keep_first(self.row_lengths.repeat_interleave(repeats))
         return cache
