@@ -25,7 +25,8 @@ from lit_attention.training.callbacks import attention_figure, nonfinite_message
 from lit_attention.sweep.planning import plan_run
 from lit_attention.main import main
 from lit_attention.training.tasks import CausalLanguageModel, ImageClassifier, TextClassifier
-from test_datamodules_text import write_pairs_json, write_reviews  # tests/ is on sys.path under pytest
+from in_process import copy_runs, run_main  # tests/ is on sys.path under pytest (in_tmp, finished_run: conftest.py)
+from test_datamodules_text import write_pairs_json, write_reviews
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
@@ -37,25 +38,6 @@ TINY_VIT = ["--config", VIT, "--trainer.max_epochs=1", "--trainer.limit_train_ba
 TINY_GPT = ["--config", GPT, "--trainer.max_steps=4", "--trainer.val_check_interval=2", "--data.max_files=60",
             "--data.val_fraction=0.2", "--data.val_windows=4", "--data.max_len=16", "--model.net.dim=16",
             "--model.net.num_heads=2", "--model.net.depth=1", *QUIET]
-
-
-@pytest.fixture
-def in_tmp(tmp_path, monkeypatch):
-    """Run `main` in-process inside tmp_path, offline, restoring what seeding changes."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    for name in ("PL_GLOBAL_SEED", "PL_SEED_WORKERS", "LIT_ATTENTION_TRACEBACK"):
-        monkeypatch.delenv(name, raising=False)
-    return tmp_path
-
-
-def run_main(args: list[str]) -> int:
-    try:
-        main(args)
-    except SystemExit as exit_:
-        return exit_.code if isinstance(exit_.code, int) else 1
-    return 0
 
 
 def checksums(root: Path) -> dict[str, str]:
@@ -126,8 +108,8 @@ def test_language_model_metrics_equal_a_direct_computation():
 # ---------------------------------------------------------------------------------------------- 2, 3. evaluations and predict
 
 
-def test_evaluations_never_change_what_fit_resumes(in_tmp, capsys):
-    assert run_main(["fit", *TINY_VIT]) == 0
+def test_evaluations_never_change_what_fit_resumes(in_tmp, finished_run, capsys):
+    copy_runs(finished_run(TINY_VIT), in_tmp)  # `fit *TINY_VIT`, trained once for the session
     [run] = list(in_tmp.glob("runs/quickstart/vit_digits/standard/seed_0/version_*"))
     images = in_tmp / "images"
     images.mkdir()
@@ -251,9 +233,9 @@ FOUND_LATE = {"corrupt image mid-training"}  # a file is only read when its batc
 
 
 @pytest.mark.parametrize("case", list(BAD_INPUTS))
-def test_bad_input_is_one_sentence_and_nothing_written_changes(case, in_tmp, capsys):
-    # A finished run of the same recipe is on disk: no bad command may change a byte of it.
-    assert run_main(["fit", *TINY_VIT]) == 0
+def test_bad_input_is_one_sentence_and_nothing_written_changes(case, in_tmp, finished_run, capsys):
+    # A finished run of the same recipe is on disk (a copy of `fit *TINY_VIT`): no bad command may change a byte of it.
+    copy_runs(finished_run(TINY_VIT), in_tmp)
     before = checksums(in_tmp / "runs")
     capsys.readouterr()
     make_args, message = BAD_INPUTS[case]
@@ -308,21 +290,25 @@ class HeldSteps(L.Callback):
             time.sleep(300)
 
 
-def test_a_second_process_cannot_resume_a_running_run(tmp_path):
+@pytest.mark.slow
+def test_a_second_process_cannot_resume_a_running_run(in_tmp, capsys):
+    """The first run is a real process (the lock is the kernel's, held until it dies); the second
+    command runs in this test's process, another process than the first."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-    args = [sys.executable, "-m", "lit_attention", "fit", *TINY_VIT, "--trainer.limit_train_batches=40",
-            "--run.checkpoint_every_n_steps=1", "--trainer.callbacks+=test_commands.HeldSteps"]
-    first = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    args = ["fit", *TINY_VIT, "--trainer.limit_train_batches=40", "--run.checkpoint_every_n_steps=1",
+            "--trainer.callbacks+=test_commands.HeldSteps"]
+    first = subprocess.Popen([sys.executable, "-m", "lit_attention", *args], cwd=in_tmp, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
-        while not list(tmp_path.glob("runs/**/last.ckpt")) and time.monotonic() < deadline:
+        while not list(in_tmp.glob("runs/**/last.ckpt")) and time.monotonic() < deadline:
             time.sleep(0.1)
-        second = subprocess.run([*args, "--ckpt_path=last"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                                timeout=120)
+        capsys.readouterr()
+        status = run_main([*args, "--ckpt_path=last"])
         assert first.poll() is None, "the first run ended before the second started"
-        assert second.returncode == 2
-        assert f"is in use by process {first.pid} on" in second.stderr
-        assert len(list(tmp_path.glob("runs/**/version_*"))) == 1
+        assert status == 2
+        assert f"is in use by process {first.pid} on" in capsys.readouterr().err
+        assert len(list(in_tmp.glob("runs/**/version_*"))) == 1
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait()

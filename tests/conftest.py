@@ -1,0 +1,63 @@
+"""What the test files share: every test leaves the process as it found it, a working directory for
+in-process `main(argv)` calls, and finished runs trained once per session.
+
+Most command-line tests call `lit_attention.main.main(argv)` in the test process (in_process.py)
+instead of starting `python -m lit_attention` (about 8 s of imports each on a 2-core machine). A real
+subprocess is kept where a process is what is tested: a signal or a kill, DDP's second rank, two runs
+at once, the console script itself, or a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from in_process import OFFLINE, RUN_VARIABLES, process_state_kept, run_main  # tests/ is on sys.path under pytest
+
+
+@pytest.fixture(autouse=True)
+def _process_state_kept() -> Iterator[None]:
+    """Every test leaves the process as it found it, whichever test an xdist worker runs next."""
+    with process_state_kept():
+        yield
+
+
+@pytest.fixture
+def in_tmp(tmp_path, monkeypatch) -> Path:
+    """Run `main` in-process inside tmp_path, offline, without a seed or traceback setting left by another test."""
+    monkeypatch.chdir(tmp_path)
+    for name, value in OFFLINE.items():
+        monkeypatch.setenv(name, value)
+    for name in RUN_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+@pytest.fixture(scope="session")
+def finished_run(tmp_path_factory) -> Callable[[list[str]], Path]:
+    """finished_run(args) -> a directory whose `runs/` holds what `lit-attention fit <args>` wrote.
+
+    Trained in-process once per session (per xdist worker) for each distinct `args`, so that the
+    tests that only read a finished run share one. A test that writes into a run (resumes, evaluates,
+    checksums it around a failing command) works on a copy: `copy_runs(finished_run(args), tmp_path)`.
+    """
+    made: dict[tuple[str, ...], Path] = {}
+
+    def get(args: list[str]) -> Path:
+        key = tuple(args)
+        if key not in made:
+            where = tmp_path_factory.mktemp("finished_run")
+            with process_state_kept():
+                os.chdir(where)
+                os.environ.update(OFFLINE)
+                for name in RUN_VARIABLES:
+                    os.environ.pop(name, None)
+                status = run_main(["fit", *args])
+            assert status == 0, f"the shared run `fit {' '.join(args)}` failed with exit status {status}"
+            made[key] = where
+        return made[key]
+
+    return get
