@@ -1,5 +1,6 @@
 """Wall time of a `compare` sweep run one at a time against the same sweep run N at a time, and of
-the N-at-a-time sweep with a fresh process per run instead of forks of a warm worker.
+the N-at-a-time sweep with a fresh process per run instead of runs forked from a forkserver that
+imported Lightning once.
 
     python benchmarks/compare_parallel.py                      # make demo's sweep: every preset x 2 seeds on the digits
     python benchmarks/compare_parallel.py --parallel 2 --seeds 2 --extra --trainer.max_epochs=3
@@ -58,7 +59,7 @@ def main() -> None:
     print(f"| --parallel {args.parallel} ({threads} thread(s) each) | {parallel:.0f} | {parallel / serial:.2f} |")
     print(f"| --parallel {args.parallel} --fresh-processes | {fresh:.0f} | {fresh / serial:.2f} |")
     print()
-    print(f"warm workers / fresh processes at --parallel {args.parallel}: {parallel / fresh:.2f}")
+    print(f"forked runs / fresh processes at --parallel {args.parallel}: {parallel / fresh:.2f}")
     print(f"results.csv identical, warm and fresh: {same_fresh}; serial and parallel: {same} "
           "(another thread count may change float sums in the last bits)")
 

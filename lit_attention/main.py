@@ -17,21 +17,15 @@ from pathlib import Path
 import yaml
 
 from lit_attention.errors import ConfigError
-from lit_attention.sweep.launchers import DIE_WITH_PARENT, WARM_WORKER, die_with_parent
+from lit_attention.sweep import die_with_parent
 
 TRACEBACK_ENV = "LIT_ATTENTION_TRACEBACK"
 COMMANDS = ("fit", "validate", "test", "predict", "compare")
 
 
 def main(argv: list[str] | None = None) -> None:
-    if os.environ.get(DIE_WITH_PARENT):  # started by compare: no process of this run outlives the sweep
-        die_with_parent()
+    die_with_parent()  # in a process of a run that compare started: it ends with the sweep
     words = list(sys.argv[1:] if argv is None else argv)
-    if words == [WARM_WORKER]:  # compare's launcher: runs forked from one process that imported once
-        from lit_attention.sweep.warm_worker import serve
-
-        serve(main)
-        return
     try:
         check_command_line(words)
         if words and words[0] == "compare":

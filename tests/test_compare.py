@@ -195,9 +195,12 @@ def test_sigkilled_sweep_resumes_to_the_same_results_csv(tmp_path):
     deadline = time.monotonic() + 300
     while not unfinished_checkpoint(tmp_path / "killed") and time.monotonic() < deadline:
         time.sleep(0.05)
-    os.kill(killed.pid, signal.SIGKILL)  # its fits die with it
+    processes = descendants(killed.pid)
+    os.kill(killed.pid, signal.SIGKILL)  # it can clean up nothing: its fits die with it all the same
     killed.wait()
     assert unfinished_checkpoint(tmp_path / "killed"), "the kill came too late to interrupt a run"
+    time.sleep(1)
+    assert processes and not [pid for pid in processes if alive(pid)], "processes of the SIGKILLed sweep outlived it"
     code, out, err = finish(clean)
     assert code == 0, err[-3000:]
     assert "efficient | 4 |" not in out and "| efficient | 2 |" in out  # paired over the 2 seeds
@@ -232,7 +235,7 @@ def test_ctrl_c_ends_the_sweep_and_its_runs_in_a_sentence(tmp_path):
     deadline = time.monotonic() + 120
     while len(list((tmp_path / "out").glob("runs/**/last.ckpt"))) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)  # both runs are training
-    sweep = descendants(process.pid)  # the warm workers and the runs they forked
+    sweep = descendants(process.pid)  # the forkserver, the two runs it forked, multiprocessing's resource tracker
     assert len(sweep) >= 4, sweep
     os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C sends: the whole foreground group
     code, _, err = finish(process, timeout=60)

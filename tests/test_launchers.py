@@ -1,34 +1,45 @@
-"""compare's local launcher: a run forked from a warm worker is the run a fresh process makes, with
-the same exit status, output and (for DDP) the same second rank."""
+"""compare's local launcher: a run forked from the forkserver is the run a fresh process makes, with
+the same record, exit status and output, and (for DDP) the same second rank."""
 
 import json
+import multiprocessing
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from lit_attention.sweep.launchers import LIT_ATTENTION, Job, LocalLauncher
+from lit_attention.sweep.launchers import Job, LocalLauncher
+from lit_attention.sweep.runs import LIT_ATTENTION
 from lit_attention.training.records import RECORD
 
 ROOT = Path(__file__).resolve().parents[1]
 VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
 TINY = ["--trainer.max_epochs=2", "--trainer.limit_train_batches=4", "--trainer.limit_val_batches=2",
-        "--model.dim=32", "--model.depth=1", "--trainer.enable_progress_bar=false", "--seed_everything=3",
+        "--model.net.dim=32", "--model.net.depth=1", "--trainer.enable_progress_bar=false", "--seed_everything=3",
         "--trainer.accelerator=cpu"]
 WHERE_AND_HOW_LONG = ("run_dir", "train_seconds", "train_samples_per_second", "wall_seconds")
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="warm workers fork: Linux only")
+FORKED = multiprocessing.get_context("forkserver").Process
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="runs are forked on Linux only")
 
 
 def fit(root: Path, *extra: str) -> list[str]:
     return [*LIT_ATTENTION, "fit", "--config", VIT, *TINY, f"--run.root={root}", "--run.name=run", *extra]
 
 
-def launch(launcher: LocalLauncher, commands: list[list[str]], logs: Path) -> list[tuple[int, str]]:
-    """Each command's (exit status, last line), in the order given."""
-    finished = {}
+def launch(launcher: LocalLauncher, commands: list[list[str]], logs: Path, monkeypatch) -> list[tuple[int, str, type]]:
+    """Each command's (exit status, last line, the type of process that ran it), in the order given."""
+    finished, kinds = {}, {}
+    start = launcher.start
+
+    def start_and_note(job, slot):
+        kinds[job.key] = type(process := start(job, slot))
+        return process
+
+    monkeypatch.setattr(launcher, "start", start_and_note)
     jobs = [Job(i, command, logs / f"{i}.log") for i, command in enumerate(commands)]
     launcher.run(jobs, lambda job, status, line: finished.__setitem__(job.key, (status, line)))
-    return [finished[i] for i in range(len(jobs))]
+    return [(*finished[i], kinds[i]) for i in range(len(jobs))]
 
 
 def record(root: Path) -> dict:
@@ -38,28 +49,22 @@ def record(root: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_runs_forked_from_a_warm_worker_equal_fresh_processes(tmp_path):
-    warm_launcher, fresh_launcher = LocalLauncher(parallel=1, warm=True), LocalLauncher(parallel=1, warm=False)
-    warm = launch(warm_launcher,
-                  [fit(tmp_path / "warm"), fit(tmp_path / "refused", "--model.init_args.attention=nope"),
-                   fit(tmp_path / "warm_again", "--model.init_args.lr=2e-3")], tmp_path / "warm_logs")
-    fresh = launch(fresh_launcher, [fit(tmp_path / "fresh"), fit(tmp_path / "fresh_again", "--model.init_args.lr=2e-3")],
-                   tmp_path / "fresh_logs")
-    assert (warm_launcher.workers_started, fresh_launcher.workers_started) == (1, 0)
-    assert [status for status, _ in warm] == [0, 2, 0] and [status for status, _ in fresh] == [0, 0]
-    assert warm[1][1].startswith("error: ") and "'nope'" in warm[1][1]  # the one sentence, in that run's log
-    # One worker ran all three: a run leaves nothing behind for the next (seeds, settings, state).
-    assert record(tmp_path / "warm") == record(tmp_path / "fresh")
-    assert record(tmp_path / "warm_again") == record(tmp_path / "fresh_again") != record(tmp_path / "warm")
-    log = (tmp_path / "warm_logs" / "0.log").read_text()
-    assert log.startswith(f"$ {' '.join(fit(tmp_path / 'warm'))}\n") and "Run directory:" in log
+def test_a_forked_run_equals_a_fresh_process(tmp_path, monkeypatch):
+    forked = launch(LocalLauncher(parallel=1), [fit(tmp_path / "forked"), fit(tmp_path / "refused",
+                                                "--model.init_args.attention=nope")], tmp_path / "forked_logs", monkeypatch)
+    [fresh] = launch(LocalLauncher(parallel=1, fresh=True), [fit(tmp_path / "fresh")], tmp_path / "fresh_logs", monkeypatch)
+    assert [(status, kind) for status, _, kind in forked] == [(0, FORKED), (2, FORKED)], forked
+    assert fresh[0] == 0 and fresh[2] is subprocess.Popen, fresh
+    assert forked[1][1].startswith("error: ") and "'nope'" in forked[1][1]  # the one sentence, in that run's log
+    assert record(tmp_path / "forked") == record(tmp_path / "fresh")
+    log = (tmp_path / "forked_logs" / "0.log").read_text()
+    assert log.startswith(f"$ {' '.join(fit(tmp_path / 'forked'))}\n") and "Run directory:" in log
 
 
 @pytest.mark.slow
-def test_a_ddp_run_from_a_warm_worker_starts_its_second_rank(tmp_path):
-    launcher = LocalLauncher(parallel=1, warm=True)
-    [(status, line)] = launch(launcher, [fit(tmp_path, "--trainer.devices=2", "--trainer.strategy=ddp")],
-                              tmp_path / "logs")
-    assert status == 0 and launcher.workers_started == 1, line
+def test_a_forked_ddp_run_starts_its_second_rank(tmp_path, monkeypatch):
+    [(status, line, kind)] = launch(LocalLauncher(parallel=1), [fit(tmp_path, "--trainer.devices=2", "--trainer.strategy=ddp")],
+                                    tmp_path / "logs", monkeypatch)
+    assert status == 0 and kind is FORKED, line
     found = record(tmp_path)
     assert found["optimizer_steps"] == 2 * 4 and found["samples_seen"] == 2 * 4 * 64 * 2  # both ranks' batches

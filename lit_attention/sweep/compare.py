@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     launch.add_argument("--parallel", type=int, default=1, help="local: runs at a time (CPU cores are split)")
     launch.add_argument("--devices-per-run", type=int, default=1, help="local with GPUs: GPUs per run")
     launch.add_argument("--fresh-processes", action="store_true",
-                        help="local: start every run as a new Python process instead of forking it from a worker "
+                        help="local: start every run as a new Python process instead of forking it from one "
                              "that imported Lightning once (slower by the import time per run; the same results)")
     launch.add_argument("--slurm-partition", default=None)
     launch.add_argument("--slurm-time", type=int, default=60, help="minutes per job")
@@ -263,8 +263,7 @@ def launch(args, plan: Plan, states: dict, output: Path, extra: list[str]) -> in
         launcher = SlurmLauncher(output / "slurm", args.slurm_partition, args.slurm_time, args.slurm_gpus_per_node,
                                  args.slurm_nodes, args.slurm_cpus_per_task, args.slurm_cluster)
     else:
-        launcher = LocalLauncher(args.parallel, args.devices_per_run, warm=False if args.fresh_processes else None,
-                                 worker_log=output / "runs" / "warm_workers.log")
+        launcher = LocalLauncher(args.parallel, args.devices_per_run, fresh=args.fresh_processes)
     total, done_before = len(plan.runs), len(plan.runs) - len(todo)
     print(f"compare: {total} runs ({len(plan.arms)} arm(s) x {len(plan.points)} grid point(s) x {len(plan.seeds)} seed(s)); "
           f"{done_before} finished earlier, {len(todo)} to run, {launcher.describe()}; output {output}", flush=True)

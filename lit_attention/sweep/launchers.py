@@ -1,15 +1,18 @@
 """Where `compare` runs its `lit-attention fit` commands: here, N at a time, or as SLURM jobs.
 
-Both launchers run exactly the command `sweep.Run.command` builds and report each finished run
-(its exit status and the last line it printed) through a callback, as it finishes.
+Both launchers run exactly the command `Run.command` builds (lit_attention/sweep/runs.py) and report
+each finished run (its exit status and the last line it printed) through a callback, as it finishes.
 
-* `LocalLauncher`: `parallel` subprocesses at a time. With GPUs, each gets its own `devices_per_run`
-  of the GPUs this process sees (CUDA_VISIBLE_DEVICES) and `--trainer.devices` to match, so a run may
-  itself be DDP; on CPU the cores are split between them (OMP_NUM_THREADS), which also keeps every
-  run's arithmetic identical from one sweep to the next. On Linux each slot's runs are forked from a
-  warm worker that imported Lightning once (lit_attention/sweep/warm_worker.py), not started afresh. Every
-  process of a run (a DDP run's other ranks too) dies with its parent (Linux), so a killed sweep
-  leaves no run behind holding its directory.
+* `LocalLauncher`: `parallel` runs at a time. On CPU the cores are split between them (OMP_NUM_THREADS
+  and torch's threads: cores / parallel each, which also keeps every run's arithmetic the same from one
+  sweep to the next), and on Linux each run is forked from a multiprocessing forkserver that imported
+  torch and Lightning once (lit_attention/sweep/preload.py) instead of being a new interpreter that
+  spends seconds importing them; `run_forked` is what such a child runs. With GPUs each run is a new process (CUDA cannot be used in a forked child
+  once initialised, and GPU runs are long enough for imports not to matter) with its own
+  `devices_per_run` of the visible GPUs (CUDA_VISIBLE_DEVICES) and `--trainer.devices` to match, so a
+  run may itself be DDP; `fresh=True` (--fresh-processes) starts CPU runs that way too. Every process
+  of a run dies with its parent (`die_with_parent`), so a killed sweep leaves no run behind holding its
+  directory.
 * `SlurmLauncher`: one SLURM job per run through submitit; a multi-node run is one job of
   `nodes x gpus_per_node` tasks, each running the command, which Lightning's SLURM environment joins
   into one DDP run. `cluster="local"` runs the same jobs with submitit's local executor (tests, CI).
@@ -17,11 +20,11 @@ Both launchers run exactly the command `sweep.Run.command` builds and report eac
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-import json
+import multiprocessing
+import multiprocessing.forkserver
 import os
-import select
+import runpy
 import signal
 import subprocess
 import sys
@@ -33,6 +36,7 @@ from pathlib import Path
 from lit_attention.errors import ConfigError
 
 Done = Callable[["Job", int, str], None]  # (job, exit status, last line of its output)
+PARENT = "LIT_ATTENTION_PARENT"  # in the processes of a local sweep: the pid of the process each dies with
 
 
 @dataclass
@@ -52,23 +56,42 @@ def last_line(log: Path) -> str:
     return (errors or lines or [""])[-1][:500]
 
 
-LIT_ATTENTION = [sys.executable, "-m", "lit_attention"]  # how every run's command starts
-WARM_WORKER = "--warm-worker"  # `python -m lit_attention --warm-worker`: lit_attention/sweep/warm_worker.py
-DIE_WITH_PARENT = "LIT_ATTENTION_DIE_WITH_PARENT"  # read by lit_attention.main in every process of a run
-
-
 def die_with_parent() -> None:
-    """SIGKILL this process when its parent dies (Linux prctl PR_SET_PDEATHSIG); a no-op elsewhere."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+    """Called first by every `lit-attention` process (lit_attention/main.py) and by the forkserver
+    (preload.py). In a process of a local sweep (PARENT set), Linux is asked to SIGKILL it when its
+    parent ends (PR_SET_PDEATHSIG), since a sweep killed with SIGKILL cleans up nothing itself; it exits
+    at once if the parent has already ended, and passes the request on to its own children (the runs
+    the forkserver forks; a DDP run's other ranks, which Lightning starts)."""
+    parent = os.environ.get(PARENT)
+    if not parent or not sys.platform.startswith("linux"):
+        return
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != int(parent):  # it ended before the line above: nothing would end this process
+        print("error: the sweep this process belongs to has ended.", file=sys.stderr, flush=True)
+        os._exit(1)
+    os.environ[PARENT] = str(os.getpid())
+
+
+def run_forked(command: list[str], log: str, threads: int) -> None:
+    """In a child of the forkserver: become `command` (`python -m <module> <words>`) writing to `log`.
+    runpy runs the module with the run's sys.argv and __main__, from which Lightning's DDP launcher
+    starts a run's other ranks; the exit status is an interpreter's (multiprocessing's: SystemExit's
+    code, 1 after an uncaught error's traceback)."""
+    import torch  # imported by the forkserver already
+
+    output = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.dup2(output, 1)
+    os.dup2(output, 2)
+    os.close(output)
+    os.environ["OMP_NUM_THREADS"] = str(threads)  # what a fresh process gets; the forkserver began without it
+    torch.set_num_threads(threads)
+    sys.argv = [command[0], *command[3:]]
+    runpy.run_module(command[2], run_name="__main__", alter_sys=True)
 
 
 class LocalLauncher:
-    def __init__(self, parallel: int = 1, devices_per_run: int = 1, warm: bool | None = None,
-                 worker_log: Path | None = None) -> None:
+    def __init__(self, parallel: int = 1, devices_per_run: int = 1, fresh: bool = False) -> None:
         self.parallel, self.devices_per_run = parallel, devices_per_run
-        self.worker_log = worker_log  # the warm workers' own output (a run's goes to its log); None: stderr
-        self.workers_started = 0
         import torch
 
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -77,32 +100,22 @@ class LocalLauncher:
         if self.gpus and parallel * devices_per_run > len(self.gpus):
             raise ConfigError(f"--parallel {parallel} x --devices-per-run {devices_per_run} needs "
                               f"{parallel * devices_per_run} GPUs but {len(self.gpus)} are visible; run fewer at a time.")
-        # Forking from a warm worker needs fork() that is safe with the libraries loaded (Linux's) and
-        # no GPU: CUDA initialised before a fork cannot be used after it, and GPU runs are long enough
-        # for their imports not to matter.
-        self.warm = sys.platform.startswith("linux") and not self.gpus if warm is None else warm
+        # Forking needs fork() that is safe with the libraries loaded (Linux's).
+        self.fork = sys.platform.startswith("linux") and not self.gpus and not fresh
 
     def describe(self) -> str:
         if self.gpus:
             return f"{self.parallel} at a time, {self.devices_per_run} GPU(s) each"
-        started = "forked from a warm worker" if self.warm else "a fresh process each"
+        started = "forked from a process that imported Lightning once" if self.fork else "a fresh process each"
         return f"{self.parallel} at a time, {self.threads()} CPU thread(s) each, {started}"
 
     def threads(self) -> int:
         return max(1, (os.cpu_count() or 1) // self.parallel)
 
-    def environment(self, slot: int) -> dict[str, str]:
-        env = {**os.environ, DIE_WITH_PARENT: "1"}
-        if self.gpus:
-            first = slot * self.devices_per_run
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(self.gpus[first : first + self.devices_per_run])
-        else:
-            env["OMP_NUM_THREADS"] = str(self.threads())
-        return env
-
     def run(self, jobs: list[Job], done: Done) -> None:
-        pending, running = list(jobs), {}  # slot -> (job, a handle whose poll() is its exit status or None)
-        workers: dict[int, subprocess.Popen] = {}  # slot -> its warm worker
+        if self.fork:
+            start_forkserver()
+        pending, running = list(jobs), {}  # slot -> (job, its process: a multiprocessing.Process or a Popen)
         try:
             while pending or running:
                 for slot in range(self.parallel):
@@ -111,63 +124,43 @@ class LocalLauncher:
                         job.log.parent.mkdir(parents=True, exist_ok=True)
                         with open(job.log, "a") as log:
                             log.write(f"$ {' '.join(job.command)}\n")
-                        running[slot] = (job, self.start(job, slot, workers))
+                        running[slot] = (job, self.start(job, slot))
                 time.sleep(0.2)
-                for slot, (job, handle) in list(running.items()):
-                    status = handle.poll()
+                for slot, (job, process) in list(running.items()):
+                    status = process.poll() if isinstance(process, subprocess.Popen) else process.exitcode
                     if status is not None:
                         del running[slot]
                         done(job, status, last_line(job.log))
-        except BaseException:  # Ctrl-C, say: as with fresh processes, the runs die with the sweep
-            for worker in workers.values():
-                worker.kill()
+        except BaseException:  # Ctrl-C, say: no run outlives the sweep
+            for _, process in running.values():
+                process.kill()
             raise
-        finally:
-            for worker in workers.values():
-                with contextlib.suppress(OSError):
-                    worker.stdin.close()  # end of requests: the worker exits
-                worker.wait()
 
-    def start(self, job: Job, slot: int, workers: dict[int, subprocess.Popen]):
-        words = job.command[len(LIT_ATTENTION):] if job.command[: len(LIT_ATTENTION)] == LIT_ATTENTION else None
-        if not self.warm or words is None:
-            with open(job.log, "a") as log:  # the child keeps its own copy
-                return subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT, env=self.environment(slot))
-        if slot not in workers or workers[slot].poll() is not None:
-            workers[slot] = self.start_worker(slot)
-        return WarmRun(workers[slot], words, job.log, self.worker_log)
-
-    def start_worker(self, slot: int) -> subprocess.Popen:
-        self.workers_started += 1
-        if self.worker_log is not None:
-            self.worker_log.parent.mkdir(parents=True, exist_ok=True)
-        # The worker keeps its own copy of the log file; without one it writes to this process's stderr.
-        with open(self.worker_log, "a") if self.worker_log else contextlib.nullcontext() as errors:
-            return subprocess.Popen([*LIT_ATTENTION, WARM_WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=errors, text=True, env=self.environment(slot))
+    def start(self, job: Job, slot: int):
+        if self.fork and job.command[:2] == [sys.executable, "-m"]:
+            process = multiprocessing.get_context("forkserver").Process(
+                target=run_forked, args=(job.command, str(job.log), self.threads()))
+            process.start()
+            return process
+        env = {**os.environ, PARENT: str(os.getpid())}
+        if self.gpus:
+            first = slot * self.devices_per_run
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(self.gpus[first : first + self.devices_per_run])
+        else:
+            env["OMP_NUM_THREADS"] = str(self.threads())
+        with open(job.log, "a") as log:  # the child keeps its own copy
+            return subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
-class WarmRun:
-    """A run forked by a warm worker (lit_attention/sweep/warm_worker.py); poll() as `subprocess.Popen`'s."""
-
-    def __init__(self, worker: subprocess.Popen, words: list[str], log: Path, worker_log: Path | None) -> None:
-        self.worker, self.log, self.worker_log, self.sent = worker, log, worker_log, True
-        try:
-            worker.stdin.write(json.dumps({"words": words, "log": str(log)}) + "\n")
-            worker.stdin.flush()
-        except OSError:  # the worker died since it was last asked
-            self.sent = False
-
-    def poll(self) -> int | None:
-        if self.sent and not select.select([self.worker.stdout], [], [], 0)[0]:
-            return None
-        answer = self.worker.stdout.readline() if self.sent else ""
-        if not answer:  # the worker itself died: say so where the run's output goes
-            where = f"; its output is in {self.worker_log}" if self.worker_log else ""
-            with open(self.log, "a") as log:
-                log.write(f"error: the warm worker running this run died (exit {self.worker.wait()}){where}.\n")
-            return 1
-        return json.loads(answer)["status"]
+def start_forkserver() -> None:
+    """Start this process's multiprocessing forkserver, if it is not running yet: it imports
+    preload.py, and dies with this process (PARENT, in its environment only)."""
+    multiprocessing.get_context("forkserver").set_forkserver_preload(["lit_attention.sweep.preload"])
+    os.environ[PARENT] = str(os.getpid())
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        del os.environ[PARENT]
 
 
 class SlurmLauncher:
@@ -195,8 +188,6 @@ class SlurmLauncher:
 
     def describe(self) -> str:
         return f"{self.executor.cluster} jobs of {self.nodes} node(s) x {self.tasks} task(s)"
-
-
 
     def run(self, jobs: list[Job], done: Done) -> None:
         import submitit

@@ -12,16 +12,17 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lit_attention.modeling.attention import list_presets, resolve_spec
 from lit_attention.errors import ConfigError
-from lit_attention.sweep.launchers import LIT_ATTENTION
 from lit_attention.training.records import RECORD, config_differences, read_record
 from lit_attention.training.run_dirs import versions, version_dir
 
 FAILURE = "failure.json"
+LIT_ATTENTION = [sys.executable, "-m", "lit_attention"]  # how every run's command starts
 # Settings the sweep itself sets for every run, and the compare option to use instead.
 CONTROLLED = {
     "model.attention": "--variants", "model.init_args.attention": "--variants", "seed_everything": "--seeds",

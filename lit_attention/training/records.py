@@ -164,8 +164,8 @@ def batch_fingerprint(batch) -> str:
 
 @functools.cache
 def provenance() -> dict[str, Any]:
-    """The code and library versions a record was produced with. Read once per process: a warm worker
-    (warm_worker.py) reads it before forking its runs, since they run the code it imported then."""
+    """The code and library versions a record was produced with. Read once per process: the forkserver
+    of a local sweep (sweep/preload.py) reads it before forking its runs, which run the code it imported."""
     import lightning
 
     return {"commit": _git_commit(), "python": platform.python_version(), "torch": torch.__version__,
