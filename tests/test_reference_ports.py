@@ -43,6 +43,34 @@ def test_from_gpt2_accepts_the_base_model_and_a_larger_vocabulary():
     torch.testing.assert_close(ours(tokens)[..., :97], reference(tokens).logits, rtol=0, atol=1e-10)
 
 
+def test_from_gpt2_reads_the_heads_from_the_model_or_its_config():
+    """48 wide with 2 heads of 24: dim / 64 would be wrong (and is not even an integer), n_head is right."""
+    reference = random_gpt2(dim=48, heads=2)
+    tokens = torch.randint(0, 97, (2, 12))
+    expected = reference(tokens).logits
+    from_model = GPT.from_gpt2(reference).double().eval()
+    from_config = GPT.from_gpt2(reference.state_dict(), gpt2_config=reference.config).double().eval()
+    for ours in (from_model, from_config):
+        assert ours.config.num_heads == 2
+        torch.testing.assert_close(ours(tokens), expected, rtol=0, atol=1e-10)
+
+
+def test_from_gpt2_refuses_to_guess_the_heads_of_a_width_not_a_multiple_of_64():
+    state_dict = random_gpt2(dim=48, heads=2).state_dict()
+    with pytest.raises(ValueError, match="48 wide, not a multiple of 64, so the number of heads cannot be inferred"):
+        GPT.from_gpt2(state_dict)
+    assert GPT.from_gpt2(state_dict, num_heads=2).config.num_heads == 2
+    with pytest.raises(ValueError, match="num_heads=4 contradicts the GPT-2 config's n_head=2"):
+        GPT.from_gpt2(random_gpt2(dim=48, heads=2), num_heads=4)
+
+
+def test_from_gpt2_refuses_an_attention_scale_it_does_not_compute():
+    reference = random_gpt2()
+    reference.config.scale_attn_by_inverse_layer_idx = True
+    with pytest.raises(ValueError, match="scales attention other than by 1/sqrt"):
+        GPT.from_gpt2(reference)
+
+
 def test_from_gpt2_rejects_a_foreign_state_dict():
     with pytest.raises(ValueError, match="Unexpected GPT-2 weight 'h.0.mlp.w3.weight'"):
         GPT.from_gpt2({"wte.weight": torch.zeros(4, 8), "wpe.weight": torch.zeros(4, 8), "h.0.mlp.w3.weight": torch.zeros(1)})

@@ -202,25 +202,32 @@ class GPT(nn.Module):
         return parameter_counts(self, [self.token_embed.weight, self.pos_embed.weight])
 
     @classmethod
-    def from_gpt2(cls, state_dict: dict[str, torch.Tensor], num_heads: int | None = None,
-                  vocab_size: int | None = None, **kwargs) -> "GPT":
-        """A standard-attention GPT holding the weights of a Hugging Face GPT-2 state dict
-        (`GPT2LMHeadModel` or `GPT2Model`, e.g. `GPT2LMHeadModel.from_pretrained("gpt2").state_dict()`).
+    def from_gpt2(cls, source: nn.Module | dict[str, torch.Tensor], num_heads: int | None = None,
+                  vocab_size: int | None = None, gpt2_config=None, **kwargs) -> "GPT":
+        """A standard-attention GPT holding the weights of a Hugging Face GPT-2: a `GPT2LMHeadModel` or
+        `GPT2Model` (e.g. `GPT2LMHeadModel.from_pretrained("gpt2")`), or its state dict.
 
-        Sizes come from the weights; `num_heads` defaults to dim / 64, the head width of every GPT-2.
+        Sizes come from the weights; the number of heads, the LayerNorm eps and the activation from the
+        model's config (`n_head`, `layer_norm_epsilon`, `activation_function`), or from `gpt2_config`
+        beside a state dict. A bare state dict does not say how many heads it has: `num_heads` then
+        defaults to dim / 64, the head width of every released GPT-2, and a width that is not a
+        multiple of 64 is refused without `num_heads`.
         A larger `vocab_size` (a pad token, say) keeps GPT-2's rows and initialises the new ones.
         `kwargs` go to the GPTConfig (dropout, say); the architecture is GPT-2's.
         """
-        from lit_attention.modeling.ports import gpt2_state_dict
+        from lit_attention.modeling.ports import gpt2_settings, gpt2_state_dict
 
-        weights, sizes = gpt2_state_dict(state_dict)
+        if isinstance(source, nn.Module):
+            gpt2_config = getattr(source, "config", None) if gpt2_config is None else gpt2_config
+            source = source.state_dict()
+        weights, sizes = gpt2_state_dict(source)
+        settings = gpt2_settings(gpt2_config, sizes["dim"], num_heads)
         vocab_size = sizes["vocab_size"] if vocab_size is None else vocab_size
         if vocab_size < sizes["vocab_size"]:
             raise ConfigError(f"vocab_size={vocab_size} is smaller than the checkpoint's {sizes['vocab_size']}; "
                               "give at least that many.")
         config = GPTConfig(vocab_size=vocab_size, max_len=sizes["max_len"], dim=sizes["dim"], depth=sizes["depth"],
-                           num_heads=num_heads or sizes["dim"] // 64, bias=True, tie_weights=True,
-                           activation="gelu_tanh", norm_eps=1e-5, **kwargs)
+                           bias=True, tie_weights=True, **{**settings, **kwargs})
         model = cls(config, attention="standard")
         model = model.to(weights["token_embed.weight"].dtype)  # in the weights' own precision
         embedding = model.token_embed.weight.detach().clone()

@@ -1,6 +1,7 @@
 """Weights from the reference implementations, renamed for this project's models.
 
-* `gpt2_state_dict`: Hugging Face transformers' GPT-2 (`GPT2LMHeadModel` / `GPT2Model`). GPT-2 stores
+* `gpt2_state_dict`: Hugging Face transformers' GPT-2 (`GPT2LMHeadModel` / `GPT2Model`); `gpt2_settings`
+  reads the heads, activation and eps from its config. GPT-2 stores
   its linear layers as `Conv1D` with (in, out) weights, so each is transposed; `c_attn` holds W_Q, W_K
   and W_V side by side in that order, which is the row order of our fused `in_proj`.
 * `timm_vit_state_dict`: timm's `VisionTransformer` with a class token; its `qkv` is our `in_proj`.
@@ -48,6 +49,31 @@ def gpt2_state_dict(state_dict: dict[str, torch.Tensor]) -> tuple[dict[str, torc
     vocab_size, dim = ours["token_embed.weight"].shape
     depth = 1 + max((int(k.split(".")[1]) for k in ours if k.startswith("blocks.")), default=-1)
     return ours, {"vocab_size": vocab_size, "max_len": ours["pos_embed.weight"].shape[0], "dim": dim, "depth": depth}
+
+
+# transformers' activation_function names -> ours (gelu_new is the tanh approximation GPT-2 was trained with).
+_GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
+
+
+def gpt2_settings(config, dim: int, num_heads: int | None) -> dict[str, object]:
+    """num_heads, activation and norm_eps of our GPTConfig for a GPT-2 of width `dim`: from its
+    transformers config (`n_head`, `activation_function`, `layer_norm_epsilon`) when there is one, else
+    GPT-2's own activation and eps and dim / 64 heads (every released GPT-2 has 64-wide heads)."""
+    if config is None:
+        if num_heads is None and dim % 64:
+            raise ConfigError(f"The GPT-2 weights are {dim} wide, not a multiple of 64, so the number of heads "
+                              "cannot be inferred; pass num_heads, or the GPT2LMHeadModel or its config.")
+        return {"num_heads": num_heads or dim // 64, "activation": "gelu_tanh", "norm_eps": 1e-5}
+    n_head, name = config.n_head, config.activation_function
+    if num_heads is not None and num_heads != n_head:
+        raise ConfigError(f"num_heads={num_heads} contradicts the GPT-2 config's n_head={n_head}; leave num_heads out.")
+    if getattr(config, "scale_attn_by_inverse_layer_idx", False) or not getattr(config, "scale_attn_weights", True):
+        raise ConfigError("The GPT-2 config scales attention other than by 1/sqrt(head width) "
+                          "(scale_attn_by_inverse_layer_idx or scale_attn_weights=False), which this GPT does not compute.")
+    if name not in _GPT2_ACTIVATIONS:
+        raise ConfigError(f"GPT-2 activation_function {name!r} has no counterpart here; "
+                          f"valid ones are {', '.join(_GPT2_ACTIVATIONS)}.")
+    return {"num_heads": n_head, "activation": _GPT2_ACTIVATIONS[name], "norm_eps": config.layer_norm_epsilon}
 
 
 def timm_vit_state_dict(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
