@@ -1,6 +1,7 @@
-"""The `lit-attention` command as a user runs it: subprocesses, real files, a real TensorBoard server."""
+"""The `lit-attention` command as a user runs it: real files, real event files, a real TensorBoard
+server. Through `main(argv)`, the console script's entry point, in this process (conftest.py), except
+DDP, whose second rank Lightning starts as a new process running the same command."""
 
-import csv
 import json
 import os
 import socket
@@ -13,6 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from in_process import run_main  # tests/ is on sys.path under pytest (in_tmp, finished_run: conftest.py)
+from test_commands import TINY_VIT as SHARED_TINY_VIT  # the tiny run test_commands shares through finished_run
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "lit_attention"]
@@ -41,10 +45,12 @@ def scalars(run_dir: Path) -> dict[str, list[float]]:
     return {tag: [e.value for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
 
 
-def test_vit_quickstart_writes_checkpoints_config_and_readable_scalars(tmp_path):
-    result = run([*CLI, "fit", "--config", VIT, *TINY_VIT, "--model.attention=super", "--run.attention_maps=true"], tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    run_dir = only_run_dir(tmp_path, "runs/quickstart/vit_digits/super/seed_0/version_*")
+@pytest.mark.slow
+def test_vit_quickstart_writes_checkpoints_config_and_readable_scalars(in_tmp, capsys):
+    status = run_main(["fit", "--config", VIT, *TINY_VIT, "--model.attention=super", "--run.attention_maps=true"])
+    result = capsys.readouterr()
+    assert status == 0, result.err[-3000:]
+    run_dir = only_run_dir(in_tmp, "runs/quickstart/vit_digits/super/seed_0/version_*")
     assert (run_dir / "checkpoints/last.ckpt").is_file()
     assert list((run_dir / "checkpoints").glob("best-*.ckpt"))
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
@@ -65,13 +71,12 @@ def test_vit_quickstart_writes_checkpoints_config_and_readable_scalars(tmp_path)
     assert names[:6] == ["attention_name", "seed", "recipe", "params/non_embedding", "params/total", "params/attention"]
     assert [(m.name.tag, m.display_name) for m in experiment.metric_infos] == [("val/acc", "val/acc (higher is better)")]
     assert session.hparams["seed"].number_value == 0 and session.hparams["recipe"].string_value == "quickstart/vit_digits"
-    assert f"Run directory: {Path('runs/quickstart/vit_digits/super/seed_0') / run_dir.name}" in result.stdout
+    assert f"Run directory: {Path('runs/quickstart/vit_digits/super/seed_0') / run_dir.name}" in result.out
     events = EventAccumulator(str(run_dir), size_guidance={"images": 0})
     events.Reload()
     assert "attention/blocks.0.attn" in events.Tags()["images"]
     # Running again into the same root versions the run instead of overwriting it.
-    again = run([*CLI, "fit", "--config", VIT, *TINY_VIT, "--model.attention=super"], tmp_path)
-    assert again.returncode == 0, again.stderr[-3000:]
+    assert run_main(["fit", "--config", VIT, *TINY_VIT, "--model.attention=super"]) == 0, capsys.readouterr().err[-3000:]
     assert len(list(run_dir.parent.glob("version_*"))) == 2
 
 
@@ -87,15 +92,15 @@ def hparams_summaries(run_dir: Path):
     return experiment, session
 
 
-def test_gpt_quickstart_trains_on_the_stdlib_corpus(tmp_path):
+@pytest.mark.slow
+def test_gpt_quickstart_trains_on_the_stdlib_corpus(in_tmp, capsys):
     # 12 steps: ThroughputMonitor reports rates once its 10-batch window is full.
-    args = [*CLI, "fit", "--config", GPT, "--trainer.max_steps=12", "--trainer.val_check_interval=6",
+    args = ["fit", "--config", GPT, "--trainer.max_steps=12", "--trainer.val_check_interval=6",
             "--data.max_files=40", "--data.val_windows=8", "--data.max_len=32",
             "--trainer.log_every_n_steps=1", "--trainer.enable_progress_bar=false", "--model.net.dim=32",
             "--model.net.depth=1"]
-    result = run(args, tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    run_dir = only_run_dir(tmp_path, "runs/quickstart/gpt_stdlib/standard/seed_0/version_*")
+    assert run_main(args) == 0, capsys.readouterr().err[-3000:]
+    run_dir = only_run_dir(in_tmp, "runs/quickstart/gpt_stdlib/standard/seed_0/version_*")
     logged = scalars(run_dir)
     assert len(logged["val/loss"]) == 2
     assert logged["val/ppl"][-1] == pytest.approx(2.718281828 ** logged["val/loss"][-1], rel=1e-5)
@@ -108,6 +113,7 @@ def test_gpt_quickstart_trains_on_the_stdlib_corpus(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("both_cores")  # two training processes: not beside another such test (make test)
 def test_ddp_on_two_cpu_processes(tmp_path):
     args = [*CLI, "fit", "--config", VIT, *TINY_VIT, "--trainer.accelerator=cpu", "--trainer.devices=2",
             "--trainer.strategy=ddp"]
@@ -132,12 +138,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_tensorboard_server_serves_the_run_scalars(tmp_path):
-    result = run([*CLI, "fit", "--config", VIT, *TINY_VIT], tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
+@pytest.mark.slow
+def test_tensorboard_server_serves_the_run_scalars(finished_run):
+    runs = finished_run(SHARED_TINY_VIT) / "runs"  # only read: the server is given the shared run
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "tensorboard.main", "--logdir", str(tmp_path / "runs"), "--host", "127.0.0.1",
+        [sys.executable, "-m", "tensorboard.main", "--logdir", str(runs), "--host", "127.0.0.1",
          "--port", str(port), "--load_fast=false"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
@@ -165,11 +171,6 @@ def test_tensorboard_server_serves_the_run_scalars(tmp_path):
         server.wait(timeout=30)
 
 
-def read_results(path: Path) -> list[dict]:
-    with open(path / "results.csv") as f:
-        return list(csv.DictReader(f))
-
-
 @pytest.mark.parametrize(
     "extra, message",
     [
@@ -178,11 +179,11 @@ def read_results(path: Path) -> list[dict]:
         (["--data.dataset=imagenet"], "imagenet"),
     ],
 )
-def test_bad_input_fails_fast_with_one_clear_sentence(extra, message, tmp_path):
+def test_bad_input_fails_fast_with_one_clear_sentence(extra, message, in_tmp, capsys):
     started = time.monotonic()
-    result = run([*CLI, "fit", "--config", VIT, *extra], tmp_path)
-    assert result.returncode != 0
-    assert message in result.stderr
-    assert "Traceback" not in result.stderr
-    assert not (tmp_path / "runs").exists()  # nothing written before the error
+    assert run_main(["fit", "--config", VIT, *extra]) == 2
+    stderr = capsys.readouterr().err
+    assert message in stderr
+    assert "Traceback" not in stderr
+    assert not (in_tmp / "runs").exists()  # nothing written before the error
     assert time.monotonic() - started < 60
