@@ -1,19 +1,22 @@
 """Loading Hugging Face datasets (hub names or local files), with one sentence when they cannot be.
 
-Offline mode is the user's: `HF_HUB_OFFLINE=1` (or `HF_DATASETS_OFFLINE=1`) in the environment, which
-`datasets` and `huggingface_hub` read when they are imported. Then a cached dataset or tokenizer loads
-at once and a missing one fails at once, here said in one sentence; nothing in this package probes the
-network or changes the libraries' settings. Without it, on a machine that cannot reach the hub, the
-libraries try and fail (after their own retries), and the sentence says to set it.
+Offline mode: `HF_HUB_OFFLINE=1` (or `HF_DATASETS_OFFLINE=1`) in the environment, which `datasets` and
+`huggingface_hub` read when they are imported. Then a cached dataset or tokenizer loads at once and a
+missing one fails at once, here said in one sentence. Without it, the hub is asked once per process
+whether it answers (one request, `HUB_PROBE_SECONDS` at most); when it does not, the one load is made
+with the libraries' own offline flags, so that a cached dataset or tokenizer still loads and a missing
+one fails at once (left to themselves the libraries retry for about 25 s before giving up).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import glob
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import datasets
 import huggingface_hub
@@ -21,6 +24,7 @@ from datasets import Dataset, DatasetDict
 from datasets.data_files import DataFilesList
 from datasets.load import infer_module_for_data_files_list
 from huggingface_hub.errors import EntryNotFoundError
+from huggingface_hub.utils import get_session
 
 from lit_attention.errors import ConfigError, brief
 
@@ -33,9 +37,38 @@ _LOCAL_HINT = "pass data_files pointing at local parquet/json/csv/txt files"
 _OFFLINE_HINT = "if this machine has no internet, set HF_HUB_OFFLINE=1 so that cached data load at once"
 
 
+HUB_PROBE_SECONDS = 5.0  # a hub that has not answered by then is taken as unreachable
+
+
 def offline() -> bool:
     """Whether the libraries run offline (the user's HF_HUB_OFFLINE / HF_DATASETS_OFFLINE, read at import)."""
     return bool(datasets.config.HF_HUB_OFFLINE or huggingface_hub.constants.HF_HUB_OFFLINE)
+
+
+@functools.cache
+def hub_answers(endpoint: str) -> bool:
+    """Whether `endpoint` answers one HEAD request (any status) within HUB_PROBE_SECONDS; asked once per
+    process, through the libraries' own HTTP session (so their proxy settings apply)."""
+    try:
+        get_session().head(endpoint, timeout=HUB_PROBE_SECONDS)
+    except Exception:  # noqa: BLE001  (the HTTP client's connect / timeout errors are its own classes)
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def offline_unless_reachable(endpoint: str) -> Iterator[str | None]:
+    """Inside: the libraries offline when the hub at `endpoint` does not answer (yields the endpoint
+    then, None otherwise); their flags are put back on the way out."""
+    if offline() or hub_answers(endpoint):
+        yield None
+        return
+    saved = datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE
+    datasets.config.HF_HUB_OFFLINE = huggingface_hub.constants.HF_HUB_OFFLINE = True
+    try:
+        yield endpoint
+    finally:
+        datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE = saved
 
 
 # --------------------------------------------------------------------------- hub datasets and files
@@ -44,9 +77,16 @@ def offline() -> bool:
 def load_hub_dataset(name: str, config: str | None, hf_cache_dir: str | None) -> DatasetDict:
     """All splits of a hub dataset (from the local cache when offline)."""
     label = repr(name) if config is None else f"{name!r} (config {config!r})"
+    unreachable = None
     try:
-        loaded = datasets.load_dataset(name, config, cache_dir=hf_cache_dir)
+        with offline_unless_reachable(datasets.config.HF_ENDPOINT) as unreachable:
+            loaded = datasets.load_dataset(name, config, cache_dir=hf_cache_dir)
     except OSError as error:  # connection errors and DatasetNotFoundError are OSErrors
+        if unreachable:
+            raise ConfigError(
+                f"Dataset {label} is not cached and the hub ({unreachable}) does not answer; download it "
+                f"once while online, or {_LOCAL_HINT}."
+            ) from None
         if offline():
             raise ConfigError(
                 f"Dataset {label} is not cached and the hub cannot be reached (offline); download it "
@@ -67,9 +107,16 @@ def load_hub_dataset(name: str, config: str | None, hf_cache_dir: str | None) ->
 
 def download_hub_file(repo_id: str, filename: str, what: str) -> str:
     """Local path of one file of a hub model repository (e.g. a pretrained tokenizer.json)."""
+    unreachable = None
     try:
-        return huggingface_hub.hf_hub_download(repo_id, filename)
+        with offline_unless_reachable(huggingface_hub.constants.ENDPOINT) as unreachable:
+            return huggingface_hub.hf_hub_download(repo_id, filename)
     except (OSError, EntryNotFoundError) as error:
+        if unreachable:
+            raise ConfigError(
+                f"{what} {repo_id!r} is not cached and the hub ({unreachable}) does not answer; download it once "
+                f"while online, or use tokenizer='bytes' or 'bpe', which need no download."
+            ) from None
         if offline():
             raise ConfigError(
                 f"{what} {repo_id!r} is not cached and the hub cannot be reached (offline); download it once "
