@@ -2,7 +2,9 @@
 checkpoint, bad input fails in one sentence, a NaN loss stops the run and keeps the last good
 checkpoint, and runs are reproducible and never write into each other's directories."""
 
+import contextlib
 import inspect
+import io
 import multiprocessing
 import os
 import signal
@@ -26,6 +28,7 @@ from lit_attention.errors import ConfigError
 from lit_attention.training.records import TIMING_FIELDS, read_record
 from lit_attention.training.run_dirs import claim_new_version
 from lit_attention.training.tasks import CausalLanguageModel, ImageClassifier
+from in_process import OFFLINE, RUN_VARIABLES, process_state_kept, run_main  # tests/ is on sys.path under pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
@@ -59,10 +62,19 @@ def lm_data_dir(tmp_path_factory):
     return data_dir
 
 
-def run(args, cwd, timeout=240, env=None):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]), **(env or {})}
-    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+def run_here(args: list[str], cwd: Path) -> tuple[int, str]:
+    """`lit-attention <args>` in this process, in `cwd`, on one thread like the runs `start` starts
+    (bit-exact sums need the same thread count): (exit status, what it wrote to stderr). A run that
+    is killed, or that must run beside another, is a process of its own (`start`)."""
+    stderr = io.StringIO()
+    with process_state_kept(), contextlib.redirect_stderr(stderr):
+        os.chdir(cwd)
+        os.environ.update(OFFLINE)
+        for name in RUN_VARIABLES:
+            os.environ.pop(name, None)
+        torch.set_num_threads(1)
+        status = run_main(args)
+    return status, stderr.getvalue()
 
 
 def run_dirs(root: Path) -> list[Path]:
@@ -166,24 +178,27 @@ def finish(cwd: Path, processes: dict[str, subprocess.Popen]) -> dict[str, tuple
 
 @pytest.fixture(scope="module")
 def gpt_runs(tmp_path_factory, lm_data_dir):
-    """Three step-based GPT runs started together (the test machine has few cores): an uninterrupted
-    one, one killed while writing a checkpoint, and one whose loss turns NaN."""
+    """Three step-based GPT runs at once (the test machine has few cores): an uninterrupted one and
+    one killed while writing a checkpoint, each a process, and one whose loss turns NaN, run in this
+    process meanwhile."""
     root = tmp_path_factory.mktemp("gpt")
     args = ["fit", *gpt_args(lm_data_dir)]
-    return root, finish(root, {
+    processes = {
         "uninterrupted": start([*args, "--run.checkpoint_every_n_steps=3", "--run.root=a"], root, "uninterrupted"),
         # last.ckpt is written at steps 3 (periodic), 4 (validation), 5 (epoch end), 6 (periodic) and 8
         # (validation): the kill lands inside that last write, in the middle of the second epoch.
         "killed": start([*args, "--run.checkpoint_every_n_steps=3", "--run.root=b",
                          "--trainer.callbacks+=test_reliability.KillWhileSaving", "--trainer.callbacks.step=8"],
                         root, "killed"),
-        # --ckpt_path last with no earlier run simply starts one (a job script can always pass it).
-        "nan": start([*args, "--run.checkpoint_every_n_steps=2", "--run.root=nan", "--ckpt_path=last",
-                      "--trainer.callbacks+=test_reliability.PoisonWeightsAt", "--trainer.callbacks.step=7"],
-                     root, "nan"),
-    })
+    }
+    # --ckpt_path last with no earlier run simply starts one (a job script can always pass it).
+    nan = run_here([*args, "--run.checkpoint_every_n_steps=2", "--run.root=nan", "--ckpt_path=last",
+                    "--trainer.callbacks+=test_reliability.PoisonWeightsAt", "--trainer.callbacks.step=7"], root)
+    return root, {**finish(root, processes), "nan": nan}
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("gpt_runs")  # one worker starts the module's runs once for both tests (make test)
 def test_killed_run_resumes_to_bit_identical_weights_and_metrics(gpt_runs, lm_data_dir):
     root, results = gpt_runs
     returncode, stderr = results["uninterrupted"]
@@ -196,12 +211,12 @@ def test_killed_run_resumes_to_bit_identical_weights_and_metrics(gpt_runs, lm_da
     assert survivor["loops"]["fit_loop"]["state_dict"]["combined_loader"] == [{"epoch": 1, "batches": 1}]
     assert list((run_b / "checkpoints").glob(".last.ckpt.*.tmp"))  # what the killed write left behind
 
-    resumed = run([*CLI, "fit", *gpt_args(lm_data_dir), "--run.checkpoint_every_n_steps=3", "--run.root=b",
-                   "--ckpt_path=last"], root, env=ONE_THREAD)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    status, stderr = run_here(["fit", *gpt_args(lm_data_dir), "--run.checkpoint_every_n_steps=3", "--run.root=b",
+                               "--ckpt_path=last"], root)
+    assert status == 0, stderr[-3000:]
     assert run_dirs(root / "b") == [run_b]  # continued in place, no new version
     assert not list((run_b / "checkpoints").glob(".*.tmp"))  # and cleaned up
-    assert "changed settings: trainer.callbacks" in resumed.stderr  # never silently different
+    assert "changed settings: trainer.callbacks" in stderr  # never silently different
     assert (run_b / "config.before_resume_1.yaml").is_file()
 
     [run_a] = run_dirs(root / "a")
@@ -345,6 +360,8 @@ def test_last_checkpoint_knows_the_best_checkpoint_chosen_at_the_same_epoch_end(
 # ----------------------------------------------------------------------------- numerical faults
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("gpt_runs")  # one worker starts the module's runs once for both tests (make test)
 def test_nan_loss_stops_the_run_naming_the_step_and_keeps_the_last_good_checkpoint(gpt_runs):
     root, results = gpt_runs
     returncode, stderr = results["nan"]
@@ -378,6 +395,8 @@ def vit_runs(tmp_path_factory):
                                "killed": start([*VIT_ARGS, *kill], root, "killed")})
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("vit_runs")  # one worker starts the module's runs once for both tests (make test)
 def test_two_runs_started_together_get_own_directories_and_identical_metrics(vit_runs):
     root, results = vit_runs
     for returncode, stderr in (results["first"], results["second"]):
@@ -395,6 +414,8 @@ def test_two_runs_started_together_get_own_directories_and_identical_metrics(vit
                         load(second / "checkpoints/last.ckpt")["state_dict"])
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("vit_runs")  # one worker starts the module's runs once for both tests (make test)
 def test_epoch_based_run_resumes_mid_epoch_exactly(vit_runs):
     root, results = vit_runs
     returncode, stderr = results["killed"]
@@ -403,8 +424,8 @@ def test_epoch_based_run_resumes_mid_epoch_exactly(vit_runs):
     survivor = load(killed / "checkpoints/last.ckpt")
     assert survivor["global_step"] == 6  # 4 batches per epoch: 2 batches into the second epoch
     assert survivor["loops"]["fit_loop"]["state_dict"]["combined_loader"] == [{"epoch": 1, "batches": 2}]
-    resumed = run([*CLI, *VIT_ARGS, "--run.root=killed", "--ckpt_path=last"], root, env=ONE_THREAD)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    status, stderr = run_here([*VIT_ARGS, "--run.root=killed", "--ckpt_path=last"], root)
+    assert status == 0, stderr[-3000:]
     reference = run_dirs(root / "runs")[0]
     final, expected = load(killed / "checkpoints/last.ckpt"), load(reference / "checkpoints/last.ckpt")
     assert final["global_step"] == expected["global_step"] == 12
