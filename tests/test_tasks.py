@@ -230,3 +230,47 @@ def test_language_model_can_rank_runs_by_accuracy_for_recall_tasks(tmp_path):
     assert len(seen) == 2 and float(best.best_model_score) == max(seen)  # the best is the highest accuracy
     with pytest.raises(ConfigError, match="monitor 'val/ppl' is not available for language models; valid choices are val/loss, val/acc"):
         CausalLanguageModel(net=dict(vocab_size=40, max_len=12, **SMALL), monitor="val/ppl")
+
+
+class FlatScore(L.LightningModule):
+    """val/bleu the same at every validation, val/loss given per epoch: what a flat BLEU looks like."""
+
+    def __init__(self, losses):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(1))
+        self.losses = losses
+
+    def training_step(self, batch, batch_idx):
+        return (self.weight * batch[0]).sum() ** 2
+
+    def validation_step(self, batch, batch_idx):
+        self.log("val/bleu", 0.0)
+        self.log("val/loss", self.losses[self.current_epoch])
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+@pytest.mark.parametrize("tie_breaker, best_epoch", [(("val/loss", "min"), 2), (None, 0)])
+def test_translation_best_checkpoint_breaks_a_flat_bleu_by_the_validation_loss(tmp_path, tie_breaker, best_epoch):
+    from lit_attention.training.callbacks import BestCheckpoint, default_callbacks
+
+    module = translation_setup("standard")[0]
+    chosen = [c for c in default_callbacks(module, [], fitting=True, checkpointing=True, checkpoint_every_n_steps=None,
+                                           attention_maps=False, progress=False) if isinstance(c, BestCheckpoint)]
+    assert len(chosen) == 1 and (chosen[0].monitor, chosen[0].tie_breaker) == ("val/bleu", ("val/loss", "min"))
+
+    best = BestCheckpoint(tie_breaker=tie_breaker, monitor="val/bleu", mode="max", save_top_k=1, dirpath=tmp_path / "ckpt",
+                          filename="best-{epoch}", auto_insert_metric_name=False)
+    data = DataLoader(ListDataset([(torch.ones(1),)] * 2), batch_size=1)
+    run = trainer(tmp_path, max_epochs=4, num_sanity_val_steps=0, callbacks=[best])
+    run.fit(FlatScore([3.0, 2.5, 1.0, 2.0]), data, data)  # the loss is lowest after epoch 2
+    assert best.best_model_path.endswith(f"best-{best_epoch}.ckpt")
+    assert [p.name for p in (tmp_path / "ckpt").iterdir()] == [f"best-{best_epoch}.ckpt"]
+    if tie_breaker:
+        assert best.state_dict()["best_tie_value"] == 1.0
+    # A checkpoint written by a plain ModelCheckpoint (before BestCheckpoint) still resumes its best.
+    plain = L.pytorch.callbacks.ModelCheckpoint(
+        monitor="val/bleu", mode="max", save_top_k=1, dirpath=tmp_path / "ckpt", filename="best-{epoch}",
+        auto_insert_metric_name=False)
+    assert best.state_key == plain.state_key

@@ -1,7 +1,7 @@
 """Trainer callbacks of every `lit-attention` run, and the one function that picks them.
 
 * `LastCheckpoint` / `ExactResume` (checkpointing.py): a killed run resumes exactly.
-* `ModelCheckpoint`: the best checkpoint by the task's monitored metric.
+* `BestCheckpoint`: the best checkpoint by the task's monitored metric (ties broken as the task says).
 * `RunRecorder` (records.py): the run's record.json, built from state that survives a resume.
 * `FiniteLossGuard`: stops at the first NaN or infinite loss, before that step is applied.
 * `ThroughputMonitor`: samples/s, tokens/s and FLOP/s in TensorBoard (FLOPs counted by torch).
@@ -39,7 +39,8 @@ def default_callbacks(model, user_callbacks: list, fitting: bool, checkpointing:
         if missing(ExactResume):
             callbacks.append(ExactResume())
         if missing(ModelCheckpoint):  # the best checkpoint; last.ckpt is LastCheckpoint's
-            callbacks.append(ModelCheckpoint(
+            callbacks.append(BestCheckpoint(
+                tie_breaker=getattr(model, "monitor_tie_breaker", None),
                 monitor=model.monitor, mode=model.monitor_mode, save_last=False, save_top_k=1,
                 filename="best-{epoch}-{step}", auto_insert_metric_name=False,
             ))
@@ -55,6 +56,45 @@ def default_callbacks(model, user_callbacks: list, fitting: bool, checkpointing:
     if attention_maps:
         callbacks.append(AttentionMapLogger())
     return callbacks
+
+
+class BestCheckpoint(ModelCheckpoint):
+    """The one best checkpoint by the monitored metric; with `tie_breaker` (metric, "min" or "max"), a
+    validation that equals the best monitored value and is better by that metric becomes the best.
+    (Translation's val/bleu can stay 0.0 for many epochs on short sentences, and the first of them would
+    otherwise stay best however far the loss fell.)"""
+
+    def __init__(self, tie_breaker: tuple[str, str] | None = None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.tie_breaker = tie_breaker
+        self.best_tie_value: float | None = None  # the tie-breaking metric at the best checkpoint
+
+    def check_monitor_top_k(self, trainer: L.Trainer, current: torch.Tensor | None = None) -> bool:
+        better = super().check_monitor_top_k(trainer, current)
+        if self.tie_breaker is None or current is None:
+            return better
+        name, mode = self.tie_breaker
+        tie = trainer.callback_metrics.get(name)
+        tie = None if tie is None else float(tie)
+        if not better and self.best_k_models and tie is not None and self.best_tie_value is not None:
+            if bool(current == self.best_k_models[self.kth_best_model_path]):
+                tie_better = tie < self.best_tie_value if mode == "min" else tie > self.best_tie_value
+                better = trainer.strategy.reduce_boolean_decision(tie_better)
+        if better:
+            self.best_tie_value = tie
+        return better
+
+    @property
+    def state_key(self) -> str:
+        # ModelCheckpoint's key, so that a checkpoint written before this class existed resumes its best.
+        return super().state_key.replace(type(self).__qualname__, ModelCheckpoint.__qualname__, 1)
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "best_tie_value": self.best_tie_value}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.best_tie_value = state_dict.get("best_tie_value")
+        super().load_state_dict(state_dict)
 
 
 class PredictionWriter(BasePredictionWriter):

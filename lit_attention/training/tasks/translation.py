@@ -22,10 +22,13 @@ class Seq2SeqTranslator(TaskModule):
         label_smoothing: label smoothing of the training loss.
         beam_size: beams for test and predict (validation decodes greedily).
         bleu_batches: validation batches scored with BLEU after each validation (at least 1: val/bleu
-            ranks the runs and picks the best checkpoint).
+            ranks the runs and picks the best checkpoint, equal BLEU broken by the lower val/loss).
     """
 
     monitor, monitor_mode = "val/bleu", "max"
+    # Equal BLEU (often 0.0 for several epochs on short sentences) is broken by the lower validation
+    # loss, so `best` is not stuck at the first epoch; the record's best value is still the BLEU.
+    monitor_tie_breaker = ("val/loss", "min")
     config_class, model_class = Seq2SeqConfig, Seq2SeqTransformer
 
     def __init__(
