@@ -15,7 +15,7 @@ import pytest
 
 from lit_attention.sweep.compare import build_parser, build_plan
 from lit_attention.main import main
-from lit_attention.sweep.report import write_report
+from lit_attention.sweep.report import CSV_FIELDS, write_report
 from lit_attention.sweep.statistics import clopper_pearson, holm, paired_difference, verdict, with_holm
 from lit_attention.sweep.runs import Plan, Run, RunState, check_extra_arguments, parse_grid, parse_variants
 from lit_attention.modeling.variants import list_presets
@@ -160,6 +160,26 @@ def test_tuned_table_chooses_on_validation_and_reports_that_points_test_value(tm
     assert "## Runs that reached the threshold" in text and "| super | lr=3e-3 | 0/3 |" in text
     rows = list(csv.DictReader(open(tmp_path / "results.csv")))
     assert len(rows) == 12 and {row["status"] for row in rows} == {"finished"}
+
+
+def test_every_test_metric_of_the_records_reaches_results_csv_and_the_tables(tmp_path):
+    """Not only the monitored metric: whatever a task logs on test (a metric a user adds too) gets a column
+    of its own after the fixed ones, and a mean ± std in the tables."""
+    point = (("model.init_args.lr", "1e-3"),)
+    plan = Plan(arms=["standard"], points=[point], seeds=[0, 1])
+    states = []
+    for seed in plan.seeds:
+        plan.runs.append(Run("standard", "standard", point, seed))
+        found = record(0.8, 0.9)
+        found["test"].update({"test/loss": 0.5 + seed / 10, "test/added_by_a_user": 7.0})
+        states.append(RunState(plan.runs[-1], record=found))
+    plan.runs.append(Run("standard", "standard", point, 2))  # planned, never finished: empty cells
+    text = write_report(plan, [*states, RunState(plan.runs[-1])], tmp_path, "compare ...", "standard", None)
+    header, *rows = csv.reader(open(tmp_path / "results.csv"))
+    assert header == [*CSV_FIELDS, "test/acc", "test/added_by_a_user", "test/loss"]
+    assert [row[len(CSV_FIELDS):] for row in rows] == [["0.9", "7.0", "0.5"], ["0.9", "7.0", "0.6"], ["", "", ""]]
+    assert "| test/acc | test/added_by_a_user | test/loss | params" in text
+    assert "| 0.9000 ± 0.0000 | 7.0000 ± 0.0000 | 0.5500 ± 0.0707 |" in text
 
 
 def test_a_sweep_of_the_baseline_alone_says_so_rather_than_that_it_did_not_finish(tmp_path):

@@ -6,6 +6,8 @@ Tables, for the monitored validation metric of the recipe's task (and the test m
 * every arm x grid point: mean ± std over seeds, parameters, training FLOPs, seeds done / failed;
 * with a grid, the tuned table: each arm's grid point with the best mean *validation* value, and that
   point's *test* value (selection never sees the test split);
+  both also show every other test metric the records hold (test/loss, test/f1_macro, ...), which
+  results.csv has a column each for, after its fixed ones;
 * the paired comparison of every arm with the baseline: seed-by-seed differences, 95% t-interval,
   simultaneous (Bonferroni) interval,
   p-value and Holm-corrected p-value across the arms compared;
@@ -24,9 +26,10 @@ from lit_attention.training.records import TIMING_FIELDS
 from lit_attention.sweep.statistics import PairedDifference, clopper_pearson, mean_std, paired_difference, verdict, with_holm
 from lit_attention.sweep.runs import Plan, RunState, point_label
 
+# results.csv's first columns ("test": the monitored metric's test value); then one per test metric (test_metrics).
 CSV_FIELDS = ["arm", "variant", "point", "seed", "status", "best", "best_step", "final", "test", "params_total",
               "params_non_embedding", "params_attention", "train_flops", "optimizer_steps", "samples_seen",
-              "tokens_seen", "first_batch_sha256"]
+              "tokens_seen", "first_batch_sha256", "error"]
 
 
 @dataclass
@@ -58,6 +61,11 @@ def test_value(record: dict) -> float | None:
     return test.get(record["monitor"].replace("val/", "test/"))
 
 
+def test_metrics(records: list[dict]) -> list[str]:
+    """Every test metric the records hold, whatever the task logs (test/acc, test/loss, ...), sorted."""
+    return sorted({name for record in records for name in record.get("test") or {}})
+
+
 def write_report(plan: Plan, states: list[RunState], output: Path, command: str, baseline: str,
                  success_threshold: float | None) -> str:
     """Write results.csv, timings.csv, results.md and results.png into `output`; returns the markdown."""
@@ -68,19 +76,25 @@ def write_report(plan: Plan, states: list[RunState], output: Path, command: str,
     write_timings(output / "timings.csv", states)
     finished = [s.record for s in states if s.record is not None]
     if not finished:
+        failed = [s for s in states if s.failure is not None]
         text = f"# Comparison\n\n`{command}`\n\nNo run has finished yet.\n"
+        if failed:  # say why, run by run
+            text += "\n## Failed runs\n\n" + markdown(["arm", "point", "seed", "error"], [
+                [s.run.arm, point_label(s.run.point), str(s.run.seed), s.failure.get("message", "").replace("|", "/")]
+                for s in sorted(failed, key=lambda s: (s.run.arm, s.run.point, s.run.seed))])
         (output / "results.md").write_text(text)
         return text
     monitor, mode = finished[0]["monitor"], finished[0]["mode"]
     has_test = any(test_value(r) is not None for r in finished)
+    others = [name for name in test_metrics(finished) if name != monitor.replace("val/", "test/")]
     tuned = tuned_points(plan, cells, mode)
     sections = [
         f"# Comparison\n\n`{command}`\n",
         seeds_paragraph(plan, monitor, mode, has_test, any(r.get("data_seed") is not None for r in finished)),
-        "## Every run\n\n" + full_table(plan, cells, monitor, has_test),
+        "## Every run\n\n" + full_table(plan, cells, monitor, has_test, others),
     ]
     if len(plan.points) > 1:
-        sections.append("## Tuned per arm\n\n" + tuned_table(plan, cells, tuned, monitor, has_test))
+        sections.append("## Tuned per arm\n\n" + tuned_table(plan, cells, tuned, monitor, has_test, others))
     sections.append(comparison_section(plan, cells, tuned, baseline, monitor, mode, has_test))
     if success_threshold is not None:
         sections.append(success_section(plan, cells, tuned, success_threshold, monitor, mode))
@@ -92,19 +106,23 @@ def write_report(plan: Plan, states: list[RunState], output: Path, command: str,
 
 
 def write_csv(path: Path, states: list[RunState]) -> None:
+    metrics = test_metrics([s.record for s in states if s.record is not None])
     with open(path, "w", newline="") as file:
         writer = csv.writer(file)
-        writer.writerow(CSV_FIELDS)
+        writer.writerow(CSV_FIELDS + metrics)
         for state in sorted(states, key=lambda s: (s.run.arm, s.run.point, s.run.seed)):
             run, record = state.run, state.record or {}
             status = "finished" if state.record else "failed" if state.failure else "missing"
             params = record.get("params", {})
             best = record.get("best") or {}
+            test = record.get("test") or {}
             writer.writerow([run.arm, run.variant, point_label(run.point), run.seed, status, best.get("value"),
                              best.get("step"), record.get("final"), test_value(record) if record else None,
                              params.get("total"), params.get("non_embedding"), params.get("attention"),
                              record.get("train_flops"), record.get("optimizer_steps"), record.get("samples_seen"),
-                             record.get("tokens_seen"), record.get("first_batch_sha256")])
+                             record.get("tokens_seen"), record.get("first_batch_sha256"),
+                             (state.failure or {}).get("message") if not state.record else None,
+                             *map(test.get, metrics)])
 
 
 def write_timings(path: Path, states: list[RunState]) -> None:
@@ -143,9 +161,15 @@ def _count(value) -> str:
     return f"{value:.3g}"
 
 
-def full_table(plan: Plan, cells: dict, monitor: str, has_test: bool) -> str:
+def metric_means(records: list[dict], names: list[str]) -> list[str]:
+    """Mean ± std over `records` of each test metric in `names`."""
+    return [_pm([r["test"][name] for r in records if name in (r.get("test") or {})]) for name in names]
+
+
+def full_table(plan: Plan, cells: dict, monitor: str, has_test: bool, others: list[str]) -> str:
     header = ["arm", "grid point", f"best {monitor}", f"final {monitor}"]
     header += [monitor.replace("val/", "test/")] if has_test else []
+    header += others
     header += ["params (non-emb.)", "attention params", "train FLOPs", "seeds done", "failed"]
     rows = []
     for point in plan.points:
@@ -156,6 +180,7 @@ def full_table(plan: Plan, cells: dict, monitor: str, has_test: bool) -> str:
                    _pm([r["final"] for r in records if r.get("final") is not None])]
             if has_test:
                 row.append(_pm([test_value(r) for r in records if test_value(r) is not None]))
+            row += metric_means(records, others)
             params = records[0]["params"] if records else {}
             flops = [r["train_flops"] for r in records if r.get("train_flops")]
             failed = [s for s in cell.states if s.failure is not None and s.record is None]
@@ -181,9 +206,10 @@ def tuned_points(plan: Plan, cells: dict, mode: str) -> dict[str, tuple]:
     return tuned
 
 
-def tuned_table(plan: Plan, cells: dict, tuned: dict, monitor: str, has_test: bool) -> str:
+def tuned_table(plan: Plan, cells: dict, tuned: dict, monitor: str, has_test: bool, others: list[str]) -> str:
     header = ["arm", "chosen on validation", f"best {monitor}"]
     header += [monitor.replace("val/", "test/")] if has_test else []
+    header += others
     rows = []
     for arm in plan.arms:
         if arm not in tuned:
@@ -192,7 +218,7 @@ def tuned_table(plan: Plan, cells: dict, tuned: dict, monitor: str, has_test: bo
         row = [arm, point_label(tuned[arm]), _pm([best_value(r) for r in records])]
         if has_test:
             row.append(_pm([test_value(r) for r in records if test_value(r) is not None]))
-        rows.append(row)
+        rows.append(row + metric_means(records, others))
     return markdown(header, rows)
 
 
