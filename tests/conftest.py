@@ -17,6 +17,11 @@ import pytest
 
 from in_process import OFFLINE, RUN_VARIABLES, process_state_kept, run_main  # tests/ is on sys.path under pytest
 
+# No test reaches the network: `datasets` reports each load, local files too, to the hub (a request
+# with a 3 s timeout) unless told not to. Set before any test module imports it; processes inherit it.
+os.environ.setdefault("HF_UPDATE_DOWNLOAD_COUNTS", "0")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
 
 @pytest.fixture(autouse=True)
 def _process_state_kept() -> Iterator[None]:
