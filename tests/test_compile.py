@@ -31,6 +31,7 @@ def test_attention_compiles_in_one_graph(variant, causal):
     assert layer.out_proj.weight.grad is not None
 
 
+@pytest.mark.slow  # four models traced each
 @pytest.mark.parametrize("variant", ["standard", "super", "nonlinear_query"])
 def test_model_families_compile_in_one_graph(variant):
     torch.manual_seed(0)

@@ -162,6 +162,7 @@ def test_nothing_was_downloaded_or_written(plans, offline_home):
     assert not (offline_home / "torch_home").exists()
 
 
+@pytest.mark.slow  # the console script itself, in a process of its own
 def test_in_process_printing_is_what_the_console_script_prints(offline_home, capsys):
     configs = [*stack(NQ / "nonlinear_query.yaml"), CPU_DEBUG]
     in_process = print_config(configs, capsys)
