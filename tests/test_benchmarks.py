@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,6 +31,7 @@ def table(stdout: str) -> list[list[str]]:
     return [[cell.strip() for cell in row] for row in rows[1:]]  # without the header
 
 
+@pytest.mark.slow  # a process of its own
 def test_attention_benchmark_prints_every_preset_for_every_size():
     out = run_script("attention_layers.py", "--seq-lens", "8", "16", "--dims", "32", "--heads", "4",
                      "--warmup", "1", "--steps", "1", "--repeats", "1")
@@ -52,12 +54,14 @@ def test_saved_activation_memory_follows_the_kept_projections():
     assert saved["nonlinear_query"] > saved["standard"]
 
 
+@pytest.mark.slow  # a process of its own
 def test_lightning_overhead_benchmark_runs_both_paths():
     out = run_script("lightning_overhead.py", "--steps", "3", "--repeats", "1", "--dim", "32", "--depth", "1",
                      "--heads", "2", "--context", "16", "--vocab", "64")
     assert "plain PyTorch loop" in out and "Lightning Trainer.fit" in out
 
 
+@pytest.mark.slow  # a process of its own
 def test_generation_benchmark_compares_every_path_at_every_length():
     out = run_script("generation.py", "--dim", "32", "--depth", "1", "--heads", "2", "--vocab", "64", "--prompt", "4",
                      "--new-tokens", "4", "8", "--repeats", "1")
@@ -71,6 +75,7 @@ def test_generation_benchmark_compares_every_path_at_every_length():
     assert "load average" in out and "prompt logits agree with transformers" in out
 
 
+@pytest.mark.slow  # a process of its own
 def test_compiled_training_benchmark_runs_every_configuration():
     out = run_script("compiled_training.py", "--vit-dim", "16", "--vit-batch", "4", "--gpt-dim", "16", "--gpt-batch", "2",
                      "--context", "8", "--compile-steps", "1", "--calls", "1", "--repeats", "1", "--backend", "eager")
@@ -80,6 +85,7 @@ def test_compiled_training_benchmark_runs_every_configuration():
     assert rows[0][3] == "1.00" and rows[1][4] != "" and rows[2][4] == ""  # compile time only where compiled
 
 
+@pytest.mark.slow  # a process of its own
 def test_reference_model_benchmark_times_models_that_compute_the_same_function():
     out = run_script("reference_models.py", "--batch", "2", "--vocab", "64", "--context", "16", "--gpt-dim", "32",
                      "--gpt-depth", "1", "--gpt-heads", "4", "--vit-dim", "32", "--vit-depth", "1", "--vit-heads", "4",
@@ -89,6 +95,8 @@ def test_reference_model_benchmark_times_models_that_compute_the_same_function()
     assert all(row[1] == row[2] for row in rows)  # equal parameter counts: the same architecture
 
 
+@pytest.mark.slow  # three sweeps, two runs at a time
+@pytest.mark.xdist_group("both_cores")  # two training processes: not beside another such test (make test)
 def test_compare_parallel_benchmark_runs_its_three_sweeps():
     out = run_script("compare_parallel.py", "--variants", "standard,super", "--seeds", "1", "--extra",
                      "--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1",
