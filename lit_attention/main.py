@@ -87,17 +87,64 @@ def check_command_line(words: list[str]) -> None:
         file = Path(path)
         if not file.is_file():
             raise ConfigError(f"Recipe {path!r} does not exist; pass a YAML file such as recipes/quickstart/vit_digits.yaml.")
-        try:
-            recipe = yaml.safe_load(file.read_text())
-        except yaml.YAMLError as error:
-            mark = getattr(error, "problem_mark", None)
-            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-            problem = getattr(error, "problem", None) or str(error).splitlines()[0]
-            raise ConfigError(f"Recipe {path!r} is not valid YAML: {problem}{where}.") from None
+        recipe = read_recipe(path)
         for key in ("optimizer", "lr_scheduler"):
             if isinstance(recipe, dict) and key in recipe:
                 raise ConfigError(f"Recipe {path!r} sets {key}: " + _NO_OPTIMIZER.format(option=key)[0].lower()
                                   + _NO_OPTIMIZER.format(option=key)[1:])
+
+
+def read_recipe(path: str):
+    """The recipe at `path` as a dict, or a ConfigError naming what is wrong: not UTF-8, not YAML, a
+    key given twice in one mapping (YAML would keep the second silently), empty, or not a mapping."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        line = Path(path).read_bytes()[: error.start].count(b"\n") + 1
+        raise ConfigError(f"Recipe {path!r} is not UTF-8 text: byte 0x{error.object[error.start]:02x} at line {line} "
+                          "cannot be read; save the file as UTF-8.") from None
+    try:
+        recipe = yaml.load(text, Loader=UniqueKeyLoader)
+    except DuplicateKey as error:
+        raise ConfigError(f"Recipe {path!r} sets {error.key!r} twice in one block, at lines {error.first} and "
+                          f"{error.second} (YAML would silently keep the second); merge them into one.") from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise ConfigError(f"Recipe {path!r} is not valid YAML: {problem}{where}.") from None
+    if recipe is None:
+        raise ConfigError(f"Recipe {path!r} is empty; a recipe sets model:, data: and trainer: blocks, as "
+                          "recipes/quickstart/vit_digits.yaml does.")
+    if not isinstance(recipe, dict):
+        raise ConfigError(f"Recipe {path!r} holds a YAML {type(recipe).__name__}, not a mapping of settings; a recipe "
+                          "sets model:, data: and trainer: blocks, as recipes/quickstart/vit_digits.yaml does.")
+    return recipe
+
+
+class DuplicateKey(yaml.YAMLError):
+    def __init__(self, key, first: int, second: int) -> None:
+        super().__init__(f"duplicate key {key!r}")
+        self.key, self.first, self.second = key, first, second
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.safe_load's loader, refusing a mapping that gives one key twice."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            lines: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = lines.setdefault(key, key_node.start_mark.line + 1)
+                except TypeError:  # an unhashable key: yaml's own error says it
+                    continue
+                if first != key_node.start_mark.line + 1:
+                    raise DuplicateKey(key, first, key_node.start_mark.line + 1)
+        return super().construct_mapping(node, deep)
 
 
 _NO_OPTIMIZER = (

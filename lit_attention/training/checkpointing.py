@@ -325,6 +325,21 @@ def _shape_differences(saved: dict[str, tuple], wanted: dict[str, tuple], limit:
     return differences[:limit]
 
 
+def trains_further(checkpoint: dict[str, Any], max_steps: int | None, max_epochs: int | None) -> bool:
+    """Whether fitting from `checkpoint` with these limits would train at all: Lightning stops at
+    `max_steps` optimizer steps or `max_epochs` processed epochs (1000 when neither is set)."""
+    step = int(checkpoint.get("global_step") or 0)
+    try:
+        epochs = int(checkpoint["loops"]["fit_loop"]["epoch_progress"]["current"]["processed"])
+    except (KeyError, TypeError, ValueError):
+        epochs = int(checkpoint.get("epoch") or 0)
+    if max_epochs is None:
+        max_epochs = 1000 if max_steps in (None, -1) else -1
+    steps_left = max_steps in (None, -1) or max_steps > step
+    epochs_left = max_epochs == -1 or max_epochs > epochs
+    return steps_left and epochs_left
+
+
 def logging_step(checkpoint: dict[str, Any]) -> int | None:
     """The step at which the checkpoint's run logged its last TensorBoard point, if recorded."""
     try:

@@ -14,13 +14,15 @@ resolution, resume, lock: `run_dirs.py`, `checkpointing.py`); train. The modules
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
+from argparse import ArgumentError
 from pathlib import Path
 from typing import Any
 
 import torch
 import yaml
-from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
 import datamodules  # noqa: F401  (registers the DataModules for `--data <ShortName>`)
@@ -33,13 +35,26 @@ from lit_attention.training.checkpointing import (
     logging_step,
     read_checkpoint,
     resolve_checkpoint,
+    trains_further,
     with_atomic_checkpoints,
 )
 from lit_attention.errors import ConfigError
 from lit_attention.training.lightning_internals import RecipeOverCheckpoint, subcommand_parser
-from lit_attention.training.records import finish_fit, run_config
-from lit_attention.training.run_dirs import RunLock, RunPlace, check_writable, place_run, remove_if_unused, run_logger
+from lit_attention.training.parser_errors import ARCHITECTURE_FIELDS, abbreviation_sentence
+from lit_attention.training.records import finish_fit, finished_record, run_config
+from lit_attention.training.run_dirs import (
+    RunLock,
+    RunPlace,
+    check_run_name,
+    check_writable,
+    launched_as_rank_zero,
+    place_run,
+    remove_if_unused,
+    run_logger,
+    version_of_checkpoint,
+)
 from lit_attention.training.run_config import RunConfigSaver
+from lit_attention.training.tasks.base import TaskModule
 
 DESCRIPTION = (
     "Train attention variants with LightningCLI (fit / validate / test / predict). "
@@ -48,11 +63,22 @@ DESCRIPTION = (
 PRINT_CONFIG = "--print_config"
 
 
+class FullNamesParser(LightningArgumentParser):
+    """Options are written in full: argparse would expand `--seed 7` to `--seed_everything 7` and the
+    nested class parsers `--model.net.di` to `--model.net.dim`. jsonargparse builds the nested parsers
+    with the class of their parent, so this default reaches them too."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
 class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
     """LightningCLI plus the `run.*` arguments and the data-to-model size copy; see the module doc."""
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("subclass_mode_model", True)
+        kwargs.setdefault("parser_class", FullNamesParser)
         kwargs.setdefault("subclass_mode_data", True)
         kwargs.setdefault("seed_everything_default", 0)
         kwargs.setdefault("save_config_callback", RunConfigSaver)
@@ -67,6 +93,7 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
         self.resume_step: int | None = None
         self.place: RunPlace | None = None
         self.lock: RunLock | None = None
+        self.previous_record: dict | None = None  # the record of the finished run this fit resumes
         try:
             super().__init__(*args, **kwargs)
         except BaseException:
@@ -82,6 +109,13 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
     def init_parser(self, **kwargs):
         kwargs.setdefault("exit_on_error", False)  # errors reach `main`, which says them in one sentence
         return super().init_parser(**kwargs)
+
+    def add_default_arguments_to_parser(self, parser) -> None:
+        """`--seed_everything` takes a whole number only. Lightning's `true` (draw a random seed) and
+        `false` (no seeding) are refused: a run is kept, resumed (`--ckpt_path last`) and compared
+        under `seed_<n>`, so its seed must be known before it starts and the same when it resumes."""
+        parser.add_argument("--seed_everything", type=int, default=self.seed_everything_default,
+                            help="The run's seed, a whole number from 0; the run is kept under seed_<n>.")
 
     def add_arguments_to_parser(self, parser) -> None:
         parser.add_argument("--run.root", type=str, default="runs", help="Directory that holds all runs.")
@@ -109,7 +143,23 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
                 self.print_config_request = word.partition("=")[2]
             else:
                 kept.append(word)
-        self.config = parser.parse_args(kept)
+        try:
+            self.config = parser.parse_args(kept)
+        except ArgumentError:
+            sentence = abbreviation_sentence(kept, self.option_names(kept))
+            if sentence:
+                raise ConfigError(sentence) from None
+            raise
+
+    def option_names(self, words: list[str]) -> set[str]:
+        """The full option names of the command `words` runs: the parser's own, and the model's config
+        fields and the task's arguments (which the parser only learns once it knows the class)."""
+        command = words[0] if words and words[0] in self.subcommands() else None
+        parser = subcommand_parser(self, command)
+        names = {option for action in parser._actions for option in action.option_strings if option.startswith("--")}
+        names |= {f"--model.net.{name}" for name in ARCHITECTURE_FIELDS}
+        names |= {f"--model.{name}" for name in inspect.signature(TaskModule.__init__).parameters if name != "self"}
+        return names
 
     @property
     def run_config(self):
@@ -165,15 +215,34 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
                     f"Checkpoint {str(checkpoint)!r} does not fit the configured model ({'; '.join(differences)}); "
                     "configure the model it was trained with, or start without --ckpt_path."
                 )
+        if self.subcommand == "fit" and saved is not None:
+            self.check_not_finished(base, checkpoint, saved)
         check_writable(config.run.root)
         self.place = place_run(self.subcommand, base, checkpoint)
         self.resume_step = logging_step(saved) if saved is not None and self.place.resumed else None
         if self.place.directory is not None and self.subcommand == "fit":
             self.lock = RunLock(self.place.directory).acquire()
 
+    def check_not_finished(self, base: Path, checkpoint: str, saved: dict) -> None:
+        """Resuming a finished run trains only when the limits are raised, and otherwise only adds the test
+        scores its record lacks (`--run.test`, as compare asks); with neither, it says so and changes nothing."""
+        run = version_of_checkpoint(base, checkpoint)
+        self.previous_record = finished_record(run, saved) if run is not None else None
+        if self.previous_record is None:
+            return
+        trainer = self.run_config.trainer
+        if trains_further(saved, trainer.get("max_steps"), trainer.get("max_epochs")):
+            return
+        if self.run_config.run.test and self.previous_record.get("test") is None:
+            return
+        if launched_as_rank_zero():
+            print(f"Run {str(run)!r} is finished ({saved.get('global_step')} steps; its results are in record.json) and "
+                  "nothing was changed; to train it further, raise --trainer.max_steps or --trainer.max_epochs.", flush=True)
+        raise SystemExit(0)
+
     def run_name(self) -> str:
         run = self.run_config.run
-        return run.name or recipe_name(self.run_config.get("config"))
+        return check_run_name(run.name) if run.name is not None else recipe_name(self.run_config.get("config"))
 
     def variant_name(self) -> str:
         return resolve_spec(self.run_config.model.init_args.attention).name
@@ -228,7 +297,8 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
                  "seed": config.seed_everything, "recipe": self.run_name(), "settings": config.run.settings or {},
                  "data_seed": config.data.init_args.get("data_seed"),
                  "run_dir": str(self.place.directory), "config": resolved(subcommand_parser(self, self.subcommand), config)}
-        finish_fit(self.trainer, self.model, self.datamodule, self.place.directory, facts, test=config.run.test)
+        finish_fit(self.trainer, self.model, self.datamodule, self.place.directory, facts, test=config.run.test,
+                   previous=self.previous_record)
         if self.place.directory is not None:
             print(f"Run directory: {self.place.directory}", flush=True)
 
@@ -281,6 +351,14 @@ def check_trainer_settings(trainer) -> None:
         value = trainer.get(key)
         if value is not None and (value == 0 or value < -1):
             raise ConfigError(f"--trainer.{key} {value} is invalid; give a positive number, or -1 for no limit.")
+    limit = trainer.get("limit_train_batches")
+    if limit is not None and not isinstance(limit, bool) and (limit <= 0):
+        raise ConfigError(f"--trainer.limit_train_batches {limit} is invalid: the run would train nothing; give a "
+                          "number of batches (e.g. 10), a fraction of the epoch in (0, 1], or leave it unset.")
+    devices = trainer.get("devices")
+    if str(devices).strip() in ("0", "[]", "") or (isinstance(devices, (list, tuple)) and not devices):
+        raise ConfigError(f"--trainer.devices {devices!r} is invalid; give a number of devices (e.g. 1), a list of "
+                          "device indices (e.g. [0, 1]), or auto.")
     accelerator = str(trainer.get("accelerator") or "auto")
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         raise ConfigError(

@@ -40,6 +40,20 @@ def flag_of(message: str) -> str | None:
 ARCHITECTURE_FIELDS = {f.name for config in (GPTConfig, Seq2SeqConfig, TextEncoderConfig, ViTConfig) for f in fields(config)}
 
 
+def abbreviation_sentence(words: list[str], known: set[str]) -> str | None:
+    """A sentence for the first option in `words` that is not one of the `known` option names but
+    begins one (`--seed` for `--seed_everything`): options are never expanded, so it is named in full."""
+    for word in words:
+        option = word.partition("=")[0]
+        if not option.startswith("--") or option in known:
+            continue
+        longer = sorted(name for name in known if name.startswith(option))
+        if longer:
+            return (f"{option} is not an option, and options are not abbreviated; write it in full: "
+                    f"{' or '.join(longer[:4])}.")
+    return None
+
+
 def parser_error_sentence(message: str, classes: dict[str, list[str]] | None = None) -> str:
     """One sentence for a jsonargparse error `message`; `classes` maps `model`/`data` to their valid
     short class names, for a class name that does not exist."""
@@ -66,6 +80,9 @@ def parser_error_sentence(message: str, classes: dict[str, list[str]] | None = N
         choices = ", ".join(classes[flag.lstrip("-")])
         return f"{flag} {missing_class.group(1)!r} is not one of this suite's classes; valid choices are {choices}."
     given = _given_value(flat)
+    if flag == "--seed_everything":
+        return (f"--seed_everything {given!r} is invalid; give a whole number from 0 (true, a random seed, is not taken: "
+                "a run is kept, resumed and compared under seed_<n>, so its seed is chosen before it starts).")
     nested = _CLASS_PATH.search(flat)
     if nested is not None:  # what follows is about the inner key; the NoneType there is the class's own option
         flat = flat[nested.end():].replace("Expected a <class 'NoneType'>", "")

@@ -38,16 +38,21 @@ class RunRecorder(L.Callback):
         self.flops_per_batch: float | None = None
         self._batch_started = 0.0
         self._started = time.perf_counter()
+        self._earlier_wall_seconds = 0.0  # of the processes before a resume, up to their checkpoint
+
+    def wall_seconds(self) -> float:
+        return self._earlier_wall_seconds + time.perf_counter() - self._started
 
     def state_dict(self) -> dict[str, Any]:
         return {"curve": self.curve, "samples": self.samples, "tokens": self.tokens,
                 "train_seconds": self.train_seconds, "first_batch": self.first_batch,
-                "flops_per_batch": self.flops_per_batch}
+                "flops_per_batch": self.flops_per_batch, "wall_seconds": self.wall_seconds()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.curve, self.samples, self.tokens = [list(p) for p in state["curve"]], state["samples"], state["tokens"]
         self.train_seconds, self.first_batch = state["train_seconds"], state["first_batch"]
         self.flops_per_batch = state.get("flops_per_batch")
+        self._earlier_wall_seconds = float(state.get("wall_seconds", 0.0))
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         if self.first_batch is None:
@@ -95,7 +100,7 @@ class RunRecorder(L.Callback):
             "first_batch_sha256": self.first_batch,
             "train_seconds": round(self.train_seconds, 3),
             "train_samples_per_second": round(self.samples / self.train_seconds, 2) if self.train_seconds else None,
-            "wall_seconds": round(time.perf_counter() - self._started, 3),  # of the process that finished the run
+            "wall_seconds": round(self.wall_seconds(), 3),  # every process's, up to the checkpoint it resumed from
             "provenance": provenance(),
         }
 
@@ -128,11 +133,17 @@ def config_differences(recorded: dict[str, Any], wanted: dict[str, Any]) -> list
             if recorded[key] != wanted[key]]
 
 
-def finish_fit(trainer: L.Trainer, model, datamodule, directory: Path | None, facts: dict, test: bool) -> None:
+def finish_fit(trainer: L.Trainer, model, datamodule, directory: Path | None, facts: dict, test: bool,
+               previous: dict | None = None) -> None:
     """What follows a fit: its record (taken before the test, as testing the best checkpoint restores that
-    checkpoint's callback states), the best checkpoint's test scores when `test`, and record.json."""
+    checkpoint's callback states), the best checkpoint's test scores when `test`, and record.json.
+    `previous`: the record of the finished run this fit resumed; if it trained no further, that record
+    stays as it was (its timings are the training's, not this process's) and only gains test scores."""
     recorder = next((c for c in trainer.callbacks if isinstance(c, RunRecorder)), None)
-    record = recorder.record(trainer, model, None, facts) if recorder is not None else None
+    if previous is not None and previous.get("optimizer_steps") == trainer.global_step:
+        record = dict(previous)
+    else:
+        record = recorder.record(trainer, model, None, facts) if recorder is not None else None
     if test:
         best = getattr(trainer.checkpoint_callback, "best_model_path", None)
         results = trainer.test(model, datamodule=datamodule, ckpt_path=best or None, verbose=False)
@@ -140,6 +151,19 @@ def finish_fit(trainer: L.Trainer, model, datamodule, directory: Path | None, fa
             record["test"] = {k: float(v) for k, v in (results[0] if results else {}).items() if k.startswith("test/")}
     if record is not None and directory is not None and trainer.is_global_zero:
         write_record(directory, record)
+
+
+def finished_record(directory: Path, checkpoint: dict[str, Any]) -> dict | None:
+    """The record of the run in `directory` if it finished at `checkpoint` (the record was written at
+    the checkpoint's step): resuming from there trains nothing unless the limits are raised."""
+    path = Path(directory) / RECORD
+    if not path.is_file():
+        return None
+    try:
+        record = read_record(path)
+    except (OSError, ValueError):
+        return None
+    return record if record.get("optimizer_steps") == checkpoint.get("global_step") else None
 
 
 def batch_fingerprint(batch) -> str:

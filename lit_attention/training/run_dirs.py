@@ -97,6 +97,16 @@ def training_run_of(checkpoint: str | os.PathLike) -> Path | None:
     return parent.parent if parent.name == CHECKPOINTS and _VERSION.match(parent.parent.name) else None
 
 
+def check_run_name(name: str) -> str:
+    """A run name is a relative path inside the run root (`quickstart/vit_digits`): no `..`, no absolute
+    path and no empty component, so that no run is written outside the root."""
+    parts = name.split("/")
+    if name.startswith(("/", "~")) or any(part in ("", ".", "..") for part in parts) or "\\" in name:
+        raise ConfigError(f"--run.name {name!r} is invalid; give a relative path inside --run.root, such as "
+                          "quickstart/vit_digits, without '..', '.', empty parts or a leading '/'.")
+    return name
+
+
 def check_writable(root: str | os.PathLike) -> None:
     """The run root can hold new directories; a one-sentence error now beats four chained tracebacks later."""
     root = Path(root)
@@ -152,7 +162,10 @@ class RunLock:
         return self
 
     def release(self) -> None:
+        """Remove the lock file (still holding the lock, so no other process holds it meanwhile) and let go:
+        a finished or stopped run keeps no `.lock`; a killed one keeps a stale file that locks nothing."""
         if self._file is not None:
+            self.path.unlink(missing_ok=True)
             self._file.close()
             self._file = None
 

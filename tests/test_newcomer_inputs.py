@@ -1,0 +1,192 @@
+"""Issue 22, "A newcomer's day": inputs a new user gives that were silently wrong, rewrote a finished
+run, or ended in a traceback. Each is one sentence and exit status 2 with nothing written (or works,
+where it is valid); a test that touches an existing run compares checksums of its files before and after.
+
+Commands run in this process through `lit_attention.main.main(argv)` with tiny models; the shared
+finished run is trained once per module and copied by every test that resumes it.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import lit_attention.training.cli  # noqa: F401  (Lightning's log handlers bind to the real streams, not a test's capsys)
+from lit_attention.main import main
+
+ROOT = Path(__file__).resolve().parents[1]
+VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
+TINY = ["--model.net.dim=16", "--model.net.depth=1", "--model.net.num_heads=2", "--trainer.max_epochs=1",
+        "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false"]
+RUN = "quickstart/vit_digits/standard/seed_0/version_0"
+
+
+def lit_attention(argv: list[str], capsys) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of `lit-attention <argv>` run in this process."""
+    capsys.readouterr()
+    try:
+        main(argv)
+        status = 0
+    except SystemExit as exit_:
+        status = exit_.code if isinstance(exit_.code, int) else 1
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def refused(argv: list[str], capsys) -> str:
+    """The one sentence `argv` is refused with (exit status 2, no traceback)."""
+    status, _, err = lit_attention(argv, capsys)
+    assert status == 2, err[-2000:]
+    assert "Traceback" not in err
+    lines = [line for line in err.strip().splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1, err[-2000:]
+    return lines[0]
+
+
+def checksums(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """A run root holding one finished tiny run (1 epoch of 2 steps, validated)."""
+    root = tmp_path_factory.mktemp("trained") / "runs"
+    try:
+        main(["fit", "--config", VIT, *TINY, "--run.root", str(root)])
+    except SystemExit as exit_:
+        assert exit_.code == 0
+    assert (root / RUN / "record.json").is_file()
+    return root
+
+
+@pytest.fixture
+def runs(trained, tmp_path, monkeypatch) -> Path:
+    """A copy of the finished run's root, in a fresh working directory, offline."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)
+    return Path(shutil.copytree(trained, tmp_path / "runs"))
+
+
+# ------------------------------------------------------------------ silently wrong, or data rewritten
+
+
+@pytest.mark.parametrize("abbreviated, full", [
+    (["--seed", "3"], "--seed_everything"),
+    (["--trainer.max_st", "2"], "--trainer.max_steps"),
+    (["--model.net.di", "16"], "--model.net.dim"),  # a nested class's parser too
+    (["--model.l=0.1"], "--model.lr"),
+])
+def test_an_abbreviated_option_is_refused_with_its_full_name(abbreviated, full, tmp_path, capsys):
+    sentence = refused(["fit", "--config", VIT, *TINY, "--run.root", str(tmp_path / "runs"), *abbreviated], capsys)
+    assert abbreviated[0].split("=")[0] in sentence and full in sentence and "abbreviated" in sentence
+    assert not (tmp_path / "runs").exists()
+
+
+def test_compare_does_not_pass_an_abbreviation_to_the_runs(tmp_path, capsys):
+    sentence = refused(["compare", "--config", VIT, "--seed", "7", "--output", str(tmp_path / "out")], capsys)
+    assert "--seed " in sentence and "--seed_everything" in sentence
+    assert not [p for p in (tmp_path / "out").rglob("*") if p.is_file()]  # nothing planned, nothing trained
+
+
+def test_resuming_a_finished_run_says_so_and_changes_nothing(runs, capsys):
+    before = checksums(runs)
+    status, out, err = lit_attention(["fit", "--config", VIT, *TINY, "--run.root", str(runs), "--ckpt_path", "last"],
+                                     capsys)
+    assert status == 0, err[-2000:]
+    assert "is finished" in out and "--trainer.max_steps" in out
+    assert checksums(runs) == before  # record.json, config.yaml, checkpoints, events: byte for byte
+
+
+def test_resuming_a_finished_run_for_more_epochs_keeps_its_totals(runs, capsys):
+    first = json.loads((runs / RUN / "record.json").read_text())
+    more = [*TINY, "--trainer.max_epochs=2"]
+    status, _, err = lit_attention(["fit", "--config", VIT, *more, "--run.root", str(runs), "--ckpt_path", "last"], capsys)
+    assert status == 0, err[-2000:]
+    record = json.loads((runs / RUN / "record.json").read_text())
+    assert record["optimizer_steps"] == 2 * first["optimizer_steps"]
+    assert record["samples_seen"] == 2 * first["samples_seen"]
+    assert record["curve"][0] == first["curve"][0] and len(record["curve"]) == 2
+    # Times add up over the two processes: never the second process's alone.
+    assert record["train_seconds"] > first["train_seconds"]
+    assert record["wall_seconds"] > first["wall_seconds"]
+
+
+def test_refitting_a_finished_run_for_its_test_scores_adds_only_them(runs, capsys):
+    first = json.loads((runs / RUN / "record.json").read_text())
+    assert first["test"] is None
+    status, _, err = lit_attention(["fit", "--config", VIT, *TINY, "--run.root", str(runs), "--ckpt_path", "last",
+                                    "--run.test=true"], capsys)
+    assert status == 0, err[-2000:]
+    record = json.loads((runs / RUN / "record.json").read_text())
+    assert set(record["test"]) >= {"test/acc", "test/loss"}
+    assert {k: v for k, v in record.items() if k != "test"} == {k: v for k, v in first.items() if k != "test"}
+
+
+@pytest.mark.parametrize("name", ["../../escaped_run", "/tmp/absolute_run", "a//b", "a/./b", ""])
+def test_a_run_name_stays_inside_the_run_root(name, tmp_path, capsys):
+    root = tmp_path / "deep" / "runs"
+    sentence = refused(["fit", "--config", VIT, *TINY, "--run.root", str(root), f"--run.name={name}"], capsys)
+    assert "--run.name" in sentence and repr(name) in sentence
+    assert not list(tmp_path.rglob("*.ckpt")) and not (tmp_path / "escaped_run").exists()
+
+
+def test_a_recipe_key_given_twice_is_named_with_both_lines(tmp_path, capsys):
+    recipe = tmp_path / "twice.yaml"
+    recipe.write_text("trainer:\n  max_epochs: 1\nmodel:\n  init_args:\n    lr: 0.001\ntrainer:\n  max_steps: 2\n")
+    sentence = refused(["fit", "--config", VIT, "--config", str(recipe), "--run.root", str(tmp_path / "runs")], capsys)
+    assert "'trainer' twice" in sentence and "lines 1 and 6" in sentence
+    nested = tmp_path / "nested.yaml"
+    nested.write_text("model:\n  init_args:\n    lr: 0.001\n    lr: 0.002\n")
+    assert "'lr' twice" in refused(["fit", "--config", VIT, "--config", str(nested)], capsys)
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("given", [["--seed_everything", "true"], ["--seed_everything=false"]])
+def test_seed_everything_true_or_false_is_refused(given, tmp_path, capsys):
+    sentence = refused(["fit", "--config", VIT, *TINY, "--run.root", str(tmp_path / "runs"), *given], capsys)
+    assert "--seed_everything" in sentence and "whole number" in sentence
+    assert not (tmp_path / "runs").exists()
+
+
+def test_seed_everything_true_in_a_recipe_is_refused(tmp_path, capsys):
+    recipe = tmp_path / "seed.yaml"
+    recipe.write_text("seed_everything: true\n")
+    sentence = refused(["fit", "--config", VIT, "--config", str(recipe), "--run.root", str(tmp_path / "runs")], capsys)
+    assert "--seed_everything" in sentence and "whole number" in sentence
+
+
+@pytest.mark.parametrize("limit", ["0", "0.0"])
+def test_limit_train_batches_zero_is_refused(limit, tmp_path, capsys):
+    sentence = refused(["fit", "--config", VIT, *TINY, "--run.root", str(tmp_path / "runs"),
+                        f"--trainer.limit_train_batches={limit}"], capsys)
+    assert f"--trainer.limit_train_batches {limit}" in sentence and "train nothing" in sentence
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_sweep_whose_runs_all_failed_shows_each_error(tmp_path):
+    from lit_attention.sweep.report import CSV_FIELDS, write_report
+    from lit_attention.sweep.runs import Plan, Run, RunState
+
+    plan = Plan(arms=["standard", "super"], points=[()], seeds=[0])
+    states = []
+    for arm, message in (("standard", "The training loss became nan at global step 3."),
+                         ("super", "Checkpoint 'x' cannot be read | truncated.")):
+        run = Run(arm, arm, (), 0)
+        plan.runs.append(run)
+        states.append(RunState(run, failure={"exit_status": 2, "message": message}))
+    text = write_report(plan, states, tmp_path, "compare ...", "standard", success_threshold=None)
+    assert "No run has finished yet." in text and "## Failed runs" in text
+    assert "| standard | default | 0 | The training loss became nan at global step 3. |" in text
+    assert "cannot be read / truncated" in text  # a | would split the markdown cell
+    assert (tmp_path / "results.md").read_text() == text
+    rows = list(csv.DictReader(open(tmp_path / "results.csv")))
+    assert "error" in CSV_FIELDS
+    assert [(row["status"], row["error"]) for row in rows] == [
+        ("failed", "The training loss became nan at global step 3."), ("failed", "Checkpoint 'x' cannot be read | truncated.")]
