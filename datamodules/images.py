@@ -315,10 +315,16 @@ def read_image(path: str) -> Image.Image:
         raise ConfigError(f"Image file {path!r} cannot be read ({brief(error)}); remove or replace it.") from None
 
 
+def read_rgb_image(path: str) -> Image.Image:
+    """An ImageFolder item in the 3 channels imagefolder data declares: grayscale, palette and RGBA
+    files are converted (RGBA's alpha dropped), as predict converts a user's file."""
+    return read_image(path).convert("RGB")
+
+
 def _image_folder(root: Path, transform: Callable | None = None) -> torchvision.datasets.ImageFolder:
     """torchvision's ImageFolder with our reader; a class folder without images is an error naming it."""
     try:
-        return torchvision.datasets.ImageFolder(root, transform=transform, loader=read_image)
+        return torchvision.datasets.ImageFolder(root, transform=transform, loader=read_rgb_image)
     except FileNotFoundError as error:  # "Found no valid file for the classes x, y"
         raise ConfigError(
             f"ImageFolder {str(root)!r} has class folders without images ({brief(error)}); put the images "
@@ -331,8 +337,12 @@ def _first_image_side(train_dir: Path, classes: list[str]) -> int:
     for name in classes:
         for entry in sorted(os.scandir(train_dir / name), key=lambda e: e.name):
             if entry.name.lower().endswith(IMAGE_EXTENSIONS):
-                with Image.open(entry.path) as image:  # reads the header only
-                    return min(224, *image.size)
+                try:
+                    with Image.open(entry.path) as image:  # reads the header only
+                        return min(224, *image.size)
+                except (OSError, ValueError, Image.DecompressionBombError) as error:
+                    raise ConfigError(f"Image file {entry.path!r} cannot be read ({brief(error)}); remove or "
+                                      "replace it.") from None
     raise ConfigError(f"{str(train_dir)!r} holds no images ({', '.join(IMAGE_EXTENSIONS)}) in its class folders.")
 
 

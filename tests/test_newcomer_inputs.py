@@ -190,3 +190,96 @@ def test_a_sweep_whose_runs_all_failed_shows_each_error(tmp_path):
     assert "error" in CSV_FIELDS
     assert [(row["status"], row["error"]) for row in rows] == [
         ("failed", "The training loss became nan at global step 3."), ("failed", "Checkpoint 'x' cannot be read | truncated.")]
+
+
+# ------------------------------------------------------------------ tracebacks and cryptic one-liners
+
+
+@pytest.mark.parametrize("content, words", [
+    (b"trainer:\n  max_epochs: 1\nmodel:\n  init_args:\n    lr: 0.001 # caf\xe9\n", ["not UTF-8", "0xe9", "line 5"]),
+    (b"", ["is empty"]),
+    (b"- a\n- b\n", ["YAML list, not a mapping"]),
+])
+def test_a_recipe_that_is_not_a_mapping_of_utf8_settings_is_one_sentence(content, words, tmp_path, capsys):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_bytes(content)
+    sentence = refused(["fit", "--config", str(recipe), "--run.root", str(tmp_path / "runs")], capsys)
+    assert all(word in sentence for word in words), sentence
+    assert "Unexpected config" not in sentence and not (tmp_path / "runs").exists()
+
+
+def test_a_truncated_checkpoint_of_any_name_is_refused(runs, tmp_path, capsys):
+    whole = (runs / RUN / "checkpoints" / "last.ckpt").read_bytes()
+    truncated = tmp_path / "model.pt"
+    truncated.write_bytes(whole[: len(whole) // 2])
+    before = checksums(runs)
+    sentence = refused(["fit", "--config", VIT, *TINY, "--run.root", str(runs), "--ckpt_path", str(truncated)], capsys)
+    assert "model.pt" in sentence and "cannot be read" in sentence
+    assert checksums(runs) == before
+
+
+@pytest.mark.parametrize("value", ["hpc", "registry", ""])
+def test_ckpt_path_hpc_or_empty_is_refused(value, runs, capsys):
+    before = checksums(runs)
+    sentence = refused(["test", "--config", VIT, *TINY, "--run.root", str(runs), f"--ckpt_path={value}"], capsys)
+    assert f"--ckpt_path {value!r}" in sentence and "last" in sentence
+    assert checksums(runs) == before
+
+
+def test_devices_zero_is_refused(tmp_path, capsys):
+    sentence = refused(["fit", "--config", VIT, *TINY, "--run.root", str(tmp_path / "runs"), "--trainer.devices=0"],
+                       capsys)
+    assert "--trainer.devices '0'" in sentence and not (tmp_path / "runs").exists()
+
+
+def image_tree(root: Path, mode: str, broken_first: bool = False) -> Path:
+    from PIL import Image
+
+    for split in ("train", "val", "test"):
+        for label in ("a", "b"):
+            folder = root / split / label
+            folder.mkdir(parents=True)
+            for i in range(4):
+                Image.new(mode, (8, 8), (40 * i, 100, 200, 128)[: len(mode)]).save(folder / f"{i}.png")
+    if broken_first:
+        (root / "train" / "a" / "0.png").write_text("not an image")
+    return root
+
+
+def test_an_imagefolder_whose_first_file_is_not_an_image_is_named(tmp_path, capsys):
+    data = image_tree(tmp_path / "images", "RGB", broken_first=True)
+    sentence = refused(["fit", "--config", VIT, *TINY, "--run.root", str(tmp_path / "runs"), "--data.dataset=imagefolder",
+                        f"--data.data_dir={data}"], capsys)
+    assert str(data / "train" / "a" / "0.png") in sentence and "cannot be read" in sentence
+    assert not (tmp_path / "runs").exists()
+
+
+def test_rgba_images_are_converted_to_the_declared_channels(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)
+    data = image_tree(tmp_path / "images", "RGBA")
+    status, _, err = lit_attention(["fit", "--config", VIT, *TINY, "--run.root", str(tmp_path / "runs"),
+                                    "--data.dataset=imagefolder", f"--data.data_dir={data}", "--data.batch_size=4",
+                                    "--data.num_workers=0"], capsys)
+    assert status == 0, err[-2000:]
+    record = json.loads(next((tmp_path / "runs").rglob("record.json")).read_text())
+    assert record["optimizer_steps"] == 2 and record["best"] is not None
+
+
+def test_a_negative_value_after_a_space_is_taken(tmp_path, capsys):
+    status, out, err = lit_attention(["fit", "--config", VIT, "--model.weight_decay", "-1e-3", "--print_config"], capsys)
+    assert status == 0, err[-2000:]
+    assert "weight_decay: -0.001" in out
+
+
+def test_a_recipe_value_of_the_wrong_type_names_the_value_only(tmp_path, capsys):
+    recipe = tmp_path / "dim.yaml"
+    recipe.write_text('model:\n  init_args:\n    net:\n      dim: "sixty-four"\n')
+    sentence = refused(["fit", "--config", VIT, "--config", str(recipe)], capsys)
+    assert "--model.net.dim 'sixty-four' is invalid; it must be an integer" in sentence
+    assert "init_args" not in sentence
+
+
+def test_compare_without_a_recipe_is_one_sentence_without_the_usage(capsys):
+    status, out, err = lit_attention(["compare", "--seeds", "2"], capsys)
+    assert status == 2 and "compare needs a recipe" in err
+    assert "usage:" not in out + err and len(err.strip().splitlines()) == 2  # the sentence and the traceback hint

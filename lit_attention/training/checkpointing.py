@@ -220,7 +220,7 @@ def set_random_states(states: dict[str, Any]) -> None:
 
 # ---------------------------------------------------------------------------------------- finding
 
-# `--ckpt_path` values Lightning resolves itself.
+# `--ckpt_path` values Lightning resolves itself, from places this suite's run layout does not use.
 LIGHTNING_CHECKPOINT_NAMES = ("hpc", "registry")
 
 
@@ -229,8 +229,13 @@ def resolve_checkpoint(ckpt_path: str | None, base: Path, command: str) -> str |
     (`<root>/<recipe>/<variant>/seed_<n>`): `last` and `best` are the newest training run's
     `last.ckpt` and best checkpoint, anything else a path. `fit --ckpt_path last` with nothing to
     resume returns None (a new run), so a preemptible job can always pass it."""
-    if ckpt_path is None or str(ckpt_path).split(":")[0] in LIGHTNING_CHECKPOINT_NAMES:
-        return ckpt_path
+    if ckpt_path is None:
+        return None
+    if not str(ckpt_path).strip():
+        raise ConfigError(f"--ckpt_path {ckpt_path!r} is empty; give last, best or a checkpoint's path, or leave it out.")
+    if str(ckpt_path).split(":")[0] in LIGHTNING_CHECKPOINT_NAMES:
+        raise ConfigError(f"--ckpt_path {ckpt_path!r} names Lightning's own SLURM or registry checkpoints, which "
+                          "lit-attention runs do not write; give last (a preempted run resumes from it), best or a path.")
     if ckpt_path not in ("last", "best"):
         return str(ckpt_path)
     newest = newest_version(base)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 import sys
 from argparse import ArgumentError
 from pathlib import Path
@@ -136,7 +137,7 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
     def parse_arguments(self, parser, args) -> None:
         """`--print_config` is taken out here and served after the data sizes are known, so that it
         shows the sizes the run will use, not the model's placeholders."""
-        words = list(sys.argv[1:] if args is None else args)
+        words = joined_negative_values(list(sys.argv[1:] if args is None else args))
         kept = []
         for word in words:
             if word == PRINT_CONFIG or word.startswith(PRINT_CONFIG + "="):
@@ -207,7 +208,7 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
                               "with --data.predict_files (images, or text files with one input per line).")
         config.ckpt_path = checkpoint
         saved = None
-        if checkpoint is not None and str(checkpoint).endswith(".ckpt"):
+        if checkpoint is not None:  # whatever its name: a truncated `model.pt` is refused here too
             saved = read_checkpoint(checkpoint)
             differences = checkpoint_mismatch(saved, meta_model)
             if differences:
@@ -315,6 +316,21 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
     def _say_where(self) -> None:
         if self.place.directory is not None:
             print(f"Results: {self.place.directory}", flush=True)
+
+
+NEGATIVE_NUMBER = re.compile(r"-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def joined_negative_values(words: list[str]) -> list[str]:
+    """`--model.lr -1e-3` as `--model.lr=-1e-3`: argparse takes a word that starts with `-` for an option,
+    and then says only that `--model` expected one argument."""
+    joined: list[str] = []
+    for word in words:
+        if NEGATIVE_NUMBER.fullmatch(word) and joined and joined[-1].startswith("--") and "=" not in joined[-1]:
+            joined[-1] = f"{joined[-1]}={word}"
+        else:
+            joined.append(word)
+    return joined
 
 
 def resolved(parser, config) -> dict:

@@ -7,6 +7,7 @@ the innermost part: which flag, which value, what is valid.
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import fields
 
@@ -79,7 +80,7 @@ def parser_error_sentence(message: str, classes: dict[str, list[str]] | None = N
     if missing_class and flag.lstrip("-") in (classes or {}):
         choices = ", ".join(classes[flag.lstrip("-")])
         return f"{flag} {missing_class.group(1)!r} is not one of this suite's classes; valid choices are {choices}."
-    given = _given_value(flat)
+    given = _leaf(_given_value(flat), flag.lstrip("-").split(".")[1:])
     if flag == "--seed_everything":
         return (f"--seed_everything {given!r} is invalid; give a whole number from 0 (true, a random seed, is not taken: "
                 "a run is kept, resumed and compared under seed_<n>, so its seed is chosen before it starts).")
@@ -97,6 +98,24 @@ def parser_error_sentence(message: str, classes: dict[str, list[str]] | None = N
         wanted = " or ".join(_TYPE_WORDS.get(name, f"a {name}") for name in types)
         return f"{flag} {given!r} is invalid; it must be {wanted}."
     return f"{flag} is invalid: {flat.rstrip('.')}."
+
+
+def _leaf(given: str | None, path: list[str]) -> str | None:
+    """The value at `path` (["net", "dim"]) when jsonargparse reports a recipe's whole block
+    ({'init_args': {'net': {'dim': 'sixty-four'}}}) as the given value; else `given` as it is."""
+    if not given or not given.startswith("{"):
+        return given
+    try:
+        tree = ast.literal_eval(given)
+    except (ValueError, SyntaxError):
+        return given
+    for key in path:
+        while isinstance(tree, dict) and key not in tree and "init_args" in tree:
+            tree = tree["init_args"]
+        if not isinstance(tree, dict) or key not in tree:
+            return given
+        tree = tree[key]
+    return str(tree)
 
 
 def _given_value(flat: str) -> str | None:
