@@ -137,8 +137,8 @@ def run(argv: list[str]) -> None:
 
 
 def build_plan(args, variants: list[str], grid, extra: list[str]) -> Plan:
-    """Every run of the sweep, each arm x grid point checked (parsed, sized and built on the meta device
-    exactly as its fit will be) before anything trains."""
+    """Every run of the sweep, each arm x grid point checked (its first seed's `Run.arguments` parsed,
+    sized and built on the meta device exactly as its fit will be) before anything trains."""
     points = grid_points(grid)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     arms: list[tuple[str, str, tuple[str, ...], tuple]] = []  # (label, variant, overrides, point)

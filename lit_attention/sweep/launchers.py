@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import ctypes
 import multiprocessing
-import multiprocessing.forkserver
 import os
 import runpy
 import signal
@@ -155,6 +154,8 @@ class LocalLauncher:
 def start_forkserver() -> None:
     """Start this process's multiprocessing forkserver, if it is not running yet: it imports
     preload.py, and dies with this process (PARENT, in its environment only)."""
+    import multiprocessing.forkserver  # Unix only
+
     multiprocessing.get_context("forkserver").set_forkserver_preload(["lit_attention.sweep.preload"])
     os.environ[PARENT] = str(os.getpid())
     try:

@@ -1,5 +1,6 @@
 """What a `compare` sweep runs: the arms (variants, parameter-matched controls) x grid points x seeds,
-where each run lives on disk, the `lit-attention fit` command that trains it, and its state.
+where each run lives on disk, the `lit-attention fit` command that trains it (`Run.command`, built on
+`Run.arguments`, which compare also checks the run with before the sweep starts), and its state.
 
 A run's directory is `<output>/runs/<grid point>[/<arm>]/<variant>/seed_<n>/version_<k>/` (the
 ordinary run layout with the grid point as the recipe name). A run is finished when its newest
