@@ -1,8 +1,9 @@
 """Loading Hugging Face datasets (hub names or local files), with one sentence when they cannot be.
 
 Offline mode: `HF_HUB_OFFLINE=1` (or `HF_DATASETS_OFFLINE=1`) in the environment, which `datasets` and
-`huggingface_hub` read when they are imported. Then a cached dataset or tokenizer loads at once and a
-missing one fails at once, here said in one sentence. Without it, the hub is asked once per process
+`huggingface_hub` read when they are imported (here also when set later, in a process that imported
+them already). Then a cached dataset or tokenizer loads at once and a missing one fails at once, here
+said in one sentence. Without it, the hub is asked once per process
 whether it answers (one request, `HUB_PROBE_SECONDS` at most); when it does not, the one load is made
 with the libraries' own offline flags, so that a cached dataset or tokenizer still loads and a missing
 one fails at once (left to themselves the libraries retry for about 25 s before giving up).
@@ -40,9 +41,14 @@ _OFFLINE_HINT = "if this machine has no internet, set HF_HUB_OFFLINE=1 so that c
 HUB_PROBE_SECONDS = 5.0  # a hub that has not answered by then is taken as unreachable
 
 
+OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+
+
 def offline() -> bool:
-    """Whether the libraries run offline (the user's HF_HUB_OFFLINE / HF_DATASETS_OFFLINE, read at import)."""
-    return bool(datasets.config.HF_HUB_OFFLINE or huggingface_hub.constants.HF_HUB_OFFLINE)
+    """Whether the user asked for offline mode: HF_HUB_OFFLINE / HF_DATASETS_OFFLINE as the libraries read
+    them at import, or as the environment says now (set after the libraries were imported)."""
+    now = any(os.environ.get(name, "").upper() in ("1", "ON", "YES", "TRUE") for name in OFFLINE_VARIABLES)
+    return bool(now or datasets.config.HF_HUB_OFFLINE or huggingface_hub.constants.HF_HUB_OFFLINE)
 
 
 @functools.cache
@@ -58,15 +64,19 @@ def hub_answers(endpoint: str) -> bool:
 
 @contextlib.contextmanager
 def offline_unless_reachable(endpoint: str) -> Iterator[str | None]:
-    """Inside: the libraries offline when the hub at `endpoint` does not answer (yields the endpoint
-    then, None otherwise); their flags are put back on the way out."""
-    if offline() or hub_answers(endpoint):
+    """Inside: the libraries offline when the user asked for it (yields "offline") or when the hub at
+    `endpoint` does not answer (yields the endpoint); else None. Their flags are put back on the way out."""
+    if offline():
+        reason = "offline"
+    elif hub_answers(endpoint):
         yield None
         return
+    else:
+        reason = endpoint
     saved = datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE
     datasets.config.HF_HUB_OFFLINE = huggingface_hub.constants.HF_HUB_OFFLINE = True
     try:
-        yield endpoint
+        yield reason
     finally:
         datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE = saved
 
@@ -77,17 +87,17 @@ def offline_unless_reachable(endpoint: str) -> Iterator[str | None]:
 def load_hub_dataset(name: str, config: str | None, hf_cache_dir: str | None) -> DatasetDict:
     """All splits of a hub dataset (from the local cache when offline)."""
     label = repr(name) if config is None else f"{name!r} (config {config!r})"
-    unreachable = None
+    why_offline = None
     try:
-        with offline_unless_reachable(datasets.config.HF_ENDPOINT) as unreachable:
+        with offline_unless_reachable(datasets.config.HF_ENDPOINT) as why_offline:
             loaded = datasets.load_dataset(name, config, cache_dir=hf_cache_dir)
     except OSError as error:  # connection errors and DatasetNotFoundError are OSErrors
-        if unreachable:
+        if why_offline and why_offline != "offline":
             raise ConfigError(
-                f"Dataset {label} is not cached and the hub ({unreachable}) does not answer; download it "
+                f"Dataset {label} is not cached and the hub ({why_offline}) does not answer; download it "
                 f"once while online, or {_LOCAL_HINT}."
             ) from None
-        if offline():
+        if why_offline:
             raise ConfigError(
                 f"Dataset {label} is not cached and the hub cannot be reached (offline); download it "
                 f"once while online, or {_LOCAL_HINT}."
@@ -107,17 +117,17 @@ def load_hub_dataset(name: str, config: str | None, hf_cache_dir: str | None) ->
 
 def download_hub_file(repo_id: str, filename: str, what: str) -> str:
     """Local path of one file of a hub model repository (e.g. a pretrained tokenizer.json)."""
-    unreachable = None
+    why_offline = None
     try:
-        with offline_unless_reachable(huggingface_hub.constants.ENDPOINT) as unreachable:
+        with offline_unless_reachable(huggingface_hub.constants.ENDPOINT) as why_offline:
             return huggingface_hub.hf_hub_download(repo_id, filename)
     except (OSError, EntryNotFoundError) as error:
-        if unreachable:
+        if why_offline and why_offline != "offline":
             raise ConfigError(
-                f"{what} {repo_id!r} is not cached and the hub ({unreachable}) does not answer; download it once "
+                f"{what} {repo_id!r} is not cached and the hub ({why_offline}) does not answer; download it once "
                 f"while online, or use tokenizer='bytes' or 'bpe', which need no download."
             ) from None
-        if offline():
+        if why_offline:
             raise ConfigError(
                 f"{what} {repo_id!r} is not cached and the hub cannot be reached (offline); download it once "
                 f"while online, or use tokenizer='bytes' or 'bpe', which need no download."

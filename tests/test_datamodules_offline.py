@@ -120,6 +120,21 @@ def test_unreachable_hub_still_loads_a_cached_dataset(unreachable_hub, monkeypat
 
 
 @pytest.mark.slow  # a fresh interpreter each: what it reads at start-up is what is tested
+def test_offline_variable_set_after_import_is_honoured_without_asking_the_hub(unreachable_hub, monkeypatch):
+    """HF_HUB_OFFLINE set in a process that imported the libraries already (an in-process run): offline,
+    and the hub is never asked."""
+    import datamodules.hub
+
+    def never(endpoint):
+        raise AssertionError(f"asked {endpoint} while offline")
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(datamodules.hub, "hub_answers", never)
+    dm = TextClassificationDataModule(dataset="stanfordnlp/imdb", hf_cache_dir=unreachable_hub)
+    fails_fast(dm.prepare_data, "'stanfordnlp/imdb' is not cached and the hub cannot be reached (offline)")
+    assert datasets.config.HF_HUB_OFFLINE is False and huggingface_hub.constants.HF_HUB_OFFLINE is False
+
+
 @pytest.mark.parametrize("variables, reason", [({"HF_HUB_OFFLINE": "1"}, "cannot be reached (offline)"),
                                                ({"HF_ENDPOINT": DEAD_ENDPOINT}, f"({DEAD_ENDPOINT}) does not answer")])
 def test_offline_variable_set_before_start(tmp_path, variables, reason):
