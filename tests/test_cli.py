@@ -62,14 +62,14 @@ def test_vit_quickstart_writes_checkpoints_config_and_readable_scalars(in_tmp, c
     assert "hp_metric" not in logged  # one tag meaning accuracy here and loss elsewhere compares nothing
     assert 0.0 <= logged["val/acc"][-1] <= 1.0
     hparams = yaml.safe_load((run_dir / "hparams.yaml").read_text())
-    assert hparams["attention_name"] == "super" and hparams["params/attention"] > 0
+    assert hparams["variant"] == "super" and hparams["params/attention"] > 0
     assert hparams["data/dataset"] == "digits"
     # The HParams tab: the facts a comparison needs come first (TensorBoard shows the first few),
     # and the monitored metric says which way is better.
     experiment, session = hparams_summaries(run_dir)
     names = [info.name for info in experiment.hparam_infos]
-    assert names[:6] == ["attention_name", "seed", "recipe", "params/non_embedding", "params/total", "params/attention"]
-    assert [(m.name.tag, m.display_name) for m in experiment.metric_infos] == [("val/acc", "val/acc (higher is better)")]
+    assert names == ["variant", "seed", "recipe", "lr", "params/non_embedding", "params/total", "params/attention"]
+    assert [m.name.tag for m in experiment.metric_infos] == ["best/val/acc", "test/acc"]
     assert session.hparams["seed"].number_value == 0 and session.hparams["recipe"].string_value == "quickstart/vit_digits"
     assert f"Run directory: {Path('runs/quickstart/vit_digits/super/seed_0') / run_dir.name}" in result.out
     events = EventAccumulator(str(run_dir), size_guidance={"images": 0})

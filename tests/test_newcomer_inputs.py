@@ -283,3 +283,94 @@ def test_compare_without_a_recipe_is_one_sentence_without_the_usage(capsys):
     status, out, err = lit_attention(["compare", "--seeds", "2"], capsys)
     assert status == 2 and "compare needs a recipe" in err
     assert "usage:" not in out + err and len(err.strip().splitlines()) == 2  # the sentence and the traceback hint
+
+
+# ------------------------------------------------------------------ TensorBoard as a user sees it
+
+
+def hparams_plugin(run_dir: Path):
+    """TensorBoard's reading of a run: the HParams experiment, the session's hyper-parameters, the scalars."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
+
+    events = EventAccumulator(str(run_dir), size_guidance={"tensors": 0, "scalars": 0})
+    events.Reload()
+    content = events.PluginTagToContent("hparams")
+    experiment = HParamsPluginData.FromString(content["_hparams_/experiment"]).experiment
+    session = HParamsPluginData.FromString(content["_hparams_/session_start_info"]).session_start_info
+    scalars = {tag: [e.value for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+    return experiment, session, scalars
+
+
+def test_the_hparams_table_is_the_deliberate_set_with_best_and_test_values(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)
+    root = tmp_path / "runs"
+    status, _, err = lit_attention(["fit", "--config", VIT, *TINY, "--trainer.max_epochs=2", "--run.root", str(root),
+                                    "--run.test=true", "--model.lr=0.002"], capsys)
+    assert status == 0, err[-2000:]
+    run_dir = root / RUN
+    record = json.loads((run_dir / "record.json").read_text())
+    experiment, session, scalars = hparams_plugin(run_dir)
+    assert [info.name for info in experiment.hparam_infos] == [
+        "variant", "seed", "recipe", "lr", "params/non_embedding", "params/total", "params/attention"]
+    assert session.hparams["variant"].string_value == "standard" and session.hparams["seed"].number_value == 0
+    assert session.hparams["recipe"].string_value == "quickstart/vit_digits"
+    assert session.hparams["lr"].number_value == pytest.approx(0.002)
+    assert session.hparams["params/total"].number_value == record["params"]["total"]
+    assert [(m.name.tag, m.display_name) for m in experiment.metric_infos] == [
+        ("best/val/acc", "val/acc, best of the run (higher is better)"),
+        ("test/acc", "test/acc of the best checkpoint (higher is better)")]
+    # The metrics hold the values the record (and compare's tables) hold: the best, not the last, validation.
+    assert scalars["best/val/acc"] == [pytest.approx(record["best"]["value"])]
+    assert record["best"]["value"] == max(point[2] for point in record["curve"])
+    assert scalars["test/acc"][-1] == pytest.approx(record["test"]["test/acc"])
+    assert "hp_metric" not in scalars
+    # The rest of the settings stay in the run's files: hparams.yaml keeps the module's and the data's.
+    import yaml
+
+    hparams = yaml.safe_load((run_dir / "hparams.yaml").read_text())
+    assert hparams["data/dataset"] == "digits" and hparams["weight_decay"] == 0.05
+    assert not (run_dir / ".lock").exists()  # a finished run keeps no lock file
+
+
+# ------------------------------------------------------------------ other loggers
+
+
+def test_a_csv_logger_keeps_checkpoints_record_and_resume_in_the_run_directory(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)
+    csv_logger = ["--trainer.logger=CSVLogger", "--trainer.logger.save_dir=csvlogs"]
+    status, out, err = lit_attention(["fit", "--config", VIT, *TINY, *csv_logger], capsys)
+    assert status == 0, err[-2000:]
+    run_dir = tmp_path / "runs" / RUN
+    assert f"Run directory: {Path('runs') / RUN}" in out
+    assert {p.name for p in (run_dir / "checkpoints").iterdir()} >= {"last.ckpt"}
+    assert len(list((run_dir / "checkpoints").glob("best-*.ckpt"))) == 1
+    assert (run_dir / "config.yaml").is_file() and (run_dir / "record.json").is_file()
+    assert not list(run_dir.glob("events.out.tfevents.*"))  # the user's logger replaces TensorBoard
+    metrics = tmp_path / "csvlogs" / "lightning_logs" / "version_0" / "metrics.csv"
+    assert "val/acc" in metrics.read_text().splitlines()[0]  # the logger writes where it likes...
+    assert not list((tmp_path / "csvlogs").rglob("*.ckpt")) and not (tmp_path / "csvlogs" / "config.yaml").exists()
+    # ... and `--ckpt_path last` continues the run in its directory.
+    status, _, err = lit_attention(["fit", "--config", VIT, *TINY, *csv_logger, "--trainer.max_epochs=2",
+                                    "--ckpt_path=last"], capsys)
+    assert status == 0, err[-2000:]
+    assert [p.name for p in run_dir.parent.iterdir()] == ["version_0"]
+    record = json.loads((run_dir / "record.json").read_text())
+    assert record["optimizer_steps"] == 4 and len(record["curve"]) == 2
+
+
+def test_two_loggers_at_once_keep_the_run_layout(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)
+    recipe = tmp_path / "loggers.yaml"
+    recipe.write_text("trainer:\n  logger:\n"
+                      "    - class_path: CSVLogger\n      init_args:\n        save_dir: csvlogs\n"
+                      "    - class_path: TensorBoardLogger\n      init_args:\n        save_dir: tblogs\n")
+    status, _, err = lit_attention(["fit", "--config", VIT, "--config", str(recipe), *TINY, "--run.name=two"], capsys)
+    assert status == 0, err[-2000:]
+    run_dir = tmp_path / "runs" / "two" / "standard" / "seed_0" / "version_0"
+    assert (run_dir / "checkpoints" / "last.ckpt").is_file() and (run_dir / "record.json").is_file()
+    assert (run_dir / "config.yaml").is_file()
+    assert list((tmp_path / "csvlogs").rglob("metrics.csv")) and list((tmp_path / "tblogs").rglob("events.out.tfevents.*"))
+    assert not list((tmp_path / "csvlogs").rglob("*.ckpt")) and not list((tmp_path / "tblogs").rglob("*.ckpt"))

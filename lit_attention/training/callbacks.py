@@ -26,10 +26,13 @@ from lit_attention.training.tasks.base import TaskModule
 
 
 def default_callbacks(model, user_callbacks: list, fitting: bool, checkpointing: bool,
-                      checkpoint_every_n_steps: int | None, attention_maps: bool, progress: bool) -> list[L.Callback]:
+                      checkpoint_every_n_steps: int | None, attention_maps: bool, progress: bool,
+                      checkpoint_dir: str | None = None) -> list[L.Callback]:
     """The callbacks a run gets besides the user's own (a user's callback of the same kind replaces
     ours). The recorder comes before LastCheckpoint: after a validation it must note the new point
-    before the checkpoint that a resume would start from is written."""
+    before the checkpoint that a resume would start from is written. `checkpoint_dir`: the run's
+    `checkpoints/` on rank 0 (None on the other ranks, which get rank 0's), whichever logger the user
+    names: Lightning would put checkpoints in the first logger's directory."""
 
     def missing(kind) -> bool:
         return not any(isinstance(c, kind) for c in user_callbacks)
@@ -40,7 +43,7 @@ def default_callbacks(model, user_callbacks: list, fitting: bool, checkpointing:
             callbacks.append(ExactResume())
         if missing(ModelCheckpoint):  # the best checkpoint; last.ckpt is LastCheckpoint's
             callbacks.append(BestCheckpoint(
-                tie_breaker=getattr(model, "monitor_tie_breaker", None),
+                tie_breaker=getattr(model, "monitor_tie_breaker", None), dirpath=checkpoint_dir,
                 monitor=model.monitor, mode=model.monitor_mode, save_last=False, save_top_k=1,
                 filename="best-{epoch}-{step}", auto_insert_metric_name=False,
             ))

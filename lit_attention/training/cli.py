@@ -44,6 +44,7 @@ from lit_attention.training.lightning_internals import RecipeOverCheckpoint, sub
 from lit_attention.training.parser_errors import ARCHITECTURE_FIELDS, abbreviation_sentence
 from lit_attention.training.records import finish_fit, finished_record, run_config
 from lit_attention.training.run_dirs import (
+    CHECKPOINTS,
     RunLock,
     RunPlace,
     check_run_name,
@@ -55,6 +56,7 @@ from lit_attention.training.run_dirs import (
     version_of_checkpoint,
 )
 from lit_attention.training.run_config import RunConfigSaver
+from lit_attention.training.run_logger import hparams_metrics
 from lit_attention.training.tasks.base import TaskModule
 
 DESCRIPTION = (
@@ -263,28 +265,34 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
         user = (self.config_init[self.subcommand] if self.subcommand else self.config_init).get("trainer") or {}
         user_callbacks = list(user.get("callbacks") or [])
         if config.trainer.get("logger") in (None, True):
-            kwargs["logger"] = run_logger(self.place, self.logger_facts(), {model.monitor: model.monitor_mode},
-                                          self.resume_step)
+            kwargs["logger"] = run_logger(self.place, self.logger_facts(), self.logger_details(),
+                                          hparams_metrics(model.monitor, model.monitor_mode), self.resume_step)
         checkpointing = self.subcommand == "fit" and config.trainer.get("enable_checkpointing") is not False
         kwargs["callbacks"] = user_callbacks + default_callbacks(
             model, user_callbacks, fitting=self.subcommand == "fit", checkpointing=checkpointing, checkpoint_every_n_steps=config.run.checkpoint_every_n_steps,
             attention_maps=config.run.attention_maps, progress=config.trainer.get("enable_progress_bar") is not False,
+            checkpoint_dir=str(self.place.directory / CHECKPOINTS) if self.place.directory is not None else None,
         )
         if self.subcommand == "predict" and self.place.directory is not None:
             kwargs["callbacks"].append(PredictionWriter(self.place.directory / "predictions.jsonl"))
+        # config.yaml goes to the run directory too, not to the first logger's directory.
+        self.save_config_kwargs = {**self.save_config_kwargs, "run_dir": self.place.directory}
         kwargs["plugins"] = with_atomic_checkpoints(user.get("plugins"))
         # Without a logger, checkpoints still go to the run directory (not the working directory).
         kwargs.setdefault("default_root_dir", str(self.place.directory or self.place.base))
         return super().instantiate_trainer(**kwargs)
 
     def logger_facts(self) -> dict[str, Any]:
-        """What the HParams table shows first (TensorBoard shows the first few only), then the data's settings."""
+        """The HParams table of TensorBoard: what a comparison reads first, nothing more (the rest is in
+        config.yaml): variant, seed, recipe, learning rate and parameter counts."""
         counts = self.model.param_counts
-        facts = {"attention_name": self.variant_name(), "seed": self.run_config.seed_everything,
-                 "recipe": self.run_name(), "params/non_embedding": counts["non_embedding"],
-                 "params/total": counts["total"], "params/attention": counts["attention"]}
-        facts.update({f"data/{k}": v for k, v in self.built_datamodule.hparams.items()})
-        return facts
+        return {"variant": self.variant_name(), "seed": self.run_config.seed_everything, "recipe": self.run_name(),
+                "lr": self.run_config.model.init_args.get("lr"), "params/non_embedding": counts["non_embedding"],
+                "params/total": counts["total"], "params/attention": counts["attention"]}
+
+    def logger_details(self) -> dict[str, Any]:
+        """What hparams.yaml keeps besides the facts and the module's hyper-parameters: the data's settings."""
+        return {f"data/{k}": v for k, v in self.built_datamodule.hparams.items()}
 
     # ------------------------------------------------------------------ running
 

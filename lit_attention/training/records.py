@@ -74,12 +74,25 @@ class RunRecorder(L.Callback):
         value = float(trainer.callback_metrics[pl_module.monitor])
         self.curve.append([trainer.current_epoch, trainer.global_step, value])
 
+    def on_train_end(self, trainer, pl_module) -> None:
+        """The best validation value goes to the loggers as `best/<monitor>`, the HParams table's metric
+        (run_logger.py), logged while the loggers are open (they are finalized when fit ends)."""
+        best = self.best(pl_module.monitor_mode)
+        if best is not None:
+            for logger in trainer.loggers:
+                logger.log_metrics({f"best/{pl_module.monitor}": best[2]}, step=trainer.global_step)
+
+    def best(self, mode: str) -> list[float] | None:
+        """The [epoch, step, value] of the curve's best point ("max" or "min" `mode`), if any."""
+        if not self.curve:
+            return None
+        return (max if mode == "max" else min)(self.curve, key=lambda point: point[2])
+
     def record(self, trainer: L.Trainer, pl_module, test_metrics: dict[str, float] | None, facts: dict[str, Any]) -> dict:
         """The record of the finished run: `facts` (variant, seed, recipe, settings) first, then results."""
         best = None
         if self.curve:
-            pick = max if pl_module.monitor_mode == "max" else min
-            epoch, step, value = pick(self.curve, key=lambda point: point[2])
+            epoch, step, value = self.best(pl_module.monitor_mode)
             best = {"epoch": int(epoch), "step": int(step), "value": value}
         flops = self.flops_per_batch
         batches = trainer.global_step * trainer.accumulate_grad_batches

@@ -14,15 +14,24 @@ RESUME_IGNORED_SETTINGS = ("ckpt_path", "config")
 
 
 class RunConfigSaver(SaveConfigCallback):
-    """Lightning's config writer. Resuming with other settings is allowed (more steps, more GPUs, a lower
-    learning rate) but never silent: before the run's config.yaml is replaced, the changes are printed
-    and the earlier file is kept next to it as `config.before_resume_<n>.yaml`."""
+    """Lightning's config writer, writing `config.yaml` into the run directory `run_dir` (Lightning's own
+    writes into the first logger's directory, which a user's CSVLogger or MLflow logger puts elsewhere).
+    Resuming with other settings is allowed (more steps, more GPUs, a lower learning rate) but never
+    silent: before the run's config.yaml is replaced, the changes are printed and the earlier file is
+    kept next to it as `config.before_resume_<n>.yaml`."""
 
-    def setup(self, trainer, pl_module, stage: str) -> None:
-        log_dir = trainer.log_dir  # on every rank: reading it is a collective broadcast under DDP
-        if not self.already_saved and trainer.is_global_zero and log_dir:
-            keep_config_on_change(Path(log_dir), self.parser.dump(self.config, skip_none=False))
-        super().setup(trainer, pl_module, stage)
+    def __init__(self, parser, config, run_dir: str | Path | None = None, **kwargs) -> None:
+        super().__init__(parser, config, **{**kwargs, "save_to_log_dir": False})
+        self.run_dir = run_dir
+
+    def save_config(self, trainer, pl_module, stage: str) -> None:  # rank 0 only
+        if self.run_dir is None:
+            return
+        run_dir = Path(self.run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        config = self.parser.dump(self.config, skip_none=False)
+        keep_config_on_change(run_dir, config)
+        (run_dir / self.config_filename).write_text(config)
 
 
 def keep_config_on_change(run_dir: Path, new_config: str) -> Path | None:

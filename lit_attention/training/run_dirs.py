@@ -184,14 +184,14 @@ def place_run(command: str, base: Path, checkpoint: str | None) -> RunPlace:
     return RunPlace(base, claim_evaluation_dir(parent, command) if rank_zero else None, created=True)
 
 
-def run_logger(place: RunPlace, facts: dict, metrics: dict[str, str], resume_step: int | None) -> RunLogger:
+def run_logger(place: RunPlace, facts: dict, details: dict, metrics: dict[str, str], resume_step: int | None) -> RunLogger:
     """The run's TensorBoard logger, writing into `place.directory` (other ranks never write). A resumed
     fit hides what the killed run logged after its checkpoint (`purge_step`): the resumed run logs it again."""
     purge = {"purge_step": resume_step + 1} if place.resumed and resume_step is not None else {}
+    described = {"facts": facts, "details": details, "metrics": metrics, "resumed": place.resumed}
     if place.directory is None:
-        return RunLogger(save_dir=str(place.base), name="", facts=facts, metrics=metrics, resumed=place.resumed)
-    return RunLogger(save_dir=str(place.directory.parent), name="", version=place.directory.name, facts=facts,
-                     metrics=metrics, resumed=place.resumed, **purge)
+        return RunLogger(save_dir=str(place.base), name="", **described)
+    return RunLogger(save_dir=str(place.directory.parent), name="", version=place.directory.name, **described, **purge)
 
 
 def launched_as_rank_zero() -> bool:

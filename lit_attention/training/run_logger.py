@@ -1,11 +1,12 @@
-"""The TensorBoard logger of a run: hyper-parameters with the run's facts first, and the monitored
-metric named with its direction in the HParams tab.
+"""The TensorBoard logger of a run: a small, deliberate HParams table, and the run's results as its metrics.
 
-TensorBoard's HParams table shows only the first few hyper-parameters and metrics unless the user
-ticks more, so the facts a comparison needs (variant, seed, recipe, parameter counts) come first.
-Lightning's placeholder `hp_metric` is not used: one tag meaning accuracy in one run and loss in
-another cannot be compared; the table shows the real validation metric, as `val/acc (higher is
-better)` or `val/loss (lower is better)`.
+TensorBoard's HParams table shows every hyper-parameter it is given, and a comparison drowns in 40
+columns; so it gets only what a comparison reads first (variant, seed, recipe, learning rate, parameter
+counts). Everything else stays in the run's config.yaml (and hparams.yaml keeps the module's full set).
+Its metrics are the run's results, as the tables of `compare` use them: the best value of the
+monitored validation metric (`best/val/acc`, logged when fit ends) and the best checkpoint's test value
+(`test/acc`, logged by `--run.test`), each named with its direction. Lightning's placeholder
+`hp_metric` is not used: one tag meaning accuracy in one run and loss in another compares nothing.
 """
 
 from __future__ import annotations
@@ -22,32 +23,48 @@ from lit_attention.training.lightning_internals import flat_hyperparameters, sum
 DIRECTIONS = {"max": "higher is better", "min": "lower is better"}
 
 
-class RunLogger(TensorBoardLogger):
-    """TensorBoardLogger that puts `facts` before the module's hyper-parameters and registers the
-    `metrics` ({tag: "max" | "min"}) in the HParams tab. `resumed`: the HParams summary was written
-    when the run started, so it is not written again (hparams.yaml is)."""
+BEST = "best/"
 
-    def __init__(self, *args, facts: dict[str, Any], metrics: dict[str, str], resumed: bool = False, **kwargs) -> None:
+
+def hparams_metrics(monitor: str, mode: str) -> dict[str, str]:
+    """{tag: display name} of the HParams metrics of a run monitoring `monitor` ("val/acc") in `mode`."""
+    direction = DIRECTIONS[mode]
+    test = test_tag(monitor)
+    return {BEST + monitor: f"{monitor}, best of the run ({direction})",
+            test: f"{test} of the best checkpoint ({direction})"}
+
+
+def test_tag(monitor: str) -> str:
+    """The test metric that matches a validation metric: `val/acc` -> `test/acc`."""
+    return "test/" + monitor.split("/", 1)[-1]
+
+
+class RunLogger(TensorBoardLogger):
+    """TensorBoardLogger whose HParams summary holds `facts` only and the metrics of `hparams_metrics`;
+    hparams.yaml holds `facts`, `details` and the module's hyper-parameters. `resumed`: the HParams
+    summary was written when the run started, so it is not written again (hparams.yaml is)."""
+
+    def __init__(self, *args, facts: dict[str, Any], details: dict[str, Any], metrics: dict[str, str],
+                 resumed: bool = False, **kwargs) -> None:
         super().__init__(*args, default_hp_metric=False, **kwargs)
-        self.facts, self.metrics, self.resumed = dict(facts), dict(metrics), resumed
+        self.facts, self.details, self.metrics, self.resumed = dict(facts), dict(details), dict(metrics), resumed
 
     @rank_zero_only
     def log_hyperparams(self, params, metrics=None, step=None) -> None:
-        params = {**self.facts, **dict(params)}
-        self.hparams.update(params)  # what save() writes to hparams.yaml
+        self.hparams.update({**self.facts, **self.details, **dict(params)})  # what save() writes to hparams.yaml
         if self.resumed:
             return
-        flat = flat_hyperparameters(params)
-        experiment, session_start, session_end = hparams_summaries(flat, {tag: 0.0 for tag in self.metrics})
-        self._name_directions(experiment)
+        experiment, session_start, session_end = hparams_summaries(flat_hyperparameters(self.facts),
+                                                                   {tag: 0.0 for tag in self.metrics})
+        self._name_metrics(experiment)
         writer = summary_writer(self.experiment)
         for summary in (experiment, session_start, session_end):
             writer.add_summary(summary)
 
-    def _name_directions(self, experiment) -> None:
-        """Give each metric the display name `<tag> (higher is better)` inside the experiment summary."""
+    def _name_metrics(self, experiment) -> None:
+        """Give each metric its display name (`val/acc, best of the run (higher is better)`)."""
         value = experiment.value[0]
         data = HParamsPluginData.FromString(value.metadata.plugin_data.content)
         for info in data.experiment.metric_infos:
-            info.display_name = f"{info.name.tag} ({DIRECTIONS[self.metrics[info.name.tag]]})"
+            info.display_name = self.metrics[info.name.tag]
         value.metadata.plugin_data.content = data.SerializeToString()
