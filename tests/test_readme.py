@@ -19,7 +19,8 @@ so a new README command needs a rule here):
 * `make demo` / `make test`: `make -n` knows the target (make demo's own compare command is run with
   `--report`, slow). `make test` is the one command CI runs.
 
-Python blocks are executed as written, each in a fresh namespace.
+Python blocks are executed as written, each in a fresh namespace. Commands quoted in the text
+(`.venv/bin/...`, `make ...`, `bash ...`) are checked to exist and parse.
 """
 
 from __future__ import annotations
@@ -136,6 +137,25 @@ def test_every_shell_command_calls_what_make_installed():
     assert SHELL and all(words[0] in ("make", "sbatch", LIT, ".venv/bin/torchrun") for words in SHELL), \
         [shlex.join(words) for words in SHELL if words[0] not in ("make", "sbatch", LIT, ".venv/bin/torchrun")]
     assert ["make", "test"] in SHELL  # the README's test command is CI's
+
+
+INLINE = [shlex.split(span) for span in re.findall(r"`((?:\.venv/bin/|make |bash )[^`]*)`", README)]
+
+
+@pytest.mark.slow
+def test_inline_commands_exist_and_parse():
+    """Commands quoted in the text: the programs exist, make knows the target, a script parses (bash -n,
+    a Python script's --help)."""
+    assert len(INLINE) >= 8, INLINE
+    for words in INLINE:
+        if words[0] == "make":
+            assert subprocess.run(["make", "-n", *words[1:]], cwd=ROOT, capture_output=True).returncode == 0, words
+        elif words[0] == "bash":
+            assert subprocess.run(["bash", "-n", words[1]], cwd=ROOT).returncode == 0, words
+        elif words[0] == ".venv/bin/python":
+            assert subprocess.run([*words, "--help"], cwd=ROOT, capture_output=True).returncode == 0, words
+        else:
+            assert (ROOT / words[0]).is_file(), words
 
 
 @pytest.mark.parametrize("index", range(len(blocks("python"))))
