@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import torch
 
 from in_process import OFFLINE, RUN_VARIABLES, process_state_kept, run_main  # tests/ is on sys.path under pytest
 
@@ -21,6 +22,15 @@ from in_process import OFFLINE, RUN_VARIABLES, process_state_kept, run_main  # t
 # with a 3 s timeout) unless told not to. Set before any test module imports it; processes inherit it.
 os.environ.setdefault("HF_UPDATE_DOWNLOAD_COUNTS", "0")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+# Under xdist, each worker (and each process its tests start) gets its share of the cores. torch's
+# default, a thread per core in every worker, makes tiny ops wait on preempted threads when the cores
+# are busy: on 2 shared cores a 0.2 s model test took 40 s.
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if WORKERS > 1:
+    THREADS = max(1, len(os.sched_getaffinity(0)) // WORKERS)
+    torch.set_num_threads(THREADS)
+    os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
 
 
 @pytest.fixture(autouse=True)
