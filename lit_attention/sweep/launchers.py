@@ -7,12 +7,12 @@ each finished run (its exit status and the last line it printed) through a callb
   and torch's threads: cores / parallel each, which also keeps every run's arithmetic the same from one
   sweep to the next), and on Linux each run is forked from a multiprocessing forkserver that imported
   torch and Lightning once (lit_attention/sweep/preload.py) instead of being a new interpreter that
-  spends seconds importing them; `run_forked` is what such a child runs. With GPUs each run is a new process (CUDA cannot be used in a forked child
-  once initialised, and GPU runs are long enough for imports not to matter) with its own
-  `devices_per_run` of the visible GPUs (CUDA_VISIBLE_DEVICES) and `--trainer.devices` to match, so a
-  run may itself be DDP; `fresh=True` (--fresh-processes) starts CPU runs that way too. Every process
-  of a run dies with its parent (`die_with_parent`), so a killed sweep leaves no run behind holding its
-  directory.
+  spends seconds importing them; `run_forked` is what such a child runs. With GPUs each run is a new
+  process (CUDA cannot be used in a forked child once initialised, and GPU runs are long enough for
+  imports not to matter) with its own `devices_per_run` of the visible GPUs (CUDA_VISIBLE_DEVICES) and
+  `--trainer.devices` to match, so a run may itself be DDP; `fresh=True` (--fresh-processes) starts CPU
+  runs that way too. Every process of a local sweep dies with its parent (`die_with_parent`), so a
+  killed sweep leaves no run behind holding its directory.
 * `SlurmLauncher`: one SLURM job per run through submitit; a multi-node run is one job of
   `nodes x gpus_per_node` tasks, each running the command, which Lightning's SLURM environment joins
   into one DDP run. `cluster="local"` runs the same jobs with submitit's local executor (tests, CI).
