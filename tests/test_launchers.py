@@ -50,8 +50,8 @@ def record(root: Path) -> dict:
 
 @pytest.mark.slow
 def test_a_forked_run_equals_a_fresh_process(tmp_path, monkeypatch):
-    forked = launch(LocalLauncher(parallel=1), [fit(tmp_path / "forked"), fit(tmp_path / "refused",
-                                                "--model.init_args.attention=nope")], tmp_path / "forked_logs", monkeypatch)
+    refused = fit(tmp_path / "refused", "--model.init_args.attention=nope")
+    forked = launch(LocalLauncher(parallel=1), [fit(tmp_path / "forked"), refused], tmp_path / "forked_logs", monkeypatch)
     [fresh] = launch(LocalLauncher(parallel=1, fresh=True), [fit(tmp_path / "fresh")], tmp_path / "fresh_logs", monkeypatch)
     assert [(status, kind) for status, _, kind in forked] == [(0, FORKED), (2, FORKED)], forked
     assert fresh[0] == 0 and fresh[2] is subprocess.Popen, fresh
