@@ -26,6 +26,9 @@ COMMANDS = ("fit", "validate", "test", "predict", "compare")
 def main(argv: list[str] | None = None) -> None:
     die_with_parent()  # in a process of a run that compare started: it ends with the sweep
     words = list(sys.argv[1:] if argv is None else argv)
+    if words in (["--help"], ["-h"]):  # without loading Lightning, which each command's own --help needs
+        print(OVERVIEW, end="")
+        return
     try:
         check_command_line(words)
         if words and words[0] == "compare":
@@ -44,11 +47,27 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(status)
 
 
+OVERVIEW = """usage: lit-attention {fit,validate,test,predict,compare} [options]
+
+Train and compare attention variants with PyTorch Lightning.
+
+commands:
+  fit        train a run: lit-attention fit --config recipes/quickstart/vit_digits.yaml --model.attention super
+  validate   score a trained run's checkpoint on the validation split (--ckpt_path best, last or a path)
+  test       score a trained run's checkpoint on the test split
+  predict    run a trained model on your own files (--data.predict_files)
+  compare    train a recipe over variants, seeds and a grid of settings, and report paired statistics
+
+`lit-attention <command> --help` lists a command's options.
+"""
+
+
 def explain(error: BaseException) -> tuple[int | None, str]:
     """(exit status, one sentence) for an error a user can fix; (None, "") for anything else."""
-    from lit_attention.training.callbacks import NonFiniteLossError
-
-    if isinstance(error, NonFiniteLossError):
+    if isinstance(error, SystemExit):  # --help, a finished run: their own status
+        return None, ""
+    callbacks = sys.modules.get("lit_attention.training.callbacks")  # not imported: not a training error
+    if callbacks is not None and isinstance(error, callbacks.NonFiniteLossError):
         return 3, str(error)
     if isinstance(error, ConfigError):
         return 2, last_sentence(str(error))

@@ -374,3 +374,58 @@ def test_two_loggers_at_once_keep_the_run_layout(tmp_path, capsys, monkeypatch):
     assert (run_dir / "config.yaml").is_file()
     assert list((tmp_path / "csvlogs").rglob("metrics.csv")) and list((tmp_path / "tblogs").rglob("events.out.tfevents.*"))
     assert not list((tmp_path / "csvlogs").rglob("*.ckpt")) and not list((tmp_path / "tblogs").rglob("*.ckpt"))
+
+
+# ------------------------------------------------------------------ smaller
+
+
+def test_validate_prints_no_lightning_noise(runs, tmp_path):
+    """What a user sees in the terminal (a real process: Lightning's log handlers write to it)."""
+    import os
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "lit_attention", "validate", "--config", VIT, *TINY,
+                             "--run.root", str(runs), "--ckpt_path=best"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    shown = result.stdout + result.stderr
+    assert "val/acc" in shown and "Results: " in shown
+    for noise in ("Tip:", "litlogger", "litmodels", "Be aware that when using `ckpt_path`", "_pytree", "LeafSpec"):
+        assert noise not in shown, noise
+
+
+def test_more_cpu_processes_than_cores_is_warned_about(capsys):
+    import os
+
+    from lit_attention.training.cli import check_trainer_settings
+
+    cores = os.cpu_count()
+    check_trainer_settings({"accelerator": "cpu", "devices": cores + 1, "strategy": "ddp"})
+    assert f"--trainer.devices {cores + 1} starts {cores + 1} training processes on {cores} CPU cores" in capsys.readouterr().err
+    check_trainer_settings({"accelerator": "cpu", "devices": cores})
+    assert capsys.readouterr().err == ""
+
+
+def test_the_tensorboard_hint_is_quoted_for_a_path_with_spaces(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)
+    output = tmp_path / "my sweeps"
+    status, out, err = lit_attention(["compare", "--config", VIT, "--variants", "standard", "--seeds", "1", "--report",
+                                      "--output", str(output), *TINY], capsys)
+    assert status == 0, err[-2000:]
+    assert f"tensorboard --logdir '{output}/runs'" in out
+
+
+def test_help_and_compare_help_do_not_load_lightning(tmp_path):
+    """A fresh interpreter (what is imported is what is tested): the overview and compare's options come
+    without Lightning; `fit --help` needs it (the options are the Trainer's)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom lit_attention.main import main\nfor words in (['--help'], ['compare', '--help']):\n"
+            "    try:\n        main(words)\n    except SystemExit as exit_:\n        assert exit_.code in (0, None), exit_\n"
+            "print('lightning loaded:', 'lightning' in sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "commands:" in result.stdout and "--variants" in result.stdout
+    assert "lightning loaded: False" in result.stdout

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import sys
 import time
 from argparse import ArgumentError
@@ -127,7 +128,7 @@ def run(argv: list[str]) -> None:
     print("\n" + text)
     finished = sum(state.finished for state in states.values())
     written = "results.md, results.csv, timings.csv and results.png" if finished else "results.md and results.csv"
-    print(f"Wrote {output}/{written}; curves: tensorboard --logdir {output}/runs")
+    print(f"Wrote {output}/{written}; curves: tensorboard --logdir {shlex.quote(str(output / 'runs'))}")
     if failed:
         print(f"{failed} run(s) failed; their errors are in the table and in each run's compare.log.", file=sys.stderr)
         sys.exit(1)

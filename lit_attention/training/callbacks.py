@@ -2,7 +2,7 @@
 
 * `LastCheckpoint` / `ExactResume` (checkpointing.py): a killed run resumes exactly.
 * `BestCheckpoint`: the best checkpoint by the task's monitored metric (ties broken as the task says).
-* `RunRecorder` (records.py): the run's record.json, built from state that survives a resume.
+* `RunRecorder` (recorder.py): the run's record.json, built from state that survives a resume.
 * `FiniteLossGuard`: stops at the first NaN or infinite loss, before that step is applied.
 * `ThroughputMonitor`: samples/s, tokens/s and FLOP/s in TensorBoard (FLOPs counted by torch).
 * `ProgressBar`: epoch and step (a step-based run has no last epoch to show).
@@ -21,7 +21,7 @@ from lightning.pytorch.callbacks import BasePredictionWriter, ModelCheckpoint, T
 
 from lit_attention.modeling.attention import MultiHeadAttention
 from lit_attention.training.checkpointing import ExactResume, LastCheckpoint
-from lit_attention.training.records import RunRecorder
+from lit_attention.training.recorder import RunRecorder
 from lit_attention.training.tasks.base import TaskModule
 
 

@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import logging
+import os
 import re
 import sys
+import warnings
 from argparse import ArgumentError
 from pathlib import Path
 from typing import Any
@@ -42,7 +45,8 @@ from lit_attention.training.checkpointing import (
 from lit_attention.errors import ConfigError
 from lit_attention.training.lightning_internals import RecipeOverCheckpoint, subcommand_parser
 from lit_attention.training.parser_errors import ARCHITECTURE_FIELDS, abbreviation_sentence
-from lit_attention.training.records import finish_fit, finished_record, run_config
+from lit_attention.training.recorder import finish_fit
+from lit_attention.training.records import finished_record, run_config
 from lit_attention.training.run_dirs import (
     CHECKPOINTS,
     RunLock,
@@ -384,6 +388,12 @@ def check_trainer_settings(trainer) -> None:
         raise ConfigError(f"--trainer.devices {devices!r} is invalid; give a number of devices (e.g. 1), a list of "
                           "device indices (e.g. [0, 1]), or auto.")
     accelerator = str(trainer.get("accelerator") or "auto")
+    on_cpu = accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())
+    processes = int(devices) if str(devices).isdigit() else len(devices) if isinstance(devices, (list, tuple)) else 1
+    cores = os.cpu_count() or 1
+    if on_cpu and processes > cores and launched_as_rank_zero():
+        print(f"warning: --trainer.devices {devices} starts {processes} training processes on {cores} CPU cores; "
+              "they share the cores, so each runs slower than one process would.", file=sys.stderr, flush=True)
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         raise ConfigError(
             f"--trainer.accelerator {accelerator} asks for a GPU but none is visible here (torch.cuda.is_available() "
@@ -418,8 +428,29 @@ def registered_classes() -> dict[str, list[str]]:
     return {"model": list(lit_attention.training.tasks.__all__), "data": [n for n in datamodules.__all__ if n != "DataModule"]}
 
 
+class NotTheUsersBusiness(logging.Filter):
+    """Drops Lightning's advertisements for its cloud products ("💡 Tip: ... litlogger / litmodels")."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("💡 Tip")
+
+
+def quiet_lightning() -> None:
+    """Silence what Lightning prints on every command that a user can do nothing about: the cloud tips;
+    "Be aware that when using `ckpt_path`, callbacks ... need to be provided" (validate, test and predict
+    load a training checkpoint without the training-only callbacks on purpose); and the deprecation
+    warning Lightning's own `_pytree` module raises under this torch version."""
+    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, NotTheUsersBusiness) for f in logger.filters):
+            logger.addFilter(NotTheUsersBusiness())
+    warnings.filterwarnings("ignore", message="Be aware that when using `ckpt_path`, callbacks used to create")
+    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
+
+
 def run(argv: list[str] | None) -> None:
     """One fit / validate / test / predict, as `lit-attention` runs it."""
+    quiet_lightning()
     if torch.cuda.is_available():
         torch.set_float32_matmul_precision("high")  # TF32 matmuls for float32 runs on GPU
     LitAttentionCLI(args=argv)

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lit_attention.errors import ConfigError, brief
-from lit_attention.training.run_logger import RunLogger
 
 _VERSION = re.compile(r"version_(\d+)$")
 LOCK = ".lock"
@@ -184,9 +183,11 @@ def place_run(command: str, base: Path, checkpoint: str | None) -> RunPlace:
     return RunPlace(base, claim_evaluation_dir(parent, command) if rank_zero else None, created=True)
 
 
-def run_logger(place: RunPlace, facts: dict, details: dict, metrics: dict[str, str], resume_step: int | None) -> RunLogger:
+def run_logger(place: RunPlace, facts: dict, details: dict, metrics: dict[str, str], resume_step: int | None):
     """The run's TensorBoard logger, writing into `place.directory` (other ranks never write). A resumed
     fit hides what the killed run logged after its checkpoint (`purge_step`): the resumed run logs it again."""
+    from lit_attention.training.run_logger import RunLogger  # Lightning: not for compare's planning or --help
+
     purge = {"purge_step": resume_step + 1} if place.resumed and resume_step is not None else {}
     described = {"facts": facts, "details": details, "metrics": metrics, "resumed": place.resumed}
     if place.directory is None:

@@ -1,0 +1,150 @@
+"""The callback that collects a run's record (records.py) while it trains, and what follows a fit.
+
+The recorder's state (the validation curve, samples and tokens seen, training and wall time, the
+first batch's fingerprint) travels with every checkpoint, so a run killed and resumed writes the same
+record as one that never stopped (timings aside: they are wall-clock, summed over the processes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+
+from lit_attention.training.records import provenance, write_record
+
+
+class RunRecorder(L.Callback):
+    """Collects what the record holds while the run trains; `record()` assembles it."""
+
+    def __init__(self) -> None:
+        self.curve: list[list[float]] = []  # [epoch, global step, monitored value] after each validation
+        self.samples = 0
+        self.tokens = 0
+        self.train_seconds = 0.0
+        self.first_batch: str | None = None
+        self.flops_per_batch: float | None = None
+        self._batch_started = 0.0
+        self._started = time.perf_counter()
+        self._earlier_wall_seconds = 0.0  # of the processes before a resume, up to their checkpoint
+
+    def wall_seconds(self) -> float:
+        return self._earlier_wall_seconds + time.perf_counter() - self._started
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"curve": self.curve, "samples": self.samples, "tokens": self.tokens,
+                "train_seconds": self.train_seconds, "first_batch": self.first_batch,
+                "flops_per_batch": self.flops_per_batch, "wall_seconds": self.wall_seconds()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.curve, self.samples, self.tokens = [list(p) for p in state["curve"]], state["samples"], state["tokens"]
+        self.train_seconds, self.first_batch = state["train_seconds"], state["first_batch"]
+        self.flops_per_batch = state.get("flops_per_batch")
+        self._earlier_wall_seconds = float(state.get("wall_seconds", 0.0))
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if self.first_batch is None:
+            self.first_batch = batch_fingerprint(batch)
+        self._batch_started = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.train_seconds += time.perf_counter() - self._batch_started
+        if self.flops_per_batch is None:  # counted on the run's first batch, kept across resumes (padded
+            self.flops_per_batch = getattr(pl_module, "flops_per_batch", None)  # batches vary in size)
+        self.samples += pl_module.batch_size_of(batch) * trainer.world_size
+        tokens = pl_module.tokens_of(batch)
+        if tokens is not None:
+            self.tokens += tokens * trainer.world_size  # this rank's count, times the ranks (an estimate under DDP)
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.sanity_checking or pl_module.monitor not in trainer.callback_metrics:
+            return
+        value = float(trainer.callback_metrics[pl_module.monitor])
+        self.curve.append([trainer.current_epoch, trainer.global_step, value])
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        """The best validation value goes to the loggers as `best/<monitor>`, the HParams table's metric
+        (run_logger.py), logged while the loggers are open (they are finalized when fit ends)."""
+        best = self.best(pl_module.monitor_mode)
+        if best is not None:
+            for logger in trainer.loggers:
+                logger.log_metrics({f"best/{pl_module.monitor}": best[2]}, step=trainer.global_step)
+
+    def best(self, mode: str) -> list[float] | None:
+        """The [epoch, step, value] of the curve's best point ("max" or "min" `mode`), if any."""
+        if not self.curve:
+            return None
+        return (max if mode == "max" else min)(self.curve, key=lambda point: point[2])
+
+    def record(self, trainer: L.Trainer, pl_module, test_metrics: dict[str, float] | None, facts: dict[str, Any]) -> dict:
+        """The record of the finished run: `facts` (variant, seed, recipe, settings) first, then results."""
+        best = None
+        if self.curve:
+            epoch, step, value = self.best(pl_module.monitor_mode)
+            best = {"epoch": int(epoch), "step": int(step), "value": value}
+        flops = self.flops_per_batch
+        batches = trainer.global_step * trainer.accumulate_grad_batches
+        return {
+            **facts,
+            "monitor": pl_module.monitor,
+            "mode": pl_module.monitor_mode,
+            "curve": self.curve,
+            "best": best,
+            "final": self.curve[-1][2] if self.curve else None,
+            "test": test_metrics,
+            "params": dict(pl_module.param_counts),
+            "optimizer_steps": trainer.global_step,
+            "samples_seen": self.samples,
+            "tokens_seen": self.tokens if self.tokens else None,
+            "flops_per_batch": flops,  # forward + backward of one training batch on one device, counted by torch
+            "train_flops": flops * batches * trainer.world_size if flops else None,
+            "first_batch_sha256": self.first_batch,
+            "train_seconds": round(self.train_seconds, 3),
+            "train_samples_per_second": round(self.samples / self.train_seconds, 2) if self.train_seconds else None,
+            "wall_seconds": round(self.wall_seconds(), 3),  # every process's, up to the checkpoint it resumed from
+            "provenance": provenance(),
+        }
+
+
+def finish_fit(trainer: L.Trainer, model, datamodule, directory: Path | None, facts: dict, test: bool,
+               previous: dict | None = None) -> None:
+    """What follows a fit: its record (taken before the test, as testing the best checkpoint restores that
+    checkpoint's callback states), the best checkpoint's test scores when `test`, and record.json.
+    `previous`: the record of the finished run this fit resumed; if it trained no further, that record
+    stays as it was (its timings are the training's, not this process's) and only gains test scores."""
+    recorder = next((c for c in trainer.callbacks if isinstance(c, RunRecorder)), None)
+    if previous is not None and previous.get("optimizer_steps") == trainer.global_step:
+        record = dict(previous)
+    else:
+        record = recorder.record(trainer, model, None, facts) if recorder is not None else None
+    if test:
+        best = getattr(trainer.checkpoint_callback, "best_model_path", None)
+        results = trainer.test(model, datamodule=datamodule, ckpt_path=best or None, verbose=False)
+        if record is not None:
+            record["test"] = {k: float(v) for k, v in (results[0] if results else {}).items() if k.startswith("test/")}
+    if record is not None and directory is not None and trainer.is_global_zero:
+        write_record(directory, record)
+
+
+def batch_fingerprint(batch) -> str:
+    """sha256 of a batch's tensors (and strings), in order: which examples, in which order, a run began with."""
+    digest = hashlib.sha256()
+
+    def feed(item) -> None:
+        if isinstance(item, torch.Tensor):
+            digest.update(item.detach().cpu().contiguous().numpy().tobytes())
+        elif isinstance(item, dict):
+            for key in sorted(item):
+                feed(item[key])
+        elif isinstance(item, (list, tuple)):
+            for part in item:
+                feed(part)
+        else:
+            digest.update(repr(item).encode())
+
+    feed(batch)
+    return digest.hexdigest()
