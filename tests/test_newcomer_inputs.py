@@ -429,3 +429,59 @@ def test_help_and_compare_help_do_not_load_lightning(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert "commands:" in result.stdout and "--variants" in result.stdout
     assert "lightning loaded: False" in result.stdout
+
+
+@pytest.mark.slow
+def test_a_tensorboard_server_shows_the_hparams_table_with_best_and_test(tmp_path, capsys, monkeypatch):
+    """What the HParams tab shows, through a real TensorBoard server's HTTP API (as the dashboard asks)."""
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.parse
+    import urllib.request
+
+    monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)
+    root = tmp_path / "runs"
+    status, _, err = lit_attention(["fit", "--config", VIT, *TINY, "--run.root", str(root), "--run.test=true"], capsys)
+    assert status == 0, err[-2000:]
+    record = json.loads((root / RUN / "record.json").read_text())
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", str(root), "--host", "127.0.0.1",
+                               "--port", str(port), "--load_fast=false"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def ask(route: str, request: dict):
+        query = urllib.parse.urlencode({"request": json.dumps(request)})
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/plugin/hparams/{route}?{query}", timeout=10) as reply:
+            return json.load(reply)
+
+    try:
+        experiment, deadline = None, time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                experiment = ask("experiment", {"experimentName": ""})
+                if experiment.get("metricInfos"):
+                    break
+            except OSError:
+                pass
+            time.sleep(1)
+        assert experiment and experiment.get("metricInfos"), experiment
+        # The server sorts the columns by name (those that differ between runs first): seven, all in view.
+        assert sorted(h["name"] for h in experiment["hparamInfos"]) == [
+            "lr", "params/attention", "params/non_embedding", "params/total", "recipe", "seed", "variant"]
+        assert [m["name"]["tag"] for m in experiment["metricInfos"]] == ["best/val/acc", "test/acc"]
+        groups = ask("session_groups", {
+            "experimentName": "", "startIndex": 0, "sliceSize": 10,
+            "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"],
+            "colParams": [{"hparam": h["name"]} for h in experiment["hparamInfos"]]
+                         + [{"metric": m["name"]} for m in experiment["metricInfos"]]})
+        [group] = groups["sessionGroups"]
+        values = {m["name"]["tag"]: m["value"] for m in group["metricValues"]}
+        assert values["best/val/acc"] == pytest.approx(record["best"]["value"])
+        assert values["test/acc"] == pytest.approx(record["test"]["test/acc"])
+        assert group["hparams"]["variant"] == "standard" and group["hparams"]["recipe"] == "quickstart/vit_digits"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
