@@ -89,6 +89,13 @@ def test_an_abbreviated_option_is_refused_with_its_full_name(abbreviated, full, 
     assert not (tmp_path / "runs").exists()
 
 
+def test_a_full_option_that_begins_another_is_not_called_an_abbreviation(tmp_path, capsys):
+    # `--model.net` (the whole config) begins `--model.net.dim`; the error is about another option.
+    sentence = refused(["fit", "--config", VIT, '--model.net={"dim": 16}', "--trainer.max_epochs=abc",
+                        "--run.root", str(tmp_path / "runs")], capsys)
+    assert "--trainer.max_epochs 'abc' is invalid" in sentence and "abbreviated" not in sentence
+
+
 def test_compare_does_not_pass_an_abbreviation_to_the_runs(tmp_path, capsys):
     sentence = refused(["compare", "--config", VIT, "--seed", "7", "--output", str(tmp_path / "out")], capsys)
     assert "--seed " in sentence and "--seed_everything" in sentence

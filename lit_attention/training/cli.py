@@ -152,8 +152,8 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
                 kept.append(word)
         try:
             self.config = parser.parse_args(kept)
-        except ArgumentError:
-            sentence = abbreviation_sentence(kept, self.option_names(kept))
+        except ArgumentError as error:
+            sentence = abbreviation_sentence(kept, self.option_names(kept), str(error))
             if sentence:
                 raise ConfigError(sentence) from None
             raise

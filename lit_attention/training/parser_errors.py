@@ -41,12 +41,13 @@ def flag_of(message: str) -> str | None:
 ARCHITECTURE_FIELDS = {f.name for config in (GPTConfig, Seq2SeqConfig, TextEncoderConfig, ViTConfig) for f in fields(config)}
 
 
-def abbreviation_sentence(words: list[str], known: set[str]) -> str | None:
-    """A sentence for the first option in `words` that is not one of the `known` option names but
-    begins one (`--seed` for `--seed_everything`): options are never expanded, so it is named in full."""
+def abbreviation_sentence(words: list[str], known: set[str], message: str = "") -> str | None:
+    """A sentence for the first option in `words` that the parser's error `message` is about, that is
+    not one of the `known` option names but begins one (`--seed` for `--seed_everything`): options are
+    never expanded, so it is named in full."""
     for word in words:
         option = word.partition("=")[0]
-        if not option.startswith("--") or option in known:
+        if not option.startswith("--") or option in known or option[2:].split(".", 1)[-1] not in message:
             continue
         longer = sorted(name for name in known if name.startswith(option))
         if longer:
