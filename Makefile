@@ -18,14 +18,14 @@ demo: $(STAMP)
 	$(BIN)/lit-attention compare --config recipes/quickstart/vit_digits.yaml --variants all --seeds 2 --test \
 		--parallel 2 --output runs/demo
 
-# The suite runs on every core with pytest-xdist (WORKERS=1 make test: one at a time; plain `pytest`
-# runs it without xdist). --dist loadgroup keeps each xdist_group on one worker: the tests sharing a
-# module's trained runs, and those that need both cores of a small machine (DDP's two ranks,
-# `--parallel 2` sweeps), which would otherwise run beside each other.
+# The suite runs on every core with pytest-xdist (WORKERS=1 make test: one worker; plain `pytest` runs
+# it without xdist). --dist loadfile keeps each test file on one worker, so a module's shared runs
+# (test_reliability's killed and resumed runs) start once. (xdist's --dist loadgroup would group
+# single tests, but pytest 9.2 silently breaks it: pytest-xdist issue 1386.)
 # `make test-fast`, the inner loop (under a minute): every test but those marked slow (each starts
 # processes or trains for more than about 2 s); `make test` runs them all.
 WORKERS ?= auto
-PYTEST  := $(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup
+PYTEST  := $(BIN)/python -m pytest -n $(WORKERS) --dist loadfile
 
 test: $(STAMP)
 	$(PYTEST)

@@ -96,7 +96,6 @@ def test_reference_model_benchmark_times_models_that_compute_the_same_function()
 
 
 @pytest.mark.slow  # three sweeps, two runs at a time
-@pytest.mark.xdist_group("both_cores")  # two training processes: not beside another such test (make test)
 def test_compare_parallel_benchmark_runs_its_three_sweeps():
     out = run_script("compare_parallel.py", "--variants", "standard,super", "--seeds", "1", "--extra",
                      "--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1",

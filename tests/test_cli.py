@@ -113,7 +113,6 @@ def test_gpt_quickstart_trains_on_the_stdlib_corpus(in_tmp, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("both_cores")  # two training processes: not beside another such test (make test)
 def test_ddp_on_two_cpu_processes(tmp_path):
     args = [*CLI, "fit", "--config", VIT, *TINY_VIT, "--trainer.accelerator=cpu", "--trainer.devices=2",
             "--trainer.strategy=ddp"]

@@ -208,7 +208,6 @@ def unfinished_checkpoint(output: Path) -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("both_cores")  # two training processes: not beside another such test (make test)
 def test_sigkilled_sweep_resumes_to_the_same_results_csv(tmp_path):
     sweep = ["--config", VIT, "--variants", "standard,efficient", "--seeds", "2", "--test", "--parallel", "2", *TINY]
     clean = compare([*sweep, "--output", "clean"], tmp_path)
@@ -250,7 +249,6 @@ def test_sigkilled_sweep_resumes_to_the_same_results_csv(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("both_cores")  # two training processes: not beside another such test (make test)
 def test_ctrl_c_ends_the_sweep_and_its_runs_in_a_sentence(tmp_path):
     process = compare(["--config", VIT, "--variants", "standard", "--seeds", "2", "--parallel", "2", "--output", "out",
                        *TINY, "--trainer.max_epochs=50"], tmp_path, start_new_session=True)

@@ -52,7 +52,6 @@ SCRIPT = textwrap.dedent('''
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("both_cores")  # two training processes: not beside another such test (make test)
 def test_two_ddp_ranks_read_different_windows(tmp_path):
     corpus = tmp_path / "corpus.txt"
     rng = random.Random(0)  # random letters: no two windows share their content

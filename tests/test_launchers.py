@@ -62,7 +62,6 @@ def test_a_forked_run_equals_a_fresh_process(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("both_cores")  # two training processes: not beside another such test (make test)
 def test_a_forked_ddp_run_starts_its_second_rank(tmp_path, monkeypatch):
     [(status, line, kind)] = launch(LocalLauncher(parallel=1), [fit(tmp_path, "--trainer.devices=2", "--trainer.strategy=ddp")],
                                     tmp_path / "logs", monkeypatch)

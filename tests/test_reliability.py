@@ -198,7 +198,6 @@ def gpt_runs(tmp_path_factory, lm_data_dir):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("gpt_runs")  # one worker starts the module's runs once for both tests (make test)
 def test_killed_run_resumes_to_bit_identical_weights_and_metrics(gpt_runs, lm_data_dir):
     root, results = gpt_runs
     returncode, stderr = results["uninterrupted"]
@@ -361,7 +360,6 @@ def test_last_checkpoint_knows_the_best_checkpoint_chosen_at_the_same_epoch_end(
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("gpt_runs")  # one worker starts the module's runs once for both tests (make test)
 def test_nan_loss_stops_the_run_naming_the_step_and_keeps_the_last_good_checkpoint(gpt_runs):
     root, results = gpt_runs
     returncode, stderr = results["nan"]
@@ -396,7 +394,6 @@ def vit_runs(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("vit_runs")  # one worker starts the module's runs once for both tests (make test)
 def test_two_runs_started_together_get_own_directories_and_identical_metrics(vit_runs):
     root, results = vit_runs
     for returncode, stderr in (results["first"], results["second"]):
@@ -415,7 +412,6 @@ def test_two_runs_started_together_get_own_directories_and_identical_metrics(vit
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("vit_runs")  # one worker starts the module's runs once for both tests (make test)
 def test_epoch_based_run_resumes_mid_epoch_exactly(vit_runs):
     root, results = vit_runs
     returncode, stderr = results["killed"]
