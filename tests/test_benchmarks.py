@@ -99,7 +99,7 @@ def test_reference_model_benchmark_times_models_that_compute_the_same_function()
 def test_compare_parallel_benchmark_runs_its_three_sweeps():
     out = run_script("compare_parallel.py", "--variants", "standard,super", "--seeds", "1", "--extra",
                      "--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1",
-                     "--model.dim=16", "--model.num_heads=2", "--model.depth=1")
+                     "--model.net.dim=16", "--model.net.num_heads=2", "--model.net.depth=1")
     rows = table(out)
     assert rows[0][0].startswith("serial") and rows[0][2] == "1.00" and rows[1][0].startswith("--parallel 2")
     assert rows[2][0] == "--parallel 2 --fresh-processes" and float(rows[2][1]) > 0

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "lit_attention"]
 VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
 TINY = ["--trainer.max_epochs=2", "--trainer.limit_train_batches=6", "--trainer.limit_val_batches=2",
-        "--model.dim=32", "--model.depth=1", "--run.checkpoint_every_n_steps=2"]
+        "--model.net.dim=32", "--model.net.depth=1", "--run.checkpoint_every_n_steps=2"]
 
 
 def compare(args: list[str], cwd: Path, **popen) -> subprocess.Popen:
@@ -75,7 +75,7 @@ def test_what_the_sweep_controls_cannot_be_set_twice(grid, extra, message):
     "args, message",
     [
         (["--grid", "model.init_args.lrr=1e-3"], "Option 'lrr' is not accepted by lit_attention.training.tasks.ImageClassifier (in the run of standard at lrr=1e-3)."),
-        (["--grid", "model.init_args.num_heads=4,5"], "dim=64 is not divisible by num_heads=5"),
+        (["--grid", "model.init_args.net.num_heads=4,5"], "dim=64 is not divisible by num_heads=5"),
         (["--grid", "model.init_args.lr=abc"], "--model.lr 'abc' is invalid; it must be a number (in the run of standard at lr=abc)."),
         (["--variants", "standard,supre"], "Unknown attention variant 'supre'"),
         (["--seeds", "0"], "--seeds 0 is invalid; give at least 1."),

@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="add a `standard` arm whose MLP width matches VARIANT's non-embedding parameters (repeatable)")
     sweep.add_argument("--arm", action="append", default=[], metavar="'LABEL;VARIANT;KEY=VALUE;...'",
                        help="an extra arm: a variant with settings of its own (e.g. 'mlp4.75;standard;"
-                            "model.init_args.mlp_ratio=4.75'); repeatable")
+                            "model.init_args.net.mlp_ratio=4.75'); repeatable")
     sweep.add_argument("--test", action="store_true", help="score each run's best checkpoint on the test split")
     report = parser.add_argument_group("the report")
     report.add_argument("--output", default=None, help="output directory (default: runs/compare/<recipe>)")
@@ -150,12 +150,12 @@ def build_plan(args, variants: list[str], grid, extra: list[str]) -> Plan:
         for variant in variants:
             overrides = ()
             if args.match_parameters and variant != parse_variants([args.match_parameters])[0]:
-                overrides = (f"--model.init_args.mlp_ratio={matched[(variant, args.match_parameters)]}",)
+                overrides = (f"--model.init_args.net.mlp_ratio={matched[(variant, args.match_parameters)]}",)
             label = variant if not overrides else f"{variant}~{args.match_parameters}"
             arms.append((label, variant, overrides, point))
         for reference in args.add_control:
             ratio = matched[("standard", reference)]
-            arms.append((f"standard~{reference}", "standard", (f"--model.init_args.mlp_ratio={ratio}",), point))
+            arms.append((f"standard~{reference}", "standard", (f"--model.init_args.net.mlp_ratio={ratio}",), point))
         arms += [(label, variant, overrides, point) for label, variant, overrides in parse_arms(args.arm, grid)]
     labels = [label for label, _, _, point in arms if point == points[0]]
     if len(set(labels)) != len(labels):
@@ -196,7 +196,7 @@ def parse_arms(items: list[str], grid) -> list[tuple[str, str, tuple[str, ...]]]
         parts = [part.strip() for part in item.split(";")]
         if len(parts) < 2 or not parts[0] or not parts[1] or not all("=" in part for part in parts[2:]):
             raise ConfigError(f"--arm {item!r} is malformed; write 'LABEL;VARIANT;KEY=VALUE;...', such as "
-                              "'mlp4.75;standard;model.init_args.mlp_ratio=4.75'.")
+                              "'mlp4.75;standard;model.init_args.net.mlp_ratio=4.75'.")
         overrides = tuple(f"--{part.lstrip('-')}" for part in parts[2:])
         check_extra_arguments(list(overrides), grid)
         arms.append((parts[0], parse_variants([parts[1]])[0], overrides))
@@ -234,14 +234,14 @@ def matched_mlp_ratios(args, variants: list[str], point, extra) -> dict[tuple[st
         target = counts[reference]
         count, dim, ratio = non_embedding(args.config, variant, point, (), extra)
         hidden = int(dim * ratio)
-        wider, _, _ = non_embedding(args.config, variant, point, (f"--model.init_args.mlp_ratio={(hidden + dim + 0.5) / dim}",), extra)
+        wider, _, _ = non_embedding(args.config, variant, point, (f"--model.init_args.net.mlp_ratio={(hidden + dim + 0.5) / dim}",), extra)
         per_unit = (wider - count) / dim
         new_hidden = hidden + round((target - count) / per_unit)
         if new_hidden < 1:
             raise ConfigError(f"{variant} cannot be matched to {reference}'s {target:,} non-embedding parameters "
                               "by its MLP width alone; pick another reference variant.")
         ratios[(variant, reference)] = (new_hidden + 0.5) / dim  # int(dim * ratio) == new_hidden exactly
-        achieved = non_embedding(args.config, variant, point, (f"--model.init_args.mlp_ratio={ratios[(variant, reference)]}",), extra)[0]
+        achieved = non_embedding(args.config, variant, point, (f"--model.init_args.net.mlp_ratio={ratios[(variant, reference)]}",), extra)[0]
         if abs(achieved - target) > 0.01 * target:
             raise ConfigError(f"The MLP width of {variant} gets to {achieved:,} non-embedding parameters, not within "
                               f"1% of {reference}'s {target:,}; match to another variant.")
@@ -251,7 +251,7 @@ def matched_mlp_ratios(args, variants: list[str], point, extra) -> dict[tuple[st
 def non_embedding(configs, variant: str, point, overrides, extra) -> tuple[int, int, float]:
     plan = check_run(configs, Run(variant, variant, point, 0, overrides), extra)  # any seed: counts do not depend on it
     model = plan.config.model.init_args
-    return plan.model.param_counts["non_embedding"], model.dim, model.mlp_ratio
+    return plan.model.param_counts["non_embedding"], model.net.dim, model.net.mlp_ratio
 
 
 # ---------------------------------------------------------------------------------------------- running
