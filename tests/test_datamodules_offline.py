@@ -119,7 +119,6 @@ def test_unreachable_hub_still_loads_a_cached_dataset(unreachable_hub, monkeypat
     assert datasets.config.HF_HUB_OFFLINE is False and huggingface_hub.constants.HF_HUB_OFFLINE is False
 
 
-@pytest.mark.slow  # a fresh interpreter each: what it reads at start-up is what is tested
 def test_offline_variable_set_after_import_is_honoured_without_asking_the_hub(unreachable_hub, monkeypatch):
     """HF_HUB_OFFLINE set in a process that imported the libraries already (an in-process run): offline,
     and the hub is never asked."""
@@ -135,6 +134,7 @@ def test_offline_variable_set_after_import_is_honoured_without_asking_the_hub(un
     assert datasets.config.HF_HUB_OFFLINE is False and huggingface_hub.constants.HF_HUB_OFFLINE is False
 
 
+@pytest.mark.slow  # a fresh interpreter each: what it reads at start-up is what is tested
 @pytest.mark.parametrize("variables, reason", [({"HF_HUB_OFFLINE": "1"}, "cannot be reached (offline)"),
                                                ({"HF_ENDPOINT": DEAD_ENDPOINT}, f"({DEAD_ENDPOINT}) does not answer")])
 def test_offline_variable_set_before_start(tmp_path, variables, reason):
