@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import shlex
 import sys
 import time
@@ -100,6 +101,7 @@ def run(argv: list[str]) -> None:
         args, extra = parser.parse_known_args(argv)
     except ArgumentError as error:
         raise ConfigError(f"{error}; `lit-attention compare --help` lists the options.") from None
+    check_not_abbreviated(extra, parser)
     for name in ("seeds", "parallel", "devices_per_run", "slurm_nodes", "slurm_time"):
         if getattr(args, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} {getattr(args, name)} is invalid; give at least 1.")
@@ -165,6 +167,18 @@ def build_plan(args, variants: list[str], grid, extra: list[str]) -> Plan:
     configs = {(run.arm, run.point): check_run(args.config, run, extra).resolved for run in runs if run.seed == seeds[0]}
     labels = list(dict.fromkeys(label for label, *_ in arms))
     return Plan(runs=runs, arms=labels, points=points, seeds=seeds, configs=configs)
+
+
+def check_not_abbreviated(extra: list[str], parser: argparse.ArgumentParser) -> None:
+    """An unknown word that begins one of compare's own options (`--seed` for --seeds) is a typo of it,
+    not an argument for every fit (where the fit parser would refuse it, naming a fit option instead)."""
+    options = sorted(set(re.findall(r"(?<![\w-])--[a-z][\w-]*", parser.format_usage())))
+    for word in extra:
+        option = word.split("=", 1)[0]
+        near = [o for o in options if option.startswith("--") and o.startswith(option) and o != option]
+        if near:
+            raise ConfigError(f"{option} is not an option of compare; write it in full: {' or '.join(near)} "
+                              "(options are never abbreviated).")
 
 
 def device_arguments(args) -> list[str]:
