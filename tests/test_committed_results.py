@@ -1,0 +1,42 @@
+"""The committed study records still make the committed tables: `compare --report` with the command
+results/reproduce.sh gives a section, over a copy of that section's records, writes the committed
+results.csv byte for byte. One small section (gpt_small, 60 runs) keeps it to seconds; a change of the
+plan (an argument renamed, a spec's name, the report's columns) shows up here first."""
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from lit_attention.main import main
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "results" / "reproduce.sh"
+
+
+def section_arguments(name: str) -> list[str]:
+    """The words reproduce.sh passes to `lit-attention compare` in section `name` (its compare() options
+    first), read by bash itself from the script's definitions."""
+    text = SCRIPT.read_text()
+    header = text[: text.index("\nvit() {")]
+    body = re.search(rf"\n{name}\(\) {{.*?\n}}\n", text, re.S).group(0)
+    options = re.search(r'compare\(\) \{ \S+ compare (.*?) "\$@"; \}', header).group(1).split()
+    probe = header + body + '\ncompare() { printf "%s\\n" "$@"; }\n' + name + "\n"
+    words = subprocess.run(["bash", "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return options + words.splitlines()
+
+
+@pytest.mark.slow
+def test_the_committed_gpt_small_records_rebuild_the_committed_results_csv(tmp_path, capsys):
+    words = section_arguments("gpt_small")
+    committed = ROOT / words[words.index("--output") + 1]
+    output = tmp_path / "gpt_stdlib_small"
+    shutil.copytree(committed / "runs", output / "runs")
+    words[words.index("--output") + 1] = str(output)
+    try:
+        main(["compare", *words, "--report"])
+    except SystemExit as exit_:
+        assert exit_.code == 0, capsys.readouterr().err[-2000:]
+    assert (output / "results.csv").read_bytes() == (committed / "results.csv").read_bytes()
