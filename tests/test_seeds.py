@@ -52,6 +52,7 @@ def first_batch(args: list[str], seed: int, root: Path, monkeypatch) -> str:
     return read_record(path)["first_batch_sha256"]
 
 
+@pytest.mark.slow  # three runs each
 @pytest.mark.parametrize("kind", ["digits", "imagefolder", "text", "stdlib", "mqar", "translation"])
 def test_the_run_seed_orders_the_training_data(kind, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

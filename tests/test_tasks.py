@@ -120,6 +120,7 @@ def plain_loss(module, batch):
                                              isinstance(module, Seq2SeqTranslator) else -100).item()
 
 
+@pytest.mark.slow  # trains through Lightning's Trainer
 @pytest.mark.parametrize("task", SETUPS)
 def test_training_through_lightning_lowers_the_loss(task, tmp_path):
     torch.manual_seed(0)
