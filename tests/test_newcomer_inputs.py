@@ -389,6 +389,7 @@ def test_two_loggers_at_once_keep_the_run_layout(tmp_path, capsys, monkeypatch):
 # ------------------------------------------------------------------ smaller
 
 
+@pytest.mark.slow  # a process of its own
 def test_validate_prints_no_lightning_noise(runs, tmp_path):
     """What a user sees in the terminal (a real process: Lightning's log handlers write to it)."""
     import os
@@ -426,6 +427,7 @@ def test_the_tensorboard_hint_is_quoted_for_a_path_with_spaces(tmp_path, capsys,
     assert f"tensorboard --logdir '{output}/runs'" in out
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_help_and_compare_help_do_not_load_lightning(tmp_path):
     """A fresh interpreter (what is imported is what is tested): the overview and compare's options come
     without Lightning; `fit --help` needs it (the options are the Trainer's)."""
