@@ -10,6 +10,9 @@ at once, the console script itself, or a fresh interpreter.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -38,6 +41,52 @@ def _process_state_kept() -> Iterator[None]:
     """Every test leaves the process as it found it, whichever test an xdist worker runs next."""
     with process_state_kept():
         yield
+
+
+def starts_python(program: str) -> bool:
+    """Whether running `program` starts a Python interpreter: python itself or a script it runs
+    (lit-attention, tensorboard, torchrun)."""
+    found = shutil.which(program)
+    if found is None:
+        return False
+    if Path(found).name.startswith("python") or os.path.realpath(found) == os.path.realpath(sys.executable):
+        return True
+    with open(found, "rb") as file:
+        first = file.readline(200)
+    return first.startswith(b"#!") and b"python" in first
+
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+
+def started_by_the_project() -> bool:
+    """Whether the code starting a process (the first frame outside subprocess.py) is this project's:
+    a test, lit_attention or datamodules, not a library (jsonargparse asks a quick `python -c` once)."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename == subprocess.__file__:
+        frame = frame.f_back
+    if frame is None:
+        return False
+    path = Path(frame.f_code.co_filename).resolve()
+    return path.is_relative_to(PROJECT) and "site-packages" not in path.parts
+
+
+@pytest.fixture(autouse=True)
+def _new_interpreters_are_slow(request, monkeypatch) -> None:
+    """A test that starts a Python process of the project's (about 8 s of imports on 2 cores) must be
+    marked slow, so that `make test-fast` stays fast and the mark keeps its meaning."""
+    if request.node.get_closest_marker("slow"):
+        return
+    start = subprocess.Popen.__init__
+
+    def refuse_python(self, args, *more, **options):
+        program = str(args) if isinstance(args, (str, os.PathLike)) else str(args[0])
+        if started_by_the_project() and starts_python(program.split()[0] if options.get("shell") else program):
+            pytest.fail(f"{request.node.nodeid} starts {program} (a new Python process); mark it "
+                        "@pytest.mark.slow", pytrace=False)
+        start(self, args, *more, **options)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse_python)
 
 
 @pytest.fixture
