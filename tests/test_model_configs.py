@@ -2,6 +2,7 @@
 model's arguments, how the data's sizes reach them, and the sentences a wrong one gets."""
 
 from dataclasses import fields
+from pathlib import Path
 
 import pytest
 
@@ -76,3 +77,22 @@ def test_an_earlier_flat_argument_is_told_where_it_went():
     assert "write --model.net.dim" in parser_error_sentence(message)
     other = "Group 'net' does not accept option 'patch_size' ... accepted by CausalLanguageModel"
     assert parser_error_sentence(other).startswith("Option 'net.patch_size' is not accepted")
+
+
+def test_a_config_field_set_to_null_on_the_command_line(capsys):
+    """jsonargparse refuses null for one field of a nested config; the CLI passes it as a mapping it merges."""
+    import yaml
+
+    from lit_attention.main import main
+    from lit_attention.training.cli import nulls_as_mappings
+
+    assert nulls_as_mappings(["--model.net.vocab_size=null", "--model.init_args.net.max_len", "None", "--ckpt_path", "",
+                              "--model.top_k=null"]) == [
+        "--model.net={vocab_size: null}", "--model.net={max_len: null}", "--ckpt_path", "", "--model.top_k=null"]
+    recipe = str(Path(__file__).resolve().parents[1] / "recipes/nonlinear_query/gpt3_small.yaml")  # vocab_size 50304
+    try:
+        main(["fit", "--config", recipe, "--data.tokenizer=bytes", "--model.net.vocab_size", "null", "--print_config"])
+    except SystemExit as exit_:
+        assert exit_.code == 0, capsys.readouterr().err[-2000:]
+    net = yaml.safe_load(capsys.readouterr().out)["model"]["init_args"]["net"]
+    assert (net["vocab_size"], net["dim"]) == (256, 768)  # the rest of the recipe's config is kept

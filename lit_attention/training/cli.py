@@ -143,7 +143,7 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
     def parse_arguments(self, parser, args) -> None:
         """`--print_config` is taken out here and served after the data sizes are known, so that it
         shows the sizes the run will use, not the model's placeholders."""
-        words = joined_negative_values(list(sys.argv[1:] if args is None else args))
+        words = nulls_as_mappings(joined_negative_values(list(sys.argv[1:] if args is None else args)))
         kept = []
         for word in words:
             if word == PRINT_CONFIG or word.startswith(PRINT_CONFIG + "="):
@@ -343,6 +343,23 @@ def joined_negative_values(words: list[str]) -> list[str]:
         else:
             joined.append(word)
     return joined
+
+
+NET_FIELD_NULL = re.compile(r"--model\.(?:init_args\.)?net\.(\w+)")
+
+
+def nulls_as_mappings(words: list[str]) -> list[str]:
+    """`--model.net.vocab_size=null` as `--model.net={vocab_size: null}`: jsonargparse takes null for one
+    field of a nested config as a malformed value (a NestedArg), but merges a mapping into the config."""
+    rewritten: list[str] = []
+    for word in words:
+        option, _, value = word.partition("=")
+        if word.lower() in ("null", "none") and rewritten and NET_FIELD_NULL.fullmatch(rewritten[-1]):
+            option, value = rewritten.pop(), word  # the two-word form
+        field = NET_FIELD_NULL.fullmatch(option)
+        rewritten.append(f"--model.net={{{field.group(1)}: null}}" if field and value.lower() in ("null", "none")
+                         else word)
+    return rewritten
 
 
 def resolved(parser, config) -> dict:
