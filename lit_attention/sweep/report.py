@@ -263,7 +263,25 @@ def comparison_section(plan: Plan, cells: dict, tuned: dict, baseline: str, moni
             "uses the p-value corrected with Holm's method across them. \"No detectable difference\" means the "
             "corrected test did not reject equality: the intervals show the differences still compatible with "
             "the data, not that the arms are equal.\n\n")
-    return title + note + markdown(header, rows)
+    return title + note + markdown(header, rows) + beyond_range_note(pairs, metric)
+
+
+# The largest difference two runs can have in a bounded metric (the last part of its name).
+DIFFERENCE_BOUNDS = {"acc": 1.0, "acc_top5": 1.0, "f1_macro": 1.0, "bleu": 100.0}
+
+
+def beyond_range_note(pairs: list[tuple[str, PairedDifference]], metric: str) -> str:
+    """A sentence naming the arms whose intervals reach past what a difference of a bounded metric can be:
+    printed as computed, so that the width says how little these seeds pin the difference down."""
+    bound = DIFFERENCE_BOUNDS.get(metric.split("/")[-1])
+    if bound is None:
+        return ""
+    wide = [arm for arm, d in pairs if not math.isnan(d.joint_low) and (d.joint_low < -bound or d.joint_high > bound)]
+    if not wide:
+        return ""
+    return (f"\nThe intervals of {', '.join(f'`{arm}`' for arm in wide)} reach past ±{bound:g}, the most a difference "
+            f"in {metric} can be: they are left as computed, and say that these seeds are too few to bound that "
+            "difference (add seeds), not that such values are possible.\n")
 
 
 def interval(low: float, high: float) -> str:
