@@ -191,7 +191,6 @@ def test_training_blocks_run_in_order(repo):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("both_cores")  # compare --parallel 2: two training processes (make test)
 def test_compare_commands(repo):
     """The digits sweep for real (one variant, one seed, tiny sizes), the GPT-3-small SLURM sweep planned,
     and make demo's compare command parsed and planned (--report)."""

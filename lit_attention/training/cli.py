@@ -8,7 +8,7 @@ defines (classes, vocabulary, lengths, image shape) into the model's arguments; 
 settings; print the config if asked (with those sizes, as the run will use them); build the model on
 the meta device (a bad value fails here, before any data work); choose the run directory (checkpoint
 resolution, resume, lock: `run_dirs.py`, `checkpointing.py`); train. The modules that run after that:
-`tasks/` (LightningModules), `models/` (plain nn.Modules) and `attention.py`.
+`training/tasks/` (LightningModules), `modeling/` (plain nn.Modules, `modeling/attention.py`).
 """
 
 from __future__ import annotations
