@@ -96,3 +96,14 @@ def test_a_config_field_set_to_null_on_the_command_line(capsys):
         assert exit_.code == 0, capsys.readouterr().err[-2000:]
     net = yaml.safe_load(capsys.readouterr().out)["model"]["init_args"]["net"]
     assert (net["vocab_size"], net["dim"]) == (256, 768)  # the rest of the recipe's config is kept
+
+
+def test_a_record_from_the_flat_arguments_meets_the_plan_under_its_new_names():
+    """A record written before the configs (model.init_args.dim) is compared with a plan's model.init_args.net.dim:
+    compare refuses an older record made with another architecture instead of reusing it."""
+    from lit_attention.training.records import config_differences
+
+    old = {"model.init_args.dim": 64, "model.init_args.attention": "super", "model.init_args.lr": 0.004}
+    assert config_differences(old, {"model.init_args.net.dim": 64, "model.init_args.attention": "super"}) == []
+    assert config_differences(old, {"model.init_args.net.dim": 32, "model.init_args.lr": 0.004}) == [
+        "model.init_args.net.dim 64 -> 32"]

@@ -31,6 +31,7 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
 import datamodules  # noqa: F401  (registers the DataModules for `--data <ShortName>`)
 import lit_attention.training.tasks  # noqa: F401  (registers the LightningModules for `--model <ShortName>`)
+from lit_attention.modeling import CONFIG_FIELDS
 from lit_attention.modeling.config import GROWABLE
 from lit_attention.modeling.variants import resolve_spec
 from lit_attention.training.callbacks import PredictionWriter, default_callbacks
@@ -44,7 +45,7 @@ from lit_attention.training.checkpointing import (
 )
 from lit_attention.errors import ConfigError
 from lit_attention.training.lightning_internals import RecipeOverCheckpoint, subcommand_parser
-from lit_attention.training.parser_errors import ARCHITECTURE_FIELDS, abbreviation_sentence
+from lit_attention.training.parser_errors import abbreviation_sentence
 from lit_attention.training.recorder import finish_fit
 from lit_attention.training.records import finished_record, run_config
 from lit_attention.training.run_dirs import (
@@ -164,7 +165,7 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
         command = words[0] if words and words[0] in self.subcommands() else None
         parser = subcommand_parser(self, command)
         names = {option for action in parser._actions for option in action.option_strings if option.startswith("--")}
-        names |= {f"--model.net.{name}" for name in ARCHITECTURE_FIELDS}
+        names |= {f"--model.net.{name}" for name in CONFIG_FIELDS}
         names |= {f"--model.{name}" for name in inspect.signature(TaskModule.__init__).parameters if name != "self"}
         return names
 

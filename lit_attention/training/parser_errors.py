@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import fields
-
-from lit_attention.modeling import GPTConfig, Seq2SeqConfig, TextEncoderConfig, ViTConfig
+from lit_attention.modeling import CONFIG_FIELDS
 
 _KEY = re.compile(r'Parser key "([^"]+)"')
 _CLASS_PATH = re.compile(r"Problem with given class_path '[^']+'")
@@ -35,10 +33,6 @@ def flag_of(message: str) -> str | None:
         if inner is not None:
             key = f"{key}.{inner.group(1)}"
     return f"--{key}"
-
-
-# Every field of the model families' configs (modeling/*: ViTConfig, GPTConfig, ...).
-ARCHITECTURE_FIELDS = {f.name for config in (GPTConfig, Seq2SeqConfig, TextEncoderConfig, ViTConfig) for f in fields(config)}
 
 
 def abbreviation_sentence(words: list[str], known: set[str], message: str = "") -> str | None:
@@ -67,7 +61,7 @@ def parser_error_sentence(message: str, classes: dict[str, list[str]] | None = N
         option = unknown.group(1) or unknown.group(2)
         if "Group 'net' does not accept" in flat:  # a field of another family's config
             return f"Option 'net.{option}' is not accepted{where}: its model config has no field {option!r}."
-        if option in ARCHITECTURE_FIELDS:  # the flat arguments of earlier versions
+        if option in CONFIG_FIELDS:  # the flat arguments of earlier versions
             return (f"Option {option!r} is not accepted{where}: the model's architecture is its config `net`, so "
                     f"write --model.net.{option} (in a recipe, under model.init_args.net).")
         return f"Option {option!r} is not accepted{where}."

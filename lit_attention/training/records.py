@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from lit_attention.modeling import CONFIG_FIELDS
+
 RECORD = "record.json"
 # Fields that measure time on this machine: never part of a result that must repeat bit for bit.
 TIMING_FIELDS = ("train_seconds", "wall_seconds", "train_samples_per_second")
@@ -46,8 +48,16 @@ def run_config(config: dict) -> dict[str, Any]:
 def config_differences(recorded: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
     """The settings both configs have and set differently (a setting only one knows, such as an argument
     a later version added with its default, is not a difference)."""
+    recorded = {_current_key(key): value for key, value in recorded.items()}
     return [f"{key} {recorded[key]!r} -> {wanted[key]!r}" for key in sorted(recorded.keys() & wanted.keys())
             if recorded[key] != wanted[key]]
+
+
+def _current_key(key: str) -> str:
+    """A record's key as this version names it: the architecture moved from `model.init_args.<field>` into
+    the model config, `model.init_args.net.<field>` (so an older record's dim still meets the plan's)."""
+    prefix, _, field = key.rpartition(".")
+    return f"model.init_args.net.{field}" if prefix == "model.init_args" and field in CONFIG_FIELDS else key
 
 
 def finished_record(directory: Path, checkpoint: dict[str, Any]) -> dict | None:
