@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from lit_attention.sweep import launchers
+
 from in_process import OFFLINE, RUN_VARIABLES, process_state_kept, run_main  # tests/ is on sys.path under pytest
 
 # No test reaches the network: `datasets` reports each load, local files too, to the hub (a request
@@ -87,6 +89,12 @@ def _new_interpreters_are_slow(request, monkeypatch) -> None:
         start(self, args, *more, **options)
 
     monkeypatch.setattr(subprocess.Popen, "__init__", refuse_python)
+
+    def refuse_forkserver(*args, **kwargs):  # compare's local runs: the forkserver is a new interpreter too
+        pytest.fail(f"{request.node.nodeid} starts compare's forkserver (a new Python process); mark it "
+                    "@pytest.mark.slow", pytrace=False)
+
+    monkeypatch.setattr(launchers, "start_forkserver", refuse_forkserver)
 
 
 @pytest.fixture

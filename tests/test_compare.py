@@ -258,8 +258,10 @@ def test_ctrl_c_ends_the_sweep_and_its_runs_in_a_sentence(tmp_path):
     sweep = descendants(process.pid)  # the forkserver, the two runs it forked, multiprocessing's resource tracker
     assert len(sweep) >= 4, sweep
     os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C sends: the whole foreground group
-    code, _, err = finish(process, timeout=60)
-    assert code == 130 and "the same command resumes the others" in err and "Traceback" not in err, err[-3000:]
+    code, out, err = finish(process, timeout=60)
+    assert code == 130 and "the same command resumes the others" in err and "Traceback" not in err, (
+        f"exit {code}\nstdout: {out[-1500:]}\nstderr: {err[-1500:]}\nlogs: "
+        + " | ".join(log.read_text()[-600:] for log in (tmp_path / "out").glob("runs/**/compare.log")))
     time.sleep(1)
     assert not [pid for pid in sweep if alive(pid)], "processes of the sweep outlived it"
 

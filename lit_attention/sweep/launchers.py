@@ -71,7 +71,7 @@ def die_with_parent() -> None:
     os.environ[PARENT] = str(os.getpid())
 
 
-def run_forked(command: list[str], log: str, threads: int) -> None:
+def run_forked(command: list[str], log: str, threads: int, environment: dict[str, str]) -> None:
     """In a child of the forkserver: become `command` (`python -m <module> <words>`) writing to `log`.
     runpy runs the module with the run's sys.argv and __main__, from which Lightning's DDP launcher
     starts a run's other ranks; the exit status is an interpreter's (multiprocessing's: SystemExit's
@@ -82,7 +82,11 @@ def run_forked(command: list[str], log: str, threads: int) -> None:
     os.dup2(output, 1)
     os.dup2(output, 2)
     os.close(output)
-    os.environ["OMP_NUM_THREADS"] = str(threads)  # what a fresh process gets; the forkserver began without it
+    # The sweep's environment as it is now (the forkserver keeps the one it started with), plus the
+    # thread count a fresh process gets; PARENT stays the forkserver's, which this run dies with.
+    parent = {PARENT: os.environ[PARENT]} if PARENT in os.environ else {}
+    os.environ.clear()
+    os.environ.update(environment, OMP_NUM_THREADS=str(threads), **parent)
     torch.set_num_threads(threads)
     sys.argv = [command[0], *command[3:]]
     runpy.run_module(command[2], run_name="__main__", alter_sys=True)
@@ -138,7 +142,7 @@ class LocalLauncher:
     def start(self, job: Job, slot: int):
         if self.fork and job.command[:2] == [sys.executable, "-m"]:
             process = multiprocessing.get_context("forkserver").Process(
-                target=run_forked, args=(job.command, str(job.log), self.threads()))
+                target=run_forked, args=(job.command, str(job.log), self.threads(), dict(os.environ)))
             process.start()
             return process
         env = {**os.environ, PARENT: str(os.getpid())}
