@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -112,6 +113,42 @@ def test_resuming_a_finished_run_says_so_and_changes_nothing(runs, capsys):
     assert status == 0, err[-2000:]
     assert "is finished" in out and "--trainer.max_steps" in out
     assert checksums(runs) == before  # record.json, config.yaml, checkpoints, events: byte for byte
+
+
+def test_fit_from_an_earlier_checkpoint_of_a_run_is_refused_and_changes_nothing(runs, capsys):
+    checkpoints = runs / RUN / "checkpoints"
+    earlier = shutil.copy(checkpoints / "last.ckpt", checkpoints / "step-2.ckpt")  # kept from step 2 of 4
+    status, _, err = lit_attention(["fit", "--config", VIT, *TINY, "--trainer.max_epochs=2", "--run.root", str(runs),
+                                    "--ckpt_path", "last"], capsys)
+    assert status == 0, err[-2000:]
+    before = checksums(runs)
+    sentence = refused(["fit", "--config", VIT, *TINY, "--trainer.max_epochs=2", "--run.root", str(runs),
+                        "--ckpt_path", str(earlier)], capsys)
+    assert "would restart" in sentence and "--ckpt_path last" in sentence
+    assert checksums(runs) == before  # the run's record, checkpoints and logs, byte for byte
+
+
+def test_a_lock_taken_on_a_file_its_holder_removed_is_taken_again(tmp_path, monkeypatch):
+    """Between opening .lock and locking it, its holder may end and remove it (and a third process create a
+    new one): a lock on the removed file guards nothing, so acquire locks the file that is there now."""
+    import fcntl
+
+    from lit_attention.training import run_dirs
+
+    (tmp_path / run_dirs.LOCK).write_text("process 1 on elsewhere")
+    flock, calls = fcntl.flock, []
+
+    def holder_ends_first(file, operation):
+        if not calls:  # the first attempt: the holder removes the file, another process makes a new one
+            (tmp_path / run_dirs.LOCK).unlink()
+            (tmp_path / run_dirs.LOCK).write_text("")
+        calls.append(os.fstat(file.fileno()).st_ino)
+        return flock(file, operation)
+
+    monkeypatch.setattr(run_dirs.fcntl, "flock", holder_ends_first)
+    lock = run_dirs.RunLock(tmp_path).acquire()
+    assert len(calls) == 2 and calls[1] == os.stat(tmp_path / run_dirs.LOCK).st_ino != calls[0]
+    lock.release()
 
 
 def test_resuming_a_finished_run_for_more_epochs_keeps_its_totals(runs, capsys):

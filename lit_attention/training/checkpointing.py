@@ -33,10 +33,9 @@ from lightning.pytorch.utilities import rank_zero_info
 from lit_attention.modeling.attention import resolve_spec
 from lit_attention.errors import ConfigError
 from lit_attention.training.lightning_internals import load_pending_loader_states, validation_follows
-from lit_attention.training.run_dirs import CHECKPOINTS, newest_version
+from lit_attention.training.run_dirs import CHECKPOINTS, LAST, newest_version
 from lit_attention.training.tasks.base import TaskModule
 
-LAST = "last.ckpt"
 
 # ---------------------------------------------------------------------------------------- writing
 

@@ -24,6 +24,7 @@ from lit_attention.errors import ConfigError, brief
 _VERSION = re.compile(r"version_(\d+)$")
 LOCK = ".lock"
 CHECKPOINTS = "checkpoints"
+LAST = "last.ckpt"  # in CHECKPOINTS: what `--ckpt_path last` resumes
 
 
 @dataclass
@@ -142,17 +143,26 @@ class RunLock:
         self._file = None
 
     def acquire(self) -> RunLock:
-        file = open(self.path, "a+")
-        try:
-            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            file.seek(0)
-            holder = file.read().strip() or "another process"
+        while True:
+            file = open(self.path, "a+")
+            try:
+                fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                file.seek(0)
+                holder = file.read().strip() or "another process"
+                file.close()
+                raise ConfigError(
+                    f"Run {str(self.path.parent)!r} is in use by {holder}; wait for it to end (or stop it) "
+                    "before resuming it, or start a new run without --ckpt_path."
+                ) from None
+            # The holder removes the file as it ends: a lock on the removed file (opened before that) locks
+            # nothing another process can see, so take the lock again on the file that is there now.
+            try:
+                if os.fstat(file.fileno()).st_ino == os.stat(self.path).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
             file.close()
-            raise ConfigError(
-                f"Run {str(self.path.parent)!r} is in use by {holder}; wait for it to end (or stop it) "
-                "before resuming it, or start a new run without --ckpt_path."
-            ) from None
         file.seek(0)
         file.truncate()
         file.write(f"process {os.getpid()} on {socket.gethostname()}")
@@ -176,6 +186,12 @@ def place_run(command: str, base: Path, checkpoint: str | None) -> RunPlace:
     rank_zero = launched_as_rank_zero()
     if command == "fit":
         resumed = version_of_checkpoint(base, checkpoint) if checkpoint else None
+        if resumed is not None and Path(checkpoint).name != LAST:
+            raise ConfigError(
+                f"fit --ckpt_path {str(checkpoint)!r} would restart {str(resumed)!r} from an earlier point of that run "
+                f"and overwrite what it wrote after it; resume it with --ckpt_path last, or copy the checkpoint out of "
+                "the run's folder to start a new run from it."
+            )
         if resumed is not None:  # written as the first run wrote it (the checkpoint callback compares paths)
             return RunPlace(base, Path(base) / resumed.name if rank_zero else None, resumed=True)
         return RunPlace(base, version_dir(base, claim_new_version(base)) if rank_zero else None, created=True)
