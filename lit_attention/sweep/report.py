@@ -215,7 +215,7 @@ def tuned_table(plan: Plan, cells: dict, tuned: dict, monitor: str, has_test: bo
         if arm not in tuned:
             continue
         records = cells[(arm, tuned[arm])].records
-        row = [arm, point_label(tuned[arm]), _pm([best_value(r) for r in records])]
+        row = [arm, point_label(tuned[arm]), _pm([best_value(r) for r in records if best_value(r) is not None])]
         if has_test:
             row.append(_pm([test_value(r) for r in records if test_value(r) is not None]))
         rows.append(row + metric_means(records, others))
