@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import random
+import signal
 import shutil
 import sys
 from collections.abc import Iterator
@@ -25,7 +26,7 @@ PYTEST_VARIABLE = "PYTEST_CURRENT_TEST"  # pytest's own, updated between setup, 
 @contextlib.contextmanager
 def process_state_kept() -> Iterator[None]:
     """Put back, on the way out, what an in-process run may change for the rest of the process: the
-    environment, the working directory, sys.argv, torch's thread count, deterministic-algorithm and
+    environment, the working directory, sys.argv, the SIGINT handler, torch's thread count, deterministic-algorithm and
     matmul-precision settings, grad mode, the random states and the logging levels."""
     environ, cwd, argv = dict(os.environ), os.getcwd(), list(sys.argv)
     threads, grad = torch.get_num_threads(), torch.is_grad_enabled()
@@ -36,9 +37,11 @@ def process_state_kept() -> Iterator[None]:
     levels = {name: logger.level for name, logger in logging.Logger.manager.loggerDict.items()
               if isinstance(logger, logging.Logger)}
     root_level = logging.getLogger().level
+    interrupt = signal.getsignal(signal.SIGINT)  # Lightning's teardown sets it (SIG_IGN, then SIG_DFL)
     try:
         yield
     finally:
+        signal.signal(signal.SIGINT, interrupt)  # a process a later test starts inherits an ignored SIGINT
         os.chdir(cwd)
         for name in set(os.environ) - set(environ) - {PYTEST_VARIABLE}:
             del os.environ[name]

@@ -250,8 +250,11 @@ def test_sigkilled_sweep_resumes_to_the_same_results_csv(tmp_path):
 
 @pytest.mark.slow
 def test_ctrl_c_ends_the_sweep_and_its_runs_in_a_sentence(tmp_path):
+    # A terminal's Ctrl-C reaches processes whose SIGINT is not ignored: the sweep starts with the default
+    # disposition whatever this test process inherited (an ignored SIGINT passes to every child).
     process = compare(["--config", VIT, "--variants", "standard", "--seeds", "2", "--parallel", "2", "--output", "out",
-                       *TINY, "--trainer.max_epochs=50"], tmp_path, start_new_session=True)
+                       *TINY, "--trainer.max_epochs=50"], tmp_path, start_new_session=True,
+                      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while len(list((tmp_path / "out").glob("runs/**/last.ckpt"))) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)  # both runs are training
