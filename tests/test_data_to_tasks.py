@@ -12,7 +12,7 @@ from datamodules import (
     TextClassificationDataModule,
     TranslationDataModule,
 )
-from lit_attention.training.cli import copy_data_sizes
+from lit_attention.training.cli_input import copy_data_sizes
 from lit_attention.training.tasks import CausalLanguageModel, ImageClassifier, Seq2SeqTranslator, TextClassifier
 from test_datamodules_text import write_pairs_json, write_reviews  # tests/ is on sys.path under pytest
 

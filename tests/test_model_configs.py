@@ -8,7 +8,7 @@ import pytest
 
 from lit_attention.errors import ConfigError
 from lit_attention.modeling import GPT, GPTConfig, Seq2SeqConfig, TextEncoderConfig, ViTConfig
-from lit_attention.training.cli import copy_data_sizes
+from lit_attention.training.cli_input import copy_data_sizes
 from lit_attention.training.parser_errors import parser_error_sentence
 from lit_attention.training.tasks import CausalLanguageModel, ImageClassifier, Seq2SeqTranslator, TextClassifier
 
@@ -84,7 +84,7 @@ def test_a_config_field_set_to_null_on_the_command_line(capsys):
     import yaml
 
     from lit_attention.main import main
-    from lit_attention.training.cli import nulls_as_mappings
+    from lit_attention.training.cli_input import nulls_as_mappings
 
     assert nulls_as_mappings(["--model.net.vocab_size=null", "--model.init_args.net.max_len", "None", "--ckpt_path", "",
                               "--model.top_k=null"]) == [

@@ -8,7 +8,8 @@ from typing import Any
 
 import torch
 
-from lit_attention.training.cli import LitAttentionCLI, instantiate_config, check_trainer_settings, resolved
+from lit_attention.training.cli import LitAttentionCLI, instantiate_config, resolved
+from lit_attention.training.cli_input import check_trainer_settings
 
 
 @dataclass

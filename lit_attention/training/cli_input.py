@@ -1,0 +1,99 @@
+"""What the command line and the recipe give, checked and put right before LightningCLI builds anything:
+words jsonargparse would misread (a negative value, null for one field of the model config), the data's
+sizes copied into the model config, and trainer values a run could not use (training/cli.py calls these)."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from typing import Any
+
+import torch
+from lightning.pytorch.utilities import rank_zero_info
+
+from lit_attention.errors import ConfigError
+from lit_attention.modeling.config import GROWABLE
+from lit_attention.training.run_dirs import launched_as_rank_zero
+
+NEGATIVE_NUMBER = re.compile(r"-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def joined_negative_values(words: list[str]) -> list[str]:
+    """`--model.lr -1e-3` as `--model.lr=-1e-3`: argparse takes a word that starts with `-` for an option,
+    and then says only that `--model` expected one argument."""
+    joined: list[str] = []
+    for word in words:
+        if NEGATIVE_NUMBER.fullmatch(word) and joined and joined[-1].startswith("--") and "=" not in joined[-1]:
+            joined[-1] = f"{joined[-1]}={word}"
+        else:
+            joined.append(word)
+    return joined
+
+
+NET_FIELD_NULL = re.compile(r"--model\.(?:init_args\.)?net\.(\w+)")
+
+
+def nulls_as_mappings(words: list[str]) -> list[str]:
+    """`--model.net.vocab_size=null` as `--model.net={vocab_size: null}`: jsonargparse takes null for one
+    field of a nested config as a malformed value (a NestedArg), but merges a mapping into the config."""
+    rewritten: list[str] = []
+    for word in words:
+        option, _, value = word.partition("=")
+        if word.lower() in ("null", "none") and rewritten and NET_FIELD_NULL.fullmatch(rewritten[-1]):
+            option, value = rewritten.pop(), word  # the two-word form
+        field = NET_FIELD_NULL.fullmatch(option)
+        rewritten.append(f"--model.net={{{field.group(1)}: null}}" if field and value.lower() in ("null", "none")
+                         else word)
+    return rewritten
+
+
+def copy_data_sizes(net, config_class, sizes: dict[str, Any], data_name: str, task_name: str) -> None:
+    """Put the data's sizes into the model config `net` (a parsed namespace): the fields its
+    `config_class.from_data` declares. Unset ones take the data's value; a value the user gave must
+    agree with it, except that lengths and the vocabulary may be larger. `sizes` empty: the data
+    could not be read (`--print_config` offline), and the fields stay as they are."""
+    missing = [name for name in config_class.from_data if name not in sizes]
+    if sizes and missing:
+        raise ConfigError(f"{data_name} does not give {missing[0]}, which {task_name} needs; pair {task_name} with "
+                          "data of its kind (see the recipes under recipes/).")
+    for key in config_class.from_data:
+        if key not in sizes:
+            continue
+        value, given = sizes[key], net.get(key)
+        if given is None or given == value:
+            net[key] = value
+        elif key in GROWABLE and given > value:
+            rank_zero_info(f"--model.net.{key} {given} is kept (the data's {key} is {value}).")
+        else:
+            larger = f", or give at least {value}" if key in GROWABLE else ""
+            raise ConfigError(f"--model.net.{key} {given} conflicts with the data: {data_name} gives {key}={value}; "
+                              f"leave --model.net.{key} unset (the data sets it){larger}.")
+
+
+def check_trainer_settings(trainer) -> None:
+    """Trainer values that Lightning would accept and then do nothing with, or fail on late."""
+    for key in ("max_steps", "max_epochs"):
+        value = trainer.get(key)
+        if value is not None and (value == 0 or value < -1):
+            raise ConfigError(f"--trainer.{key} {value} is invalid; give a positive number, or -1 for no limit.")
+    limit = trainer.get("limit_train_batches")
+    if limit is not None and not isinstance(limit, bool) and (limit <= 0):
+        raise ConfigError(f"--trainer.limit_train_batches {limit} is invalid: the run would train nothing; give a "
+                          "number of batches (e.g. 10), a fraction of the epoch in (0, 1], or leave it unset.")
+    devices = trainer.get("devices")
+    if str(devices).strip() in ("0", "[]", "") or (isinstance(devices, (list, tuple)) and not devices):
+        raise ConfigError(f"--trainer.devices {devices!r} is invalid; give a number of devices (e.g. 1), a list of "
+                          "device indices (e.g. [0, 1]), or auto.")
+    accelerator = str(trainer.get("accelerator") or "auto")
+    on_cpu = accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())
+    processes = int(devices) if str(devices).isdigit() else len(devices) if isinstance(devices, (list, tuple)) else 1
+    cores = os.cpu_count() or 1
+    if on_cpu and processes > cores and launched_as_rank_zero():
+        print(f"warning: --trainer.devices {devices} starts {processes} training processes on {cores} CPU cores; "
+              "they share the cores, so each runs slower than one process would.", file=sys.stderr, flush=True)
+    if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+        raise ConfigError(
+            f"--trainer.accelerator {accelerator} asks for a GPU but none is visible here (torch.cuda.is_available() "
+            "is False); use --trainer.accelerator cpu, or stack recipes/trainer/cpu_debug.yaml instead of a GPU preset."
+        )
