@@ -17,7 +17,8 @@ import argparse
 import torch
 from timing import header, median_interleaved
 
-from lit_attention.modeling.attention import MultiHeadAttention, attention_flops, list_presets
+from lit_attention.modeling.attention import MultiHeadAttention, list_presets
+from lit_attention.modeling.costs import attention_flops
 
 
 def saved_for_backward_bytes(layer: torch.nn.Module, x: torch.Tensor) -> int:

@@ -6,13 +6,12 @@ from lit_attention.modeling.attention import (
     AttentionSpec,
     KVCache,
     MultiHeadAttention,
-    Variant,
-    attention_flops,
-    attention_parameters,
     count_attention_parameters,
     list_presets,
     resolve_spec,
 )
+from lit_attention.modeling.costs import attention_flops, attention_parameters
+from lit_attention.modeling.variants import Variant
 
 __all__ = [
     "PRESETS",

@@ -4,7 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lit_attention.modeling.attention import MultiHeadAttention, attention_parameters, list_presets
+from lit_attention.modeling.attention import MultiHeadAttention, list_presets
+from lit_attention.modeling.costs import attention_parameters
 from lit_attention.modeling import GPT, Seq2SeqTransformer, TextEncoderClassifier, VisionTransformer
 from lit_attention.modeling import GPTConfig, Seq2SeqConfig, TextEncoderConfig, ViTConfig
 

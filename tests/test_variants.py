@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from lit_attention.errors import ConfigError
-from lit_attention.modeling.attention import MultiHeadAttention, attention_flops, attention_parameters, count_attention_parameters
+from lit_attention.modeling.attention import MultiHeadAttention, count_attention_parameters
+from lit_attention.modeling.costs import attention_flops, attention_parameters
 from lit_attention.modeling.variant_tables import DOCUMENTS, TABLE_BEGIN, TABLE_END, documented_table, variants_table, write_tables
 from lit_attention.modeling.variants import (
     PRESETS,

@@ -3,7 +3,7 @@
 shape a variant without changing what it can represent, and the named presets (REGISTRY: one `Variant`
 line each, in table order, with a one-line description). The command line's `--help` (`presets_help`),
 `--variants all`, the docs' tables (variant_tables.py), the benchmarks and the tests read it. The math of
-each axis is in attention.py, which also counts a variant's parameters and FLOPs on the module itself
+each axis is in attention.py; costs.py counts a variant's parameters and FLOPs on that module itself
 (`attention_parameters`, `attention_flops`).
 
 A preset that combines existing axes is one line in REGISTRY. A new axis is a field of AttentionSpec, its
