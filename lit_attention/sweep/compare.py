@@ -172,13 +172,12 @@ def build_plan(args, variants: list[str], grid, extra: list[str]) -> Plan:
 def check_not_abbreviated(extra: list[str], parser: argparse.ArgumentParser) -> None:
     """An unknown word that begins one of compare's own options (`--seed` for --seeds) is a typo of it,
     not an argument for every fit (where the fit parser would refuse it, naming a fit option instead)."""
-    options = sorted(set(re.findall(r"(?<![\w-])--[a-z][\w-]*", parser.format_usage())))
-    for word in extra:
-        option = word.split("=", 1)[0]
-        near = [o for o in options if option.startswith("--") and o.startswith(option) and o != option]
-        if near:
-            raise ConfigError(f"{option} is not an option of compare; write it in full: {' or '.join(near)} "
-                              "(options are never abbreviated).")
+    from lit_attention.training.parser_errors import abbreviation_sentence
+
+    options = set(re.findall(r"(?<![\w-])--[a-z][\w-]*", parser.format_usage()))
+    sentence = abbreviation_sentence(extra, options, owner=" of compare")
+    if sentence:
+        raise ConfigError(sentence)
 
 
 def device_arguments(args) -> list[str]:

@@ -35,17 +35,19 @@ def flag_of(message: str) -> str | None:
     return f"--{key}"
 
 
-def abbreviation_sentence(words: list[str], known: set[str], message: str = "") -> str | None:
-    """A sentence for the first option in `words` that the parser's error `message` is about, that is
-    not one of the `known` option names but begins one (`--seed` for `--seed_everything`): options are
-    never expanded, so it is named in full."""
+def abbreviation_sentence(words: list[str], known: set[str], message: str | None = None, owner: str = "") -> str | None:
+    """A sentence for the first option in `words` that is not one of the `known` option names but begins
+    one (`--seed` for `--seed_everything`): options are never expanded, so it is named in full. With a
+    parser's error `message`, only an option that message is about; `owner` names whose options these are."""
     for word in words:
         option = word.partition("=")[0]
-        if not option.startswith("--") or option in known or option[2:].split(".", 1)[-1] not in message:
+        if not option.startswith("--") or option in known:
+            continue
+        if message is not None and option[2:].split(".", 1)[-1] not in message:
             continue
         longer = sorted(name for name in known if name.startswith(option))
         if longer:
-            return (f"{option} is not an option, and options are not abbreviated; write it in full: "
+            return (f"{option} is not an option{owner}, and options are not abbreviated; write it in full: "
                     f"{' or '.join(longer[:4])}.")
     return None
 
