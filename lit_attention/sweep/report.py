@@ -61,6 +61,11 @@ def test_value(record: dict) -> float | None:
     return test.get(record["monitor"].replace("val/", "test/"))
 
 
+def present(records: list[dict], value) -> list[float]:
+    """`value(record)` of every record that has one (a run may have no validation or no test value)."""
+    return [v for record in records if (v := value(record)) is not None]
+
+
 def test_metrics(records: list[dict]) -> list[str]:
     """Every test metric the records hold, whatever the task logs (test/acc, test/loss, ...), sorted."""
     return sorted({name for record in records for name in record.get("test") or {}})
@@ -176,10 +181,10 @@ def full_table(plan: Plan, cells: dict, monitor: str, has_test: bool, others: li
         for arm in plan.arms:
             cell = cells[(arm, point)]
             records = cell.records
-            row = [arm, point_label(point), _pm([best_value(r) for r in records if best_value(r) is not None]),
+            row = [arm, point_label(point), _pm(present(records, best_value)),
                    _pm([r["final"] for r in records if r.get("final") is not None])]
             if has_test:
-                row.append(_pm([test_value(r) for r in records if test_value(r) is not None]))
+                row.append(_pm(present(records, test_value)))
             row += metric_means(records, others)
             params = records[0]["params"] if records else {}
             flops = [r["train_flops"] for r in records if r.get("train_flops")]
@@ -200,7 +205,7 @@ def tuned_points(plan: Plan, cells: dict, mode: str) -> dict[str, tuple]:
     for arm in plan.arms:
         complete = [p for p in plan.points if all(s.record is not None for s in cells[(arm, p)].states)]
         scored = [(statistics.fmean(v), point) for point in (complete or plan.points)
-                  if (v := [best_value(r) for r in cells[(arm, point)].records if best_value(r) is not None])]
+                  if (v := present(cells[(arm, point)].records, best_value))]
         if scored:
             tuned[arm] = pick(scored, key=lambda item: item[0])[1]
     return tuned
@@ -215,9 +220,9 @@ def tuned_table(plan: Plan, cells: dict, tuned: dict, monitor: str, has_test: bo
         if arm not in tuned:
             continue
         records = cells[(arm, tuned[arm])].records
-        row = [arm, point_label(tuned[arm]), _pm([best_value(r) for r in records if best_value(r) is not None])]
+        row = [arm, point_label(tuned[arm]), _pm(present(records, best_value))]
         if has_test:
-            row.append(_pm([test_value(r) for r in records if test_value(r) is not None]))
+            row.append(_pm(present(records, test_value)))
         rows.append(row + metric_means(records, others))
     return markdown(header, rows)
 
