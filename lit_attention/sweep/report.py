@@ -5,13 +5,16 @@ timings.csv, results.md (tables with paired statistics) and results.png.
 Tables, for the monitored validation metric of the recipe's task (and the test metric with --test):
 * every arm x grid point: mean ± std over seeds, parameters, training FLOPs, seeds done / failed;
 * with a grid, the tuned table: each arm's grid point with the best mean *validation* value, and that
-  point's *test* value (selection never sees the test split);
+  point's *test* value (selection never sees the test split), flagged where the choice sits at an end
+  of the grid (selection.py); with --cross-fit, the same choice made on half of the seeds and scored
+  on the other half;
   both also show every other test metric the records hold (test/loss, test/f1_macro, ...), which
   results.csv has a column each for, after its fixed ones;
-* the paired comparison of every arm with the baseline: seed-by-seed differences, 95% t-interval,
-  simultaneous (Bonferroni) interval,
-  p-value and Holm-corrected p-value across the arms compared;
-* with --success-threshold, the runs that reached it, with exact binomial intervals.
+* the comparison of every arm with the baseline (and the --primary pairs): seed-by-seed differences
+  where the records show the arms paired (validity.py), Welch's otherwise; the t-interval, a bootstrap
+  interval, the exact sign-flip (or permutation) p, and Holm's correction over the primary comparisons;
+* with --success-threshold, the runs that reached it, with exact binomial intervals;
+* provenance: every distinct code version, machine and data fingerprint among the runs.
 """
 
 from __future__ import annotations
@@ -23,37 +26,25 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lit_attention.training.records import TIMING_FIELDS
-from lit_attention.sweep.statistics import PairedDifference, clopper_pearson, mean_std, paired_difference, verdict, with_holm
 from lit_attention.sweep.runs import Plan, RunState, point_label
+from lit_attention.sweep.selection import best_value, cells_of, cross_fit, edge_flags, tuned_points
+from lit_attention.sweep.statistics import (
+    ALPHA,
+    Difference,
+    clopper_pearson,
+    mean_std,
+    paired_difference,
+    smallest_exact_p,
+    unpaired_difference,
+    verdict,
+    with_holm,
+)
+from lit_attention.sweep.validity import OTHER_DATA, UNPAIRED, Pairing, pairing, pairing_sentence, provenance_rows
 
 # results.csv's first columns ("test": the monitored metric's test value); then one per test metric (test_metrics).
 CSV_FIELDS = ["arm", "variant", "point", "seed", "status", "best", "best_step", "final", "test", "params_total",
               "params_non_embedding", "params_attention", "train_flops", "optimizer_steps", "samples_seen",
               "tokens_seen", "first_batch_sha256", "error"]
-
-
-@dataclass
-class Cell:
-    """The runs of one arm at one grid point."""
-
-    arm: str
-    point: tuple
-    states: list[RunState]
-
-    @property
-    def records(self) -> list[dict]:
-        return [s.record for s in self.states if s.record is not None]
-
-    def by_seed(self, value) -> dict[int, float]:
-        found = {}
-        for state in self.states:
-            if state.record is not None and value(state.record) is not None:
-                found[state.run.seed] = value(state.record)
-        return found
-
-
-def best_value(record: dict) -> float | None:
-    return record["best"]["value"] if record.get("best") else None
 
 
 def test_value(record: dict) -> float | None:
@@ -72,11 +63,13 @@ def test_metrics(records: list[dict]) -> list[str]:
 
 
 def write_report(plan: Plan, states: list[RunState], output: Path, command: str, baseline: str,
-                 success_threshold: float | None) -> str:
-    """Write results.csv, timings.csv, results.md and results.png into `output`; returns the markdown."""
-    cells = {(arm, point): Cell(arm, point, []) for point in plan.points for arm in plan.arms}
-    for state in states:
-        cells[(state.run.arm, state.run.point)].states.append(state)
+                 success_threshold: float | None, primary: list[tuple[str, str]] | None = None,
+                 cross_fitted: bool = False, extension_rounds: int | None = None) -> str:
+    """Write results.csv, timings.csv, results.md and results.png into `output`; returns the markdown.
+    `primary`: the (arm, reference) comparisons declared confirmatory (None: every arm against the
+    baseline); `cross_fitted`: add the cross-fitted tuned table; `extension_rounds`: how many rounds of
+    --extend-edges were allowed (None: not asked for)."""
+    cells = cells_of(plan, states)
     write_csv(output / "results.csv", states)
     write_timings(output / "timings.csv", states)
     finished = [s.record for s in states if s.record is not None]
@@ -93,21 +86,40 @@ def write_report(plan: Plan, states: list[RunState], output: Path, command: str,
     has_test = any(test_value(r) is not None for r in finished)
     others = [name for name in test_metrics(finished) if name != monitor.replace("val/", "test/")]
     tuned = tuned_points(plan, cells, mode)
+    grid = len(plan.all_points) > 1
     sections = [
         f"# Comparison\n\n`{command}`\n",
         seeds_paragraph(plan, monitor, mode, has_test, any(r.get("data_seed") is not None for r in finished)),
         "## Every run\n\n" + full_table(plan, cells, monitor, has_test, others),
     ]
-    if len(plan.points) > 1:
-        sections.append("## Tuned per arm\n\n" + tuned_table(plan, cells, tuned, monitor, has_test, others))
-    sections.append(comparison_section(plan, cells, tuned, baseline, monitor, mode, has_test))
+    if grid:
+        sections.append("## Tuned per arm\n\n" + tuned_table(plan, cells, tuned, monitor, has_test, others)
+                        + edges_note(plan, tuned, extension_rounds))
+    value = test_value if has_test else best_value
+    chosen = {arm: (cells[(arm, point)].records_by_seed(), cells[(arm, point)].by_seed(value))
+              for arm, point in tuned.items()}
+    table, smallest_effect = comparison_section(plan, chosen, baseline, primary, monitor, mode, has_test, grid)
+    sections.append(table)
+    if cross_fitted and grid:
+        sections.append(cross_fit_section(plan, cells, baseline, primary, monitor, mode, has_test))
     if success_threshold is not None:
         sections.append(success_section(plan, cells, tuned, success_threshold, monitor, mode))
+    sections.append(verification(plan, states, output, smallest_effect))
+    sections.append("## Provenance\n\nEvery distinct value among the finished runs' records (how many runs had "
+                    "it); a record older than a field says \"not recorded\".\n\n"
+                    + markdown(["what", "values (runs)"], provenance_rows(finished)))
     sections.append("![curves](results.png)\n")
-    text = "\n".join(sections)
+    text = "\n".join(section for section in sections if section)
     (output / "results.md").write_text(text)
     plot(output / "results.png", plan, cells, tuned, monitor)
     return text
+
+
+def verification(plan: Plan, states: list[RunState], output: Path, smallest_effect: float | None) -> str:
+    """The re-run check of `compare --verify` (verify.py), when re-runs are on disk."""
+    from lit_attention.sweep.verify import verification_section
+
+    return verification_section(plan, states, output, smallest_effect)
 
 
 def write_csv(path: Path, states: list[RunState]) -> None:
@@ -148,8 +160,9 @@ def seeds_paragraph(plan: Plan, monitor: str, mode: str, has_test: bool, fixed_o
               "splits stay fixed" if fixed_order else
               "the initialisation, the training data order and dropout; the data splits stay fixed")
     return (f"Metric: {monitor} ({direction} is better) on the validation split{test}. Each seed "
-            f"({', '.join(map(str, plan.seeds))}) varies {varied}. Runs with the same seed see the same "
-            "batches, so arms are compared seed by seed.\n")
+            f"({', '.join(map(str, plan.seeds))}) varies {varied}. Arms are compared seed by seed where their "
+            "records show that runs of one seed began with the same training batch on the same data (each "
+            "comparison says whether they did).\n")
 
 
 def _pm(values: list[float], digits: int = 4) -> str:
@@ -177,8 +190,10 @@ def full_table(plan: Plan, cells: dict, monitor: str, has_test: bool, others: li
     header += others
     header += ["params (non-emb.)", "attention params", "train FLOPs", "seeds done", "failed"]
     rows = []
-    for point in plan.points:
+    for point in plan.all_points:
         for arm in plan.arms:
+            if (arm, point) not in cells:  # a point past the grid's edge that another arm ran
+                continue
             cell = cells[(arm, point)]
             records = cell.records
             row = [arm, point_label(point), _pm(present(records, best_value)),
@@ -196,25 +211,10 @@ def full_table(plan: Plan, cells: dict, monitor: str, has_test: bool, others: li
     return markdown(header, rows)
 
 
-def tuned_points(plan: Plan, cells: dict, mode: str) -> dict[str, tuple]:
-    """Each arm's grid point with the best mean best-validation value over its seeds. Only points where
-    every seed finished take part (a learning rate that diverged on some seeds must not win on its
-    survivors), unless no point of the arm is complete."""
-    pick = max if mode == "max" else min
-    tuned = {}
-    for arm in plan.arms:
-        complete = [p for p in plan.points if all(s.record is not None for s in cells[(arm, p)].states)]
-        scored = [(statistics.fmean(v), point) for point in (complete or plan.points)
-                  if (v := present(cells[(arm, point)].records, best_value))]
-        if scored:
-            tuned[arm] = pick(scored, key=lambda item: item[0])[1]
-    return tuned
-
-
 def tuned_table(plan: Plan, cells: dict, tuned: dict, monitor: str, has_test: bool, others: list[str]) -> str:
     header = ["arm", "chosen on validation", f"best {monitor}"]
     header += [monitor.replace("val/", "test/")] if has_test else []
-    header += others
+    header += others + ["at the grid's edge"]
     rows = []
     for arm in plan.arms:
         if arm not in tuned:
@@ -223,59 +223,182 @@ def tuned_table(plan: Plan, cells: dict, tuned: dict, monitor: str, has_test: bo
         row = [arm, point_label(tuned[arm]), _pm(present(records, best_value))]
         if has_test:
             row.append(_pm(present(records, test_value)))
-        rows.append(row + metric_means(records, others))
+        edges = edge_flags(tuned[arm], plan.points_of(arm))
+        rows.append(row + metric_means(records, others) + ["; ".join(map(str, edges)) or "-"])
     return markdown(header, rows)
 
 
-def comparison_pairs(plan: Plan, cells: dict, tuned: dict, baseline: str, has_test: bool) -> list[tuple[str, PairedDifference]]:
-    """(arm, paired difference with the baseline) for every other arm, Holm-corrected together: at the
-    one grid point, or with a grid at each arm's tuned point (so each side got its own tuning)."""
-    value = test_value if has_test else best_value
-    if baseline not in plan.arms or baseline not in tuned:
-        return []
-    reference = cells[(baseline, tuned[baseline])].by_seed(value)
-    arms = [arm for arm in plan.arms if arm != baseline and arm in tuned]
-    differences = [paired_difference(cells[(arm, tuned[arm])].by_seed(value), reference) for arm in arms]
-    return list(zip(arms, with_holm(differences)))
+def edges_note(plan: Plan, tuned: dict, extension_rounds: int | None) -> str:
+    """A sentence naming the arms whose choice sits at an end of a grid axis."""
+    at_edge = [f"`{arm}`" for arm, point in tuned.items() if edge_flags(point, plan.points_of(arm))]
+    extended = sum(len(points) for points in plan.extensions.values())
+    done = (f" `--extend-edges` added {extended} point(s) past the grid in up to {extension_rounds} round(s)."
+            if extension_rounds is not None else "")
+    if not at_edge:
+        return f"\nNo arm's choice sits at an end of the grid.{done}\n"
+    hint = (" (--max-extensions was reached)" if extension_rounds is not None
+            else "; `--extend-edges` runs the next point past the edge until the choice is inside the grid")
+    return (f"\n**At the grid's edge:** {', '.join(at_edge)} chose the lowest or highest value tried, so the best "
+            f"setting may lie outside the grid and every difference built on that choice inherits it{hint}.{done}\n")
 
 
-def comparison_section(plan: Plan, cells: dict, tuned: dict, baseline: str, monitor: str, mode: str,
-                       has_test: bool) -> str:
+# ---------------------------------------------------------------------------------------------- comparisons
+
+
+@dataclass
+class Comparison:
+    """`arm` against `reference`: how their runs pair, and the difference (None when not comparable)."""
+
+    arm: str
+    reference: str
+    pairing: Pairing
+    difference: Difference | None
+
+
+def compare_arms(chosen: dict[str, tuple[dict, dict]], wanted: list[tuple[str, str]],
+                 primary: list[tuple[str, str]] | None) -> list[Comparison]:
+    """The comparisons `wanted`, from `chosen` ({arm: ({seed: record}, {seed: value})}): paired where
+    the records show it, Welch's where an arm's batches differ, none where its data do; Holm-corrected
+    over the primary ones (every one when `primary` is None)."""
+    found = []
+    for arm, reference in wanted:
+        if arm not in chosen or reference not in chosen:
+            continue
+        (arm_records, arm_values), (reference_records, reference_values) = chosen[arm], chosen[reference]
+        how = pairing(arm_records, reference_records)
+        if how.status == OTHER_DATA:
+            difference = None
+        elif how.status == UNPAIRED:
+            difference = unpaired_difference(arm_values, reference_values)
+        else:
+            difference = paired_difference(arm_values, reference_values)
+        found.append(Comparison(arm, reference, how, difference))
+    compared = [c for c in found if c.difference is not None]
+    mask = None if primary is None else [(c.arm, c.reference) in primary for c in compared]
+    for comparison, corrected in zip(compared, with_holm([c.difference for c in compared], mask)):
+        comparison.difference = corrected
+    return found
+
+
+def wanted_comparisons(plan: Plan, baseline: str, primary: list[tuple[str, str]] | None) -> list[tuple[str, str]]:
+    """Every arm against the baseline, then the primary pairs against other references."""
+    wanted = [(arm, baseline) for arm in plan.arms if arm != baseline]
+    return wanted + [pair for pair in primary or [] if pair not in wanted]
+
+
+def comparison_section(plan: Plan, chosen: dict, baseline: str, primary, monitor: str, mode: str, has_test: bool,
+                       grid: bool) -> tuple[str, float | None]:
+    """The comparison table and the smallest absolute difference it reports (for the re-run check)."""
     metric = monitor.replace("val/", "test/") if has_test else f"best {monitor}"
-    title = f"## Against `{baseline}`: paired differences in {metric}\n\n"
-    pairs = comparison_pairs(plan, cells, tuned, baseline, has_test)
-    if not pairs:
-        if baseline not in tuned:
+    title = f"## Against `{baseline}`: differences in {metric}\n\n"
+    comparisons = compare_arms(chosen, wanted_comparisons(plan, baseline, primary), primary)
+    if not comparisons:
+        if baseline not in chosen:
             why = f"the baseline `{baseline}` has no finished run (choose one with --baseline)"
         elif len(plan.arms) == 1:
             why = f"`{baseline}` is the only arm (add arms with --variants, --add-control or --arm)"
         else:
             why = f"no arm other than `{baseline}` has a finished run"
-        return title + f"No comparison: {why}.\n"
-    where = " at each arm's tuned grid point" if len(plan.points) > 1 else ""
-    if len(plan.points) > 1 and not has_test:
+        return title + f"No comparison: {why}.\n", None
+    if grid and not has_test:
         title += ("**Optimistic:** without --test these are the validation values that chose each grid point, "
                   "so the differences are biased toward the tuned arms; rerun with --test for held-out ones.\n\n")
-    tested = sum(not math.isnan(d.p) for _, d in pairs)  # the arms the corrections count
-    header = ["arm", "seeds", f"difference (arm − {baseline})", "95% interval", f"simultaneous 95% ({tested} arms)",
-              "p", "p (Holm)", "verdict"]
+    where = " at each arm's tuned grid point" if grid else ""
+    text = comparison_table(comparisons, baseline, primary, metric, mode, where)
+    effects = [abs(c.difference.mean) for c in comparisons if c.difference is not None and c.difference.n
+               and not math.isnan(c.difference.mean)]
+    return title + text, min(effects, default=None)
+
+
+def comparison_table(comparisons: list[Comparison], baseline: str, primary, metric: str, mode: str, where: str) -> str:
+    """The pairing lines, the note on what the columns mean, the table, and the warnings under it."""
+    differences = [c.difference for c in comparisons if c.difference is not None]
+    tested = sum(d.primary and not math.isnan(d.p) for d in differences)  # what the corrections count
+    pairings = {}
+    for c in comparisons:
+        pairings.setdefault(c.reference, {})[label(c, baseline)] = c.pairing
+    lines = "".join(pairing_sentence(found, reference) for reference, found in pairings.items())
+    family = (f"the {tested} primary comparison(s) declared with --primary; the others are exploratory: their "
+              "p-values are not corrected and they get no verdict" if primary is not None else
+              f"the {tested} comparison(s) of this table (declare a confirmatory family in advance with --primary)")
+    note = (f"Differences{where}, seed by seed where paired. 95% interval: the paired t-interval (Welch's where not "
+            "paired) of one comparison on its own; bootstrap: the percentile interval of the mean difference (10,000 "
+            "resamples); simultaneous: Bonferroni over the corrected family; p: the t-test's; exact p: the sign-flip "
+            "test over the paired differences (a label permutation where not paired), which assumes no normality. "
+            f"The verdict uses the t-test's p corrected with Holm's method over {family}. \"No detectable "
+            "difference\" means the corrected test did not reject equality: the intervals show the differences "
+            "still compatible with the data, not that the arms are equal.\n\n")
+    header = ["arm", "seeds", "difference", "95% interval", "bootstrap 95%", f"simultaneous 95% ({tested})", "p",
+              "exact p", "p (Holm)", "verdict"]
     rows = []
-    for arm, d in pairs:
-        rows.append([arm, str(d.n), "n/a" if math.isnan(d.mean) else f"{d.mean:+.4f}", interval(d.low, d.high),
-                     interval(d.joint_low, d.joint_high), p_value(d.p), p_value(d.p_holm), verdict(d, mode)])
-    note = (f"Seed-by-seed differences{where}. The 95% interval is the paired t-interval of one comparison on "
-            f"its own; the simultaneous interval (Bonferroni) holds for all {tested} tested together, and the verdict "
-            "uses the p-value corrected with Holm's method across them. \"No detectable difference\" means the "
-            "corrected test did not reject equality: the intervals show the differences still compatible with "
-            "the data, not that the arms are equal.\n\n")
-    return title + note + markdown(header, rows) + beyond_range_note(pairs, metric)
+    for c in comparisons:
+        d = c.difference
+        if d is None:
+            rows.append([label(c, baseline), "-", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "not compared: other data"])
+            continue
+        seeds = str(d.n) if d.paired else f"{d.n} + {d.n_baseline} (unpaired)"
+        rows.append([label(c, baseline), seeds, "n/a" if math.isnan(d.mean) else f"{d.mean:+.4f}", interval(d.low, d.high),
+                     interval(d.boot_low, d.boot_high), interval(d.joint_low, d.joint_high), p_value(d.p),
+                     p_value(d.p_exact), p_value(d.p_holm), verdict(d, mode)])
+    pairs = [(label(c, baseline), c.difference) for c in comparisons if c.difference is not None]
+    return lines + "\n" + note + markdown(header, rows) + exact_test_note(differences) + beyond_range_note(pairs, metric)
+
+
+def label(comparison: Comparison, baseline: str) -> str:
+    return comparison.arm if comparison.reference == baseline else f"{comparison.arm} vs {comparison.reference}"
+
+
+def exact_test_note(differences: list[Difference]) -> str:
+    """A warning when too few paired seeds leave the sign-flip test unable to reach ALPHA."""
+    counts = sorted({d.n for d in differences if d.paired and d.primary and d.n >= 1})
+    short = [n for n in counts if smallest_exact_p(n) > ALPHA]
+    if not short:
+        return ""
+    n = max(short)
+    return (f"\nWith {n} paired seed(s) the sign-flip test's smallest possible p is {smallest_exact_p(n):.3g}, above "
+            f"{ALPHA}: no distribution-free test can confirm a difference here, whatever its size; the verdicts rest "
+            "on the t-test's assumption of normal differences (add seeds: 6 reach 0.031).\n")
+
+
+def cross_fit_section(plan: Plan, cells: dict, baseline: str, primary, monitor: str, mode: str, has_test: bool) -> str:
+    """Each arm's point chosen on one half of the seeds and scored on the other half, both ways: no seed
+    both chooses a point and scores it."""
+    value = test_value if has_test else best_value
+    metric = monitor.replace("val/", "test/") if has_test else f"best {monitor}"
+    fits, chosen = {}, {}
+    for arm in plan.arms:
+        points = plan.points_of(arm)
+        fit = cross_fit({p: cells[(arm, p)] for p in points}, points, plan.seeds, mode, value)
+        if fit is None or not fit.values:
+            continue
+        fits[arm] = fit
+        records = {}
+        for half, point in ((fit.second_half, fit.chosen_on_first), (fit.first_half, fit.chosen_on_second)):
+            if point is not None:
+                records.update({s: r for s, r in cells[(arm, point)].records_by_seed().items() if s in half})
+        chosen[arm] = (records, fit.values)
+    title = "## Cross-fitted tuning: chosen on half of the seeds, scored on the other half\n\n"
+    if not fits:
+        return title + "Needs two or more seeds.\n"
+    some = next(iter(fits.values()))
+    halves = (f"seeds {', '.join(map(str, some.first_half))} choose the point that seeds "
+              f"{', '.join(map(str, some.second_half))} are scored at, and the reverse")
+    rows = [[arm, point_label(f.chosen_on_first) if f.chosen_on_first else "n/a",
+             point_label(f.chosen_on_second) if f.chosen_on_second else "n/a", _pm(list(f.values.values()))]
+            for arm, f in fits.items()]
+    table = markdown(["arm", "chosen on the first half", "chosen on the second half", f"{metric} (other half's choice)"],
+                     rows)
+    comparisons = compare_arms(chosen, wanted_comparisons(plan, baseline, primary), primary)
+    text = comparison_table(comparisons, baseline, primary, metric, mode, " at the other half's choice") if comparisons else ""
+    return (title + f"Selection and scoring never share a seed: {halves}. Each seed's value is its run at the point "
+            "the other half chose.\n\n" + table + ("\n" + text if text else ""))
 
 
 # The largest difference two runs can have in a bounded metric (the last part of its name).
 DIFFERENCE_BOUNDS = {"acc": 1.0, "acc_top5": 1.0, "f1_macro": 1.0, "bleu": 100.0}
 
 
-def beyond_range_note(pairs: list[tuple[str, PairedDifference]], metric: str) -> str:
+def beyond_range_note(pairs: list[tuple[str, Difference]], metric: str) -> str:
     """A sentence naming the arms whose intervals reach past what a difference of a bounded metric can be:
     printed as computed, so that the width says how little these seeds pin the difference down."""
     bound = DIFFERENCE_BOUNDS.get(metric.split("/")[-1])
@@ -302,8 +425,10 @@ def success_section(plan: Plan, cells: dict, tuned: dict, threshold: float, moni
     header = ["arm", "grid point", f"runs with best {monitor} {'≥' if mode == 'max' else '≤'} {threshold}",
               "95% interval (exact)"]
     rows = []
-    for point in plan.points:
+    for point in plan.all_points:
         for arm in plan.arms:
+            if (arm, point) not in cells:
+                continue
             values = [best_value(r) for r in cells[(arm, point)].records if best_value(r) is not None]
             k, n = sum(reached(v) for v in values), len(values)
             low, high = clopper_pearson(k, n)

@@ -90,6 +90,17 @@ class Plan:
     arms: list[str] = field(default_factory=list)  # in table order
     points: list[tuple[tuple[str, str], ...]] = field(default_factory=list)
     seeds: list[int] = field(default_factory=list)
+    # Points past the grid's edge that `--extend-edges` added for one arm only, in the order added.
+    extensions: dict[str, list[tuple[tuple[str, str], ...]]] = field(default_factory=dict)
+
+    def points_of(self, arm: str) -> list[tuple[tuple[str, str], ...]]:
+        """The grid points `arm` ran at: the grid's, then its extensions."""
+        return self.points + self.extensions.get(arm, [])
+
+    @property
+    def all_points(self) -> list[tuple[tuple[str, str], ...]]:
+        """Every point some arm ran at: the grid's, then the extensions in the order they were added."""
+        return list(dict.fromkeys(self.points + [p for arm in self.arms for p in self.extensions.get(arm, [])]))
 
 
 def parse_variants(tokens: list[str]) -> list[str]:

@@ -1,0 +1,173 @@
+"""Which grid point each arm is scored at, and whether that choice can be trusted:
+
+* `tuned_points`: each arm's grid point with the best mean validation value over its seeds;
+* `edge_flags`: a choice at an end of a numeric grid axis says the optimum may lie past the grid, and
+  every difference built on it inherits that; `extension` proposes the next point past that end, at
+  the ratio of the grid's last step, which `compare --extend-edges` runs;
+* `cross_fit`: the point chosen on one half of the seeds and scored on the other, both ways, so that
+  the seeds that choose a point never also score it.
+
+A point is a tuple of (key, value) pairs as `--grid` gave them (values stay the strings a run was
+given, so a point names the same run directory whatever the arithmetic).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+
+@dataclass
+class Cell:
+    """The runs of one arm at one grid point."""
+
+    arm: str
+    point: tuple
+    states: list  # of runs.RunState
+
+    @property
+    def records(self) -> list[dict]:
+        return [s.record for s in self.states if s.record is not None]
+
+    def by_seed(self, value) -> dict[int, float]:
+        found = {}
+        for state in self.states:
+            if state.record is not None and value(state.record) is not None:
+                found[state.run.seed] = value(state.record)
+        return found
+
+    def records_by_seed(self) -> dict[int, dict]:
+        return {state.run.seed: state.record for state in self.states if state.record is not None}
+
+
+def cells_of(plan, states) -> dict[tuple[str, tuple], Cell]:
+    """{(arm, point): Cell} for every point each arm ran at, holding the states of its runs."""
+    cells = {(arm, point): Cell(arm, point, []) for arm in plan.arms for point in plan.points_of(arm)}
+    for state in states:
+        cells[(state.run.arm, state.run.point)].states.append(state)
+    return cells
+
+
+@dataclass(frozen=True)
+class Edge:
+    """The tuned point's value of `key` is the `side` ("lowest" or "highest") the arm tried."""
+
+    key: str
+    side: str
+    value: str
+
+    def __str__(self) -> str:
+        return f"{self.key.split('.')[-1]}={self.value} is the {self.side} tried"
+
+
+def mean_best(cell, seeds=None) -> float | None:
+    """The mean best validation value of a cell's runs (of `seeds` only, when given); None without any."""
+    values = [v for seed, v in cell.by_seed(best_value).items() if seeds is None or seed in seeds]
+    return statistics.fmean(values) if values else None
+
+
+def best_value(record: dict) -> float | None:
+    return record["best"]["value"] if record.get("best") else None
+
+
+def choose_point(cells: dict, points: list[tuple], mode: str, seeds=None) -> tuple | None:
+    """The point of `cells` ({point: Cell} of one arm) with the best mean validation value over `seeds`
+    (all when None). Only points where every one of those seeds finished take part (a learning rate that
+    diverged on some seeds must not win on its survivors), unless no point is complete."""
+    def complete(point) -> bool:
+        return all(s.record is not None for s in cells[point].states if seeds is None or s.run.seed in seeds)
+
+    candidates = [p for p in points if complete(p)] or points
+    scored = [(m, p) for p in candidates if (m := mean_best(cells[p], seeds)) is not None]
+    if not scored:
+        return None
+    return (max if mode == "max" else min)(scored, key=lambda item: item[0])[1]
+
+
+def tuned_points(plan, cells: dict, mode: str) -> dict[str, tuple]:
+    """{arm: its grid point with the best mean best-validation value over its seeds}."""
+    tuned = {}
+    for arm in plan.arms:
+        points = plan.points_of(arm)
+        point = choose_point({p: cells[(arm, p)] for p in points}, points, mode)
+        if point is not None:
+            tuned[arm] = point
+    return tuned
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def axis_line(point: tuple, key: str, points: list[tuple]) -> list[str]:
+    """The values of `key` among `points` that agree with `point` on every other key: the grid axis
+    through `point`."""
+    others = [(k, v) for k, v in point if k != key]
+    return list(dict.fromkeys(dict(p)[key] for p in points if [(k, v) for k, v in p if k != key] == others))
+
+
+def edge_flags(point: tuple, points: list[tuple]) -> list[Edge]:
+    """The numeric axes along which `point` is the lowest or highest value tried (an axis of one value,
+    or of words such as an optimizer's name, has no edge)."""
+    edges = []
+    for key, value in point:
+        line = axis_line(point, key, points)
+        numbers = [_number(v) for v in line]
+        if len(line) < 2 or None in numbers:
+            continue
+        if _number(value) == max(numbers):
+            edges.append(Edge(key, "highest", value))
+        elif _number(value) == min(numbers):
+            edges.append(Edge(key, "lowest", value))
+    return edges
+
+
+def extension(point: tuple, edge: Edge, points: list[tuple]) -> tuple | None:
+    """The point one step past `edge`: the ratio of the axis's last step when its values are positive
+    (3e-3 after 1e-3, 3e-3 gives 9e-3), the difference otherwise; None when that would cross zero or
+    round back onto the edge (an integer axis)."""
+    line = sorted((_number(v), v) for v in axis_line(point, edge.key, points))
+    (near, _), (end, end_text) = (line[-2], line[-1]) if edge.side == "highest" else (line[1], line[0])
+    beyond = end * (end / near) if near * end > 0 else end + (end - near)
+    numbers = [n for n, _ in line]
+    if (min(numbers) >= 0 > beyond) or (max(numbers) <= 0 < beyond):  # past zero: another kind of value
+        return None
+    integers = all(v.lstrip("+-").isdigit() for _, v in line)
+    text = str(round(beyond)) if integers else f"{beyond:.4g}"
+    if _number(text) == end or text == end_text:
+        return None
+    return tuple((k, text if k == edge.key else v) for k, v in point)
+
+
+@dataclass(frozen=True)
+class CrossFit:
+    """One arm's cross-fitted choice: the point chosen on each half of the seeds, and each seed's value
+    at the point the *other* half chose."""
+
+    first_half: tuple[int, ...]
+    second_half: tuple[int, ...]
+    chosen_on_first: tuple | None
+    chosen_on_second: tuple | None
+    values: dict[int, float]
+
+
+def cross_fit(cells: dict, points: list[tuple], seeds: list[int], mode: str, value) -> CrossFit | None:
+    """Seeds split in two halves (the first ⌊n/2⌋ in order, then the rest); each half's seeds are scored
+    with `value` at the point the other half chose on validation. None with fewer than two seeds."""
+    if len(seeds) < 2:
+        return None
+    first, second = tuple(seeds[: len(seeds) // 2]), tuple(seeds[len(seeds) // 2:])
+    on_first = choose_point(cells, points, mode, set(first))
+    on_second = choose_point(cells, points, mode, set(second))
+    values = {}
+    for half, point in ((second, on_first), (first, on_second)):
+        if point is None:
+            continue
+        found = cells[point].by_seed(value)
+        values.update({seed: found[seed] for seed in half if seed in found})
+    return CrossFit(first, second, on_first, on_second, values)

@@ -1,0 +1,219 @@
+"""compare's guards of its own validity, on hand-made records whose answers are known: pairing checked
+from the first-batch hashes and data fingerprints (with Welch's fallback), grid edges flagged and
+extended, --primary's confirmatory family and --cross-fit's split selection; and one real round of
+--extend-edges."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lit_attention.errors import ConfigError
+from lit_attention.sweep.compare import parse_primary
+from lit_attention.sweep.report import write_report
+from lit_attention.sweep.runs import Plan, Run, RunState
+from lit_attention.sweep.selection import Edge, cells_of, cross_fit, edge_flags, extension
+from lit_attention.sweep.statistics import paired_difference, unpaired_difference, with_holm
+
+ROOT = Path(__file__).resolve().parents[1]
+LR = "model.init_args.lr"
+
+
+def point(**values) -> tuple:
+    return tuple((LR if key == "lr" else f"data.init_args.{key}", value) for key, value in values.items())
+
+
+def record(best: float, test: float, batch: str = "same", data: str = "d0") -> dict:
+    return {"monitor": "val/acc", "mode": "max", "curve": [[0, 10, best]], "best": {"epoch": 0, "step": 10, "value": best},
+            "final": best, "test": {"test/acc": test}, "params": {"total": 10, "non_embedding": 8, "attention": 4},
+            "train_flops": 1e9, "first_batch_sha256": batch,
+            "data_fingerprints": {"train": data, "validation": "v0", "test": "t0"},
+            "provenance": {"commit": "abc", "dirty": False, "python": "3.11.7", "torch": "2.14.1", "threads": 1}}
+
+
+def sweep(values: dict, seeds=(0, 1, 2, 3, 4), make=record) -> tuple[Plan, list[RunState]]:
+    """A plan and its finished states from {(arm, point): value(seed) -> (best, test[, batch[, data]])}."""
+    arms = list(dict.fromkeys(arm for arm, _ in values))
+    points = list(dict.fromkeys(p for _, p in values))
+    plan = Plan(arms=arms, points=points, seeds=list(seeds))
+    states = []
+    for (arm, p), value in values.items():
+        for seed in seeds:
+            run = Run(arm, arm, p, seed)
+            plan.runs.append(run)
+            states.append(RunState(run, record=make(*value(seed))))
+    return plan, states
+
+
+# ---------------------------------------------------------------------------------------------- grid edges
+
+
+def test_a_choice_at_either_end_of_a_numeric_axis_is_flagged_and_extended_at_the_last_steps_ratio():
+    grid = [point(lr=v) for v in ("1e-3", "3e-3", "9e-3")]
+    assert edge_flags(grid[1], grid) == []
+    assert edge_flags(grid[2], grid) == [Edge(LR, "highest", "9e-3")]
+    assert extension(grid[2], edge_flags(grid[2], grid)[0], grid) == point(lr="0.027")
+    assert extension(grid[0], edge_flags(grid[0], grid)[0], grid) == point(lr="0.0003333")
+    sizes = [point(batch_size=v) for v in ("16", "32")]
+    assert extension(sizes[1], edge_flags(sizes[1], sizes)[0], sizes) == point(batch_size="64")
+    decay = [point(weight_decay=v) for v in ("0", "0.1")]
+    assert extension(decay[0], edge_flags(decay[0], decay)[0], decay) is None  # below zero is another kind of value
+    words = [point(optimizer=v) for v in ("adam", "sgd")]
+    assert edge_flags(words[0], words) == []
+    assert edge_flags(point(lr="1e-3"), [point(lr="1e-3")]) == []  # one value: no axis to be at the end of
+
+
+def test_in_a_product_grid_the_edge_is_judged_along_the_axis_through_the_choice():
+    grid = [point(lr=lr, batch_size=b) for lr in ("1e-3", "2e-3", "4e-3") for b in ("16", "32")]
+    assert edge_flags(point(lr="2e-3", batch_size="32"), grid) == [Edge("data.init_args.batch_size", "highest", "32")]
+    assert extension(point(lr="4e-3", batch_size="16"), Edge(LR, "highest", "4e-3"), grid) == point(lr="0.008",
+                                                                                                 batch_size="16")
+
+
+def test_the_tuned_table_flags_an_arm_at_the_edge_and_names_it(tmp_path):
+    low, high = point(lr="1e-3"), point(lr="3e-3")
+    plan, states = sweep({("standard", low): lambda s: (0.80, 0.8), ("standard", high): lambda s: (0.70, 0.7),
+                          ("super", low): lambda s: (0.80, 0.8), ("super", high): lambda s: (0.90, 0.9)})
+    text = write_report(plan, states, tmp_path, "compare ...", "standard", None)
+    assert "| super | lr=3e-3 | 0.9000 ± 0.0000 | 0.9000 ± 0.0000 | lr=3e-3 is the highest tried |" in text
+    assert "**At the grid's edge:** `standard`, `super` chose the lowest or highest value tried" in text
+    assert "--extend-edges" in text
+
+
+# ---------------------------------------------------------------------------------------------- pairing
+
+
+def test_arms_whose_first_batches_differ_fall_back_to_welch_and_the_report_says_so(tmp_path):
+    p = point(lr="1e-3")
+    plan, states = sweep({("standard", p): lambda s: (0.8, 0.80 + s / 100, f"b{s}"),
+                          ("super", p): lambda s: (0.9, 0.85 + s / 50, f"b{s}"),  # paired: the same hashes
+                          ("efficient", p): lambda s: (0.9, 0.83 + s / 40, f"other{s}" if s < 2 else f"b{s}")})
+    text = write_report(plan, states, tmp_path, "compare ...", "standard", None)
+    assert "**Paired** with `standard` (the same first training batch on the same data, seed by seed): `super`." in text
+    assert ("**Not paired:** `efficient` began with other training batches than `standard` on seed(s) 0, 1, so it is "
+            "compared unpaired") in text
+    cells = cells_of(plan, states)
+    test = lambda r: r["test"]["test/acc"]  # noqa: E731
+    efficient, standard = cells[("efficient", p)].by_seed(test), cells[("standard", p)].by_seed(test)
+    welch = with_holm([paired_difference(cells[("super", p)].by_seed(test), standard),
+                       unpaired_difference(efficient, standard)])[1]
+    assert not welch.paired and f"| efficient | 5 + 5 (unpaired) | {welch.mean:+.4f} |" in text
+    assert f"[{welch.low:+.4f}, {welch.high:+.4f}]" in text
+
+
+def test_all_paired_is_said_once_and_other_data_are_never_compared(tmp_path):
+    p = point(lr="1e-3")
+    plan, states = sweep({("standard", p): lambda s: (0.8, 0.8 + s / 100), ("super", p): lambda s: (0.9, 0.9 + s / 90)})
+    text = write_report(plan, states, tmp_path, "compare ...", "standard", None)
+    assert "**Paired:** every arm of every seed began with the same training batch" in text
+    assert "| training data | d0 (10) |" in text and "| CPU | not recorded (10) |" in text
+    plan, states = sweep({("standard", p): lambda s: (0.8, 0.8), ("super", p): lambda s: (0.9, 0.9, "same", "d1")})
+    text = write_report(plan, states, tmp_path, "compare ...", "standard", None)
+    assert "**Not compared:** `super` saw other train data than `standard` on seed(s) 0, 1, 2, 3, 4" in text
+    assert "| super | - | n/a |" in text and "not compared: other data" in text
+    assert "| training data | d0 (5); d1 (5) |" in text
+
+
+def test_records_without_hashes_are_labelled_not_recorded_never_refused(tmp_path):
+    p = point(lr="1e-3")
+
+    def old(best, test):
+        found = record(best, test)
+        for key in ("first_batch_sha256", "data_fingerprints", "provenance"):
+            found.pop(key)
+        return found
+
+    plan, states = sweep({("standard", p): lambda s: (0.8, 0.8 + s / 100), ("super", p): lambda s: (0.9, 0.9)}, make=old)
+    text = write_report(plan, states, tmp_path, "compare ...", "standard", None)
+    assert "**Pairing not recorded** for `super`" in text and "| super | 5 | +0.0800 |" in text
+    assert "| commit | not recorded (10) |" in text
+
+
+# ---------------------------------------------------------------------------------------------- --primary
+
+
+def test_primary_fixes_the_corrected_family_and_labels_the_rest_exploratory(tmp_path):
+    p = point(lr="1e-3")
+    plan, states = sweep({("standard", p): lambda s: (0.8, 0.80 + s / 100),
+                          ("super", p): lambda s: (0.9, 0.90 + s / 90),
+                          ("efficient", p): lambda s: (0.9, 0.86 + s / 80),
+                          ("standard~efficient", p): lambda s: (0.8, 0.81 + s / 70)})
+    primary = parse_primary(plan, "super,efficient:standard~efficient", "standard")
+    assert primary == [("super", "standard"), ("efficient", "standard~efficient")]
+    text = write_report(plan, states, tmp_path, "compare ...", "standard", None, primary=primary)
+    cells = cells_of(plan, states)
+    test = lambda arm: cells[(arm, p)].by_seed(lambda r: r["test"]["test/acc"])  # noqa: E731
+    family = with_holm([paired_difference(test("super"), test("standard")),
+                        paired_difference(test("efficient"), test("standard~efficient"))])
+    against = text.split("## Against")[1]
+    assert f"{family[0].p_holm:.3g} | better |" in against.split("| super |")[1].split("\n")[0]
+    row = against.split("| efficient vs standard~efficient |")[1].split("\n")[0]
+    assert f"{family[1].p_holm:.3g}" in row
+    assert "exploratory (not corrected)" in against.split("| efficient |")[1].split("\n")[0]
+    assert "simultaneous 95% (2)" in text and "the 2 primary comparison(s) declared with --primary" in text
+
+
+@pytest.mark.parametrize("text, message", [("sup3r", "names an arm this sweep does not have"),
+                                           ("standard", "compares standard with itself"), (",", "--primary is empty")])
+def test_a_bad_primary_is_one_sentence(text, message):
+    plan = Plan(arms=["standard", "super"], runs=[Run("standard", "standard", (), 0), Run("super", "super", (), 0)])
+    with pytest.raises(ConfigError, match=message):
+        parse_primary(plan, text, "standard")
+
+
+# ---------------------------------------------------------------------------------------------- --cross-fit
+
+
+def test_cross_fit_chooses_on_one_half_and_scores_on_the_other():
+    """Seeds 0, 1 prefer lr=1e-3 on validation, seeds 2, 3 prefer 3e-3: each half is scored at the
+    other half's choice, so seeds 2, 3 get 1e-3's test values and seeds 0, 1 get 3e-3's."""
+    low, high = point(lr="1e-3"), point(lr="3e-3")
+    plan, states = sweep({("standard", low): lambda s: (0.9 if s < 2 else 0.7, 0.50 + s / 100),
+                          ("standard", high): lambda s: (0.7 if s < 2 else 0.9, 0.60 + s / 100)}, seeds=(0, 1, 2, 3))
+    cells = cells_of(plan, states)
+    fit = cross_fit({q: cells[("standard", q)] for q in (low, high)}, [low, high], plan.seeds, "max",
+                    lambda r: r["test"]["test/acc"])
+    assert (fit.first_half, fit.second_half, fit.chosen_on_first, fit.chosen_on_second) == ((0, 1), (2, 3), low, high)
+    assert fit.values == {0: 0.60, 1: 0.61, 2: 0.52, 3: 0.53}
+
+
+def test_the_cross_fitted_table_is_in_the_report(tmp_path):
+    low, high = point(lr="1e-3"), point(lr="3e-3")
+    plan, states = sweep({("standard", low): lambda s: (0.9 if s < 2 else 0.7, 0.50 + s / 100),
+                          ("standard", high): lambda s: (0.7 if s < 2 else 0.9, 0.60 + s / 100),
+                          ("super", low): lambda s: (0.9, 0.70 + s / 100), ("super", high): lambda s: (0.8, 0.8)},
+                         seeds=(0, 1, 2, 3))
+    text = write_report(plan, states, tmp_path, "compare ...", "standard", None, cross_fitted=True)
+    section = text.split("## Cross-fitted tuning")[1]
+    assert "| standard | lr=1e-3 | lr=3e-3 | 0.5650 ± 0.0465 |" in section
+    # super is scored at 1e-3 on every seed; standard as above: differences 0.10, 0.10, 0.20, 0.20.
+    assert "| super | 4 | +0.1500 |" in section
+
+
+# ---------------------------------------------------------------------------------------------- one real round
+
+
+@pytest.mark.slow
+def test_extend_edges_runs_the_next_point_past_the_edge_and_the_report_rebuilds(tmp_path):
+    """With two rates any choice is at an edge: one round adds the next rate for the arm, and --report
+    with the same options counts it again (and without --extend-edges leaves it out)."""
+    tiny = ["--trainer.max_steps=2", "--trainer.limit_val_batches=1", "--model.net.dim=16", "--model.net.depth=1",
+            "--model.net.num_heads=2"]
+    sweep_args = ["--config", str(ROOT / "recipes/quickstart/vit_digits.yaml"), "--variants", "standard", "--seeds", "1",
+                  "--grid", f"{LR}=1e-3,2e-3", "--extend-edges", "--max-extensions", "1", "--output", "out", *tiny]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    run = subprocess.run([sys.executable, "-m", "lit_attention", "compare", *sweep_args], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "sits at the grid's edge; running the next point past it" in run.stdout
+    ran = sorted(p.name for p in (tmp_path / "out" / "runs").iterdir())
+    assert len(ran) == 3 and ("lr=0.004" in ran or "lr=0.0005" in ran), ran
+    text = (tmp_path / "out" / "results.md").read_text()
+    assert "added 1 point(s) past the grid in up to 1 round(s)" in text
+    again = subprocess.run([sys.executable, "-m", "lit_attention", "compare", *sweep_args, "--report"], cwd=tmp_path,
+                           env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    rebuilt = (tmp_path / "out" / "results.md").read_text()
+    assert rebuilt.split("\n", 3)[3] == text.split("\n", 3)[3]  # all but the command line
