@@ -27,6 +27,7 @@ from lit_attention.errors import ConfigError
 from lit_attention.modeling.variants import presets_help
 from lit_attention.sweep.launchers import Job, LocalLauncher, SlurmLauncher
 from lit_attention.sweep.report import write_report
+from lit_attention.sweep.verify import choose_runs, rerun, scratch
 from lit_attention.training.run_dirs import check_writable
 from lit_attention.sweep.runs import (
     Plan,
@@ -78,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--baseline", default="standard", help="the arm every other arm is compared with")
     report.add_argument("--success-threshold", type=float, default=None,
                         help="also count the runs whose best validation value reaches this (MQAR-like outcomes)")
+    report.add_argument("--verify", type=int, default=0, metavar="K",
+                        help="re-train K randomly chosen finished runs in <output>/verify and report the largest "
+                             "difference from their records")
     launch = parser.add_argument_group("where the runs go")
     launch.add_argument("--launcher", choices=("local", "slurm"), default="local")
     launch.add_argument("--parallel", type=int, default=1, help="local: runs at a time (CPU cores are split)")
@@ -107,6 +111,8 @@ def run(argv: list[str]) -> None:
             raise ConfigError(f"--{name.replace('_', '-')} {getattr(args, name)} is invalid; give at least 1.")
     if args.first_seed < 0:
         raise ConfigError(f"--first-seed {args.first_seed} is invalid; seeds are whole numbers from 0.")
+    if args.verify < 0:
+        raise ConfigError(f"--verify {args.verify} is invalid; give how many finished runs to re-train, 0 or more.")
     for name in ("lightning.pytorch", "lightning.fabric"):  # planning seeds and builds; say it once, below
         logging.getLogger(name).setLevel(logging.WARNING)
     variants = parse_variants(args.variants)
@@ -121,10 +127,18 @@ def run(argv: list[str]) -> None:
     args.baseline = baseline_arm(plan, args.baseline)
     states = {r: find_state(r, output, needs_test=args.test and not args.report, wanted=plan.configs[(r.arm, r.point)])
               for r in plan.runs}
+    finished_now = sum(state.finished for state in states.values())
+    most = finished_now if args.report else len(plan.runs)  # a sweep finishes its runs first (choose_runs checks again)
+    if args.verify > most:
+        raise ConfigError(f"--verify {args.verify} asks for more runs than the {finished_now} finished (of the "
+                          f"{len(plan.runs)} this sweep plans); give at most {most}.")
     failed = 0
     if not args.report:
         failed = launch(args, plan, states, output, extra)
         states = {r: find_state(r, output) for r in plan.runs}
+    if args.verify:
+        chosen = choose_runs(states.values(), args.verify)
+        failed += rerun(chosen, plan, states, args.config, extra, output, make_launcher(args, scratch(output)))
     command = "lit-attention compare " + " ".join(argv)
     text = write_report(plan, list(states.values()), output, command, args.baseline, args.success_threshold)
     print("\n" + text)
@@ -273,11 +287,7 @@ def non_embedding(configs, variant: str, point, overrides, extra) -> tuple[int, 
 def launch(args, plan: Plan, states: dict, output: Path, extra: list[str]) -> int:
     """Run every unfinished run; print a line per finished one. Returns how many failed."""
     todo = [r for r in plan.runs if not states[r].finished]
-    if args.launcher == "slurm":
-        launcher = SlurmLauncher(output / "slurm", args.slurm_partition, args.slurm_time, args.slurm_gpus_per_node,
-                                 args.slurm_nodes, args.slurm_cpus_per_task, args.slurm_cluster)
-    else:
-        launcher = LocalLauncher(args.parallel, args.devices_per_run, fresh=args.fresh_processes)
+    launcher = make_launcher(args, output)
     total, done_before = len(plan.runs), len(plan.runs) - len(todo)
     print(f"compare: {total} runs ({len(plan.arms)} arm(s) x {len(plan.points)} grid point(s) x {len(plan.seeds)} seed(s)); "
           f"{done_before} finished earlier, {len(todo)} to run, {launcher.describe()}; output {output}", flush=True)
@@ -315,6 +325,15 @@ def launch(args, plan: Plan, states: dict, output: Path, extra: list[str]) -> in
                   "from their last checkpoint.", file=sys.stderr, flush=True)
         sys.exit(130)
     return failed[0]
+
+
+def make_launcher(args, output: Path):
+    """The launcher the options name, for the sweep and for its --verify re-runs (SLURM's job files under
+    `output`): a re-run goes where its run went, with the same threads or GPUs."""
+    if args.launcher == "slurm":
+        return SlurmLauncher(output / "slurm", args.slurm_partition, args.slurm_time, args.slurm_gpus_per_node,
+                             args.slurm_nodes, args.slurm_cpus_per_task, args.slurm_cluster)
+    return LocalLauncher(args.parallel, args.devices_per_run, fresh=args.fresh_processes)
 
 
 def _duration(seconds: float) -> str:
