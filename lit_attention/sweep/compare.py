@@ -73,12 +73,26 @@ def build_parser() -> argparse.ArgumentParser:
                        help="an extra arm: a variant with settings of its own (e.g. 'mlp4.75;standard;"
                             "model.init_args.net.mlp_ratio=4.75'); repeatable")
     sweep.add_argument("--test", action="store_true", help="score each run's best checkpoint on the test split")
+    sweep.add_argument("--extend-edges", action="store_true",
+                       help="off by default: when an arm's tuned choice is the lowest or highest value of a numeric "
+                            "--grid axis, run the next value past it (at the ratio of the axis's last step) for every "
+                            "seed of that arm, and repeat until the choice is inside the grid (give it with --report "
+                            "too, to count the points it added)")
+    sweep.add_argument("--max-extensions", type=int, default=3, metavar="N",
+                       help="with --extend-edges: at most N rounds of points past the grid (default 3)")
     report = parser.add_argument_group("the report")
     report.add_argument("--output", default=None, help="output directory (default: runs/compare/<recipe>)")
     report.add_argument("--report", action="store_true", help="only rebuild the report from the records on disk")
     report.add_argument("--baseline", default="standard", help="the arm every other arm is compared with")
     report.add_argument("--success-threshold", type=float, default=None,
                         help="also count the runs whose best validation value reaches this (MQAR-like outcomes)")
+    report.add_argument("--primary", default=None, metavar="ARM[:REFERENCE],...",
+                        help="the confirmatory comparisons, fixed in advance: each ARM against the baseline, or "
+                             "against REFERENCE; only these are corrected for multiple comparisons and get verdicts, "
+                             "the others are labelled exploratory (default: every arm against the baseline)")
+    report.add_argument("--cross-fit", action="store_true",
+                        help="with a grid, add a tuned table whose grid point is chosen on half of the seeds and "
+                             "scored on the other half, both ways, so selection and scoring never share a seed")
     report.add_argument("--verify", type=int, default=0, metavar="K",
                         help="re-train K randomly chosen finished runs in <output>/verify and report the largest "
                              "difference from their records")
@@ -111,6 +125,8 @@ def run(argv: list[str]) -> None:
             raise ConfigError(f"--{name.replace('_', '-')} {getattr(args, name)} is invalid; give at least 1.")
     if args.first_seed < 0:
         raise ConfigError(f"--first-seed {args.first_seed} is invalid; seeds are whole numbers from 0.")
+    if args.max_extensions < 0:
+        raise ConfigError(f"--max-extensions {args.max_extensions} is invalid; give 0 or more rounds.")
     if args.verify < 0:
         raise ConfigError(f"--verify {args.verify} is invalid; give how many finished runs to re-train, 0 or more.")
     for name in ("lightning.pytorch", "lightning.fabric"):  # planning seeds and builds; say it once, below
@@ -125,6 +141,7 @@ def run(argv: list[str]) -> None:
     check_writable(output)
     plan = build_plan(args, variants, grid, extra)
     args.baseline = baseline_arm(plan, args.baseline)
+    primary = parse_primary(plan, args.primary, args.baseline)
     states = {r: find_state(r, output, needs_test=args.test and not args.report, wanted=plan.configs[(r.arm, r.point)])
               for r in plan.runs}
     finished_now = sum(state.finished for state in states.values())
@@ -136,11 +153,15 @@ def run(argv: list[str]) -> None:
     if not args.report:
         failed = launch(args, plan, states, output, extra)
         states = {r: find_state(r, output) for r in plan.runs}
+    if args.extend_edges:
+        failed += extend_edges(args, plan, states, output, extra)
     if args.verify:
         chosen = choose_runs(states.values(), args.verify)
         failed += rerun(chosen, plan, states, args.config, extra, output, make_launcher(args, scratch(output)))
     command = "lit-attention compare " + " ".join(argv)
-    text = write_report(plan, list(states.values()), output, command, args.baseline, args.success_threshold)
+    text = write_report(plan, list(states.values()), output, command, args.baseline, args.success_threshold,
+                        primary=primary, cross_fitted=args.cross_fit,
+                        extension_rounds=args.max_extensions if args.extend_edges else None)
     print("\n" + text)
     finished = sum(state.finished for state in states.values())
     written = "results.md, results.csv, timings.csv and results.png" if finished else "results.md and results.csv"
@@ -214,6 +235,27 @@ def baseline_arm(plan: Plan, baseline: str) -> str:
     if len(matching) == 1:
         return matching[0]
     raise ConfigError(f"--baseline {baseline!r} is not one of this sweep's arms; choose one of {', '.join(plan.arms)}.")
+
+
+def parse_primary(plan: Plan, text: str | None, baseline: str) -> list[tuple[str, str]] | None:
+    """[(arm, reference)] from `ARM[:REFERENCE],...` (each arm named as --baseline names one); None
+    without --primary."""
+    if text is None:
+        return None
+    pairs = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        arm, _, reference = item.partition(":")
+        try:
+            pair = (baseline_arm(plan, arm), baseline_arm(plan, reference) if reference else baseline)
+        except ConfigError:
+            raise ConfigError(f"--primary {item!r} names an arm this sweep does not have; its arms are "
+                              f"{', '.join(plan.arms)}.") from None
+        if pair[0] == pair[1]:
+            raise ConfigError(f"--primary {item!r} compares {pair[0]} with itself; name another arm or reference.")
+        pairs.append(pair)
+    if not pairs:
+        raise ConfigError("--primary is empty; name the comparisons to confirm, such as --primary super,efficient.")
+    return list(dict.fromkeys(pairs))
 
 
 def parse_arms(items: list[str], grid) -> list[tuple[str, str, tuple[str, ...]]]:
@@ -325,6 +367,53 @@ def launch(args, plan: Plan, states: dict, output: Path, extra: list[str]) -> in
                   "from their last checkpoint.", file=sys.stderr, flush=True)
         sys.exit(130)
     return failed[0]
+
+
+def extend_edges(args, plan: Plan, states: dict, output: Path, extra: list[str]) -> int:
+    """--extend-edges: while an arm's tuned point sits at an end of a numeric grid axis, add the point one
+    step past it for every seed of that arm (selection.extension) and run it, for at most
+    --max-extensions rounds. With --report nothing trains: the rounds whose runs are on disk are counted
+    again, so the report of a finished sweep rebuilds. Returns how many runs failed."""
+    from lit_attention.sweep.selection import cells_of, edge_flags, extension, tuned_points
+
+    failed = 0
+    for _ in range(args.max_extensions):
+        records = [s.record for s in states.values() if s.record is not None]
+        if not records:
+            break
+        tuned = tuned_points(plan, cells_of(plan, states.values()), records[0]["mode"])
+        added: list[Run] = []
+        for arm, point in tuned.items():
+            points = plan.points_of(arm)
+            template = next(r for r in plan.runs if r.arm == arm and r.point == point)
+            for edge in edge_flags(point, points):
+                beyond = extension(point, edge, points)
+                if beyond is None or beyond in points:
+                    continue
+                runs = [Run(arm, template.variant, beyond, seed, template.overrides) for seed in plan.seeds]
+                plan.configs[(arm, beyond)] = check_run(args.config, runs[0], extra).resolved
+                plan.extensions.setdefault(arm, []).append(beyond)
+                points = plan.points_of(arm)
+                added += runs
+        if not added:
+            break
+        found = {r: find_state(r, output, needs_test=args.test and not args.report, wanted=plan.configs[(r.arm, r.point)])
+                 for r in added}
+        if args.report and not any(state.finished for state in found.values()):
+            for run in added:  # never run: not part of this report
+                plan.extensions[run.arm] = [p for p in plan.extensions[run.arm] if p != run.point]
+            plan.extensions = {arm: points for arm, points in plan.extensions.items() if points}
+            break
+        plan.runs += added
+        states.update(found)
+        if not args.report:
+            print(f"compare: the tuned choice of {', '.join(sorted({r.arm for r in added}))} sits at the grid's edge; "
+                  f"running the next point past it.", flush=True)
+            extension_plan = Plan(runs=added, arms=list(dict.fromkeys(r.arm for r in added)),
+                                  points=list(dict.fromkeys(r.point for r in added)), seeds=plan.seeds)
+            failed += launch(args, extension_plan, states, output, extra)
+            states.update({r: find_state(r, output) for r in added})
+    return failed
 
 
 def make_launcher(args, output: Path):
