@@ -2,12 +2,10 @@
 one real re-run of a tiny sweep that must repeat its record bit for bit without touching it."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from in_process import run_main  # tests/ is on sys.path under pytest
 
 from lit_attention.errors import ConfigError
 from lit_attention.main import main
@@ -68,8 +66,8 @@ def test_verification_section_sets_each_re_run_beside_its_record(tmp_path):
     assert ("Largest difference between a re-run and its record: 0.01, larger than the smallest effect the "
             "comparison table reports (0.005)") in text
     assert "| cpu | not recorded | Zen 2 |" in text and "| threads | 2 | 2 |" in text
-    assert ("The re-runs ran where their records did, as far as both record it (commit, torch_build, cpu, devices: "
-            "not recorded by every run).") in text
+    assert ("The re-runs ran where their records did, as far as both record it (commit, dirty, diff_sha256, "
+            "torch_build, cpu, devices: not recorded by every run).") in text
     assert "below the smallest effect" in verification_section(plan, states, tmp_path, 0.02)
     assert "the report has no comparison to set it beside" in verification_section(plan, states, tmp_path, None)
     write(runs[2].directory(tmp_path / "verify"), record(0.70, None, [[0, 4, 0.7]], **{**here, "torch": "2.6.0"}))
@@ -94,19 +92,15 @@ def tree(folder: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.slow
-def test_verify_re_trains_a_run_bit_for_bit_and_leaves_the_sweep_untouched(tmp_path):
-    sweep = [sys.executable, "-m", "lit_attention", "compare", "--config", VIT, "--variants", "standard", "--seeds", "1",
-             "--test", "--output", "out", *TINY]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    done = subprocess.run(sweep, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
-    assert done.returncode == 0, done.stderr[-3000:]
-    before = tree(tmp_path / "out" / "runs")
-    checked = subprocess.run([*sweep, "--report", "--verify", "1"], cwd=tmp_path, env=env, capture_output=True,
-                             text=True, timeout=400)
-    assert checked.returncode == 0, checked.stderr[-3000:]
-    assert tree(tmp_path / "out" / "runs") == before  # the records checked are not rewritten
-    [rerun] = (tmp_path / "out" / "verify").glob("runs/**/record.json")
-    report = (tmp_path / "out" / "results.md").read_text()
+def test_verify_re_trains_a_run_bit_for_bit_and_leaves_the_sweep_untouched(in_tmp):
+    # In this process: both commands fork their runs from one forkserver, which imports torch once.
+    sweep = ["compare", "--config", VIT, "--variants", "standard", "--seeds", "1", "--test", "--output", "out", *TINY]
+    assert run_main(sweep) == 0
+    before = tree(in_tmp / "out" / "runs")
+    assert run_main([*sweep, "--report", "--verify", "1"]) == 0
+    assert tree(in_tmp / "out" / "runs") == before  # the records checked are not rewritten
+    [rerun] = (in_tmp / "out" / "verify").glob("runs/**/record.json")
+    report = (in_tmp / "out" / "results.md").read_text()
     section = report.split("## Re-run check")[1].split("\n## ")[0]
     # Same machine, same thread count (the launcher gives each run cores / --parallel): the same floats.
     [row] = [line for line in section.splitlines() if line.startswith("| standard | default | 0 |")]

@@ -23,7 +23,7 @@ from lit_attention.sweep.runs import Plan, Run, RunState, clear_failure, find_st
 
 VERIFY = "verify"  # the scratch folder under the sweep's output
 # What says where a run ran, as records.provenance names it; a field an older record lacks is "not recorded".
-PROVENANCE_FIELDS = ("commit", "python", "torch", "torch_build", "cpu", "threads", "devices")
+PROVENANCE_FIELDS = ("commit", "dirty", "diff_sha256", "python", "torch", "torch_build", "cpu", "threads", "devices")
 
 
 def scratch(output: Path) -> Path:
@@ -137,7 +137,7 @@ def _largest_sentence(largest: float | None, smallest_effect: float | None) -> s
     if smallest_effect is None:
         return sentence + "; the report has no comparison to set it beside.\n"
     relation = "below" if largest < smallest_effect else "as large as" if largest == smallest_effect else "larger than"
-    verdict = ("re-running moves no result as far as the smallest difference the table reports" if largest < smallest_effect
+    verdict = ("re-running moved no checked result as far as the smallest difference the table reports" if largest < smallest_effect
                else "a difference of the smallest reported size is within what re-running a run moves")
     return (f"{sentence}, {relation} the smallest effect the comparison table reports ({smallest_effect:.4g}): "
             f"{verdict}.\n")
