@@ -2,6 +2,7 @@
 
     lit-attention fit|validate|test|predict ...   one run (lit_attention/training/cli.py)
     lit-attention compare ...                      a sweep of runs (lit_attention/sweep/compare.py)
+    lit-attention inspect ...                      what a trained run learned (lit_attention/analysis/)
 
 Exit status: 0 done, 2 bad input (one sentence on stderr, no traceback unless
 LIT_ATTENTION_TRACEBACK=1), 3 the training loss became NaN or infinite.
@@ -20,7 +21,7 @@ from lit_attention.errors import ConfigError
 from lit_attention.sweep import die_with_parent
 
 TRACEBACK_ENV = "LIT_ATTENTION_TRACEBACK"
-COMMANDS = ("fit", "validate", "test", "predict", "compare")
+COMMANDS = ("fit", "validate", "test", "predict", "compare", "inspect")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -35,6 +36,10 @@ def main(argv: list[str] | None = None) -> None:
             from lit_attention.sweep.compare import run as compare
 
             compare(words[1:])
+        elif words and words[0] == "inspect":
+            from lit_attention.analysis.command import run as inspect
+
+            inspect(words[1:])
         else:
             from lit_attention.training.cli import run as fit_validate_test_predict
 
@@ -47,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(status)
 
 
-OVERVIEW = """usage: lit-attention {fit,validate,test,predict,compare} [options]
+OVERVIEW = """usage: lit-attention {fit,validate,test,predict,compare,inspect} [options]
 
 Train and compare attention variants with PyTorch Lightning.
 
@@ -57,6 +62,7 @@ commands:
   test       score a trained run's checkpoint on the test split
   predict    run a trained model on your own files (--data.predict_files)
   compare    train a recipe over variants, seeds and a grid of settings, and report paired statistics
+  inspect    what a trained run's attention learned (patterns, W_A, spectra, CKA): --ckpt_path <run dir>
 
 `lit-attention <command> --help` lists a command's options.
 """

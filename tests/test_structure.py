@@ -1,5 +1,6 @@
 """The package's shape (docs/DESIGN.md §4): no import cycles, no private name imported across modules, and
-layers that import only downward: modeling (no Lightning) < training and datamodules < sweep < the entry point."""
+layers that import only downward: modeling (no Lightning) < training and datamodules < analysis < sweep < the entry
+point."""
 
 import ast
 from pathlib import Path
@@ -64,7 +65,9 @@ LAYERS = {
     "lit_attention.modeling": ("lit_attention.errors",),
     "datamodules": ("lit_attention.errors",),
     "lit_attention.training": ("lit_attention.errors", "lit_attention.modeling", "datamodules"),
-    "lit_attention.sweep": ("lit_attention.errors", "lit_attention.modeling", "lit_attention.training", "datamodules"),
+    "lit_attention.analysis": ("lit_attention.errors", "lit_attention.modeling", "lit_attention.training", "datamodules"),
+    "lit_attention.sweep": ("lit_attention.errors", "lit_attention.modeling", "lit_attention.training", "datamodules",
+                            "lit_attention.analysis"),
 }
 TOP = ("lit_attention", "lit_attention.main", "lit_attention.__main__")  # the entry point: may import every layer
 

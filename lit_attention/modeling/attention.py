@@ -377,6 +377,19 @@ class MultiHeadAttention(nn.Module):
         )
         return y.transpose(1, 2).reshape(b, t, self.dim)
 
+    def projection_weights(self) -> dict[str, torch.Tensor]:
+        """The kept projection matrices W as applied to rows (X W, shape (d, d)), by name: `q`, `k`, `v`
+        (those this variant keeps; `k` and `v` read the memory in cross-attention) and `o`. Head i's
+        W_Q,i is columns i*d_h:(i+1)*d_h; head i's W_O,i is rows i*d_h:(i+1)*d_h. Biases are left out.
+        For tools that look at what a trained layer learned (lit_attention/analysis)."""
+        found = {}
+        if self.in_proj is not None:
+            found.update(zip(self._from_x, self.in_proj.weight.split(self.dim, dim=0)))
+        if self.memory_proj is not None:
+            found.update(zip(self._from_memory, self.memory_proj.weight.split(self.dim, dim=0)))
+        found["o"] = self.out_proj.weight
+        return {name: weight.detach().t() for name, weight in found.items()}
+
     def extra_repr(self) -> str:
         return (
             f"dim={self.dim}, num_heads={self.num_heads}, variant={self.spec.name!r}, "

@@ -1,0 +1,290 @@
+"""`lit-attention inspect` (issue 24): the measures on constructed inputs whose answers are known, the
+per-head products against the layer's own math, the hooks on real models, and the command on a
+checkpoint of every task (slow: each trains one step of a tiny model first)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from lit_attention.analysis import measures
+from lit_attention.analysis.collect import Collector, run_batches
+from lit_attention.analysis.weights import Geometry, head_products, value_mix_report, value_mix_used
+from lit_attention.modeling.attention import MultiHeadAttention
+from lit_attention.modeling.gpt import GPT, GPTConfig
+
+from in_process import run_main  # tests/ is on sys.path under pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# ------------------------------------------------------------------ W_A
+
+
+def test_an_identity_value_mix_is_at_distance_zero_with_all_mass_on_the_diagonal():
+    report = value_mix_report(torch.eye(17, dtype=torch.float64), Geometry(cls=True, grid=4))
+    assert report["identity_distance"] == 0.0
+    assert all(share == 1.0 for share in report["band_mass"].values())  # k = 0 is the diagonal itself
+    assert all(share == 1.0 for share in report["patch_band_mass"].values())
+    assert report["mass_above_diagonal"] == 0.0 and report["effective_rank"] == 17
+
+
+def test_a_banded_value_mix_gives_the_bandedness_of_its_band():
+    n = 8
+    offsets = measures.sequence_distance(n, n)
+    banded = torch.where(offsets == 0, 1.0, torch.where(offsets == 1, -0.5, torch.where(offsets == 2, 0.25, 0.0)))
+    mass = measures.band_mass(banded, measures.band_widths(n))
+    total = n * 1.0 + 2 * (n - 1) * 0.5 + 2 * (n - 2) * 0.25  # |entries|: a negative band counts by its size
+    assert mass[0] == pytest.approx(n / total) and mass[1] == pytest.approx((n + (n - 1)) / total)
+    assert mass[2] == mass[4] == 1.0
+    assert measures.identity_distance(banded) == pytest.approx(math.sqrt(2 * 7 * 0.25 + 2 * 6 * 0.0625) / math.sqrt(n))
+
+
+def test_a_convolution_like_value_mix_is_banded_by_patch_distance():
+    """On a 3 x 3 grid, mixing each patch with its 3 x 3 neighbourhood: all mass within Chebyshev distance 1,
+    9 of the 49 neighbour pairs on the diagonal, though far from banded by |i - j| in the flattened order."""
+    distance = measures.patch_distance(3, "chebyshev")
+    mixing = (distance <= 1).double()
+    with_cls = torch.zeros(10, 10, dtype=torch.float64)
+    with_cls[0, 0], with_cls[1:, 1:] = 1.0, mixing
+    report = value_mix_report(with_cls, Geometry(cls=True, grid=3))
+    assert report["patch_band_mass"] == {0: pytest.approx(9 / 49), 1: 1.0, 2: 1.0}
+    assert report["band_mass"][1] < 0.6  # the row above sits 3 positions away in the flattened order
+
+
+def test_patch_distance_is_measured_on_the_grid():
+    euclid = measures.patch_distance(2)
+    assert euclid[0].tolist() == pytest.approx([0.0, 1.0, 1.0, math.sqrt(2)])
+    uniform = torch.full((4, 4), 0.25, dtype=torch.float64)
+    assert measures.expected_distance(uniform, euclid).tolist() == pytest.approx([(2 + math.sqrt(2)) / 4] * 4)
+
+
+# ------------------------------------------------------------------ attention weights
+
+
+def test_uniform_attention_has_entropy_one_and_one_hot_attention_zero():
+    t = 6
+    assert measures.normalised_entropy(torch.full((2, t, t), 1 / t)).flatten().tolist() == pytest.approx([1.0] * 2 * t)
+    assert measures.normalised_entropy(torch.eye(t)).tolist() == [0.0] * t
+    causal = torch.ones(t, t).tril()
+    uniform_causal = causal / causal.sum(dim=-1, keepdim=True)
+    entropy = measures.normalised_entropy(uniform_causal, causal.bool())
+    assert math.isnan(entropy[0]) and entropy[1:].tolist() == pytest.approx([1.0] * (t - 1))  # row 0 has one key
+
+
+def test_diagonal_and_above_diagonal_weight():
+    t = 5
+    assert measures.diagonal_weight(torch.eye(t)).tolist() == [1.0] * t
+    assert float(measures.mass_above_diagonal(torch.ones(t, t).tril())) == 0.0
+    assert float(measures.mass_above_diagonal(torch.ones(t, t))) == pytest.approx(10 / 25)
+
+
+# ------------------------------------------------------------------ spectra
+
+
+@pytest.mark.parametrize("rank", [1, 3, 7])
+def test_a_rank_r_product_has_effective_rank_r(rank):
+    generator = torch.Generator().manual_seed(rank)
+    product = torch.randn(12, rank, generator=generator) @ torch.randn(rank, 12, generator=generator)
+    assert measures.effective_rank(measures.singular_values(product)) == rank
+    left, _ = torch.linalg.qr(torch.randn(12, rank, generator=generator, dtype=torch.float64))
+    right, _ = torch.linalg.qr(torch.randn(12, rank, generator=generator, dtype=torch.float64))
+    flat = 3.0 * left @ right.T  # r equal singular values
+    assert measures.entropy_rank(measures.singular_values(flat)) == pytest.approx(rank)
+
+
+def test_head_products_are_the_layers_own_scores_and_value_path():
+    """Per head, softmax(s X W_Q,i W_K,iᵀ Xᵀ) is the layer's attention and Σ_i A_i X W_V,i W_O,i its output."""
+    torch.manual_seed(0)
+    for variant in ("standard", "residual_query"):
+        layer = MultiHeadAttention(8, 2, variant, fused=False).double().eval()
+        x = torch.randn(3, 5, 8, dtype=torch.float64)
+        layer.record_weights = True
+        y = layer(x)
+        products = head_products(layer)
+        scores = torch.stack([x @ m @ x.transpose(-2, -1) for m in products["W_Q,i W_K,iᵀ"]], dim=1) * layer.scale
+        assert torch.allclose(scores.softmax(dim=-1), layer.recorded_weights, atol=1e-12)
+        heads = sum(layer.recorded_weights[:, i] @ x @ m for i, m in enumerate(products["W_V,i W_O,i"]))
+        assert torch.allclose(heads, y, atol=1e-12)
+    assert set(head_products(MultiHeadAttention(8, 2, "optimized"))) == {"W_Q,i W_K,iᵀ"}
+    assert head_products(MultiHeadAttention(8, 2, "efficient")) == {}
+
+
+# ------------------------------------------------------------------ CKA
+
+
+def test_cka_of_features_with_themselves_is_one_and_invariant_to_a_rotation():
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(200, 8, generator=generator, dtype=torch.float64)
+    rotation, _ = torch.linalg.qr(torch.randn(8, 8, generator=generator, dtype=torch.float64))
+    assert measures.linear_cka(x, x) == pytest.approx(1.0)
+    assert measures.linear_cka(x, 3.0 * x @ rotation + 1.0) == pytest.approx(1.0)
+    assert measures.linear_cka(x, torch.randn(200, 8, generator=generator, dtype=torch.float64)) < 0.3
+    streamed = measures.LinearCKA()
+    y = torch.tanh(x[:, :5])
+    streamed.update(x[:120], y[:120])
+    streamed.update(x[120:], y[120:])
+    assert streamed.value() == pytest.approx(measures.linear_cka(x, y))
+
+
+# ------------------------------------------------------------------ hooks on a model
+
+
+def tiny_gpt(variant: str) -> GPT:
+    torch.manual_seed(0)
+    return GPT(GPTConfig(vocab_size=11, max_len=9, dim=16, depth=2, num_heads=2), variant).eval()
+
+
+def test_causal_super_reports_no_mass_above_the_diagonal():
+    """xavier-initialised W_A has entries above the diagonal that a causal layer never uses: neither W_A as
+    used nor the attention weights put any mass there."""
+    model = tiny_gpt("super,value_mix_init=xavier")
+    tokens = torch.randint(0, 11, (4, 9))
+    expected = model(tokens)
+    with Collector(model) as collector:
+        run_batches([model], lambda m, b: m(b), [tokens], lambda b: b)
+    assert torch.equal(model(tokens), expected)  # hooks gone, fused path back
+    for name, layer in collector.layers.items():
+        assert layer.fused and not layer.record_weights
+        assert float(measures.mass_above_diagonal(layer.value_mix.detach())) > 0.1  # the raw parameter has some
+        assert value_mix_report(value_mix_used(layer), Geometry())["mass_above_diagonal"] == 0.0
+        result = collector.attention[name].result()
+        assert result["above_diagonal"] == [0.0, 0.0]
+        assert all(0.0 < e <= 1.0 for e in result["entropy"])
+        assert torch.all(result["map"].triu(diagonal=1) == 0)
+    assert set(collector.features) == {"blocks.0", "blocks.1"} and collector.features["blocks.0"].shape == (36, 16)
+
+
+def test_the_nonlinear_query_ratio_is_the_size_of_f():
+    model = tiny_gpt("nonlinear_query")
+    tokens = torch.randint(0, 11, (2, 9))
+
+    def ratios() -> dict[str, float]:
+        with Collector(model) as collector:
+            run_batches([model], lambda m, b: m(b), [tokens], lambda b: b)
+        return collector.query_ratios()
+
+    before = ratios()
+    assert set(before) == {"blocks.0.attn", "blocks.1.attn"} and all(r > 0 for r in before.values())
+    with torch.no_grad():
+        model.blocks[0].attn.query_mlp.norm_out.weight.mul_(2.0)  # f(X) doubles; X does not change
+    assert ratios()["blocks.0.attn"] == pytest.approx(2 * before["blocks.0.attn"])
+
+
+# ------------------------------------------------------------------ the command
+
+TINY_NET = ["--model.net.dim=16", "--model.net.num_heads=2"]
+ONE_STEP = ["--trainer.max_steps=1", "--trainer.limit_val_batches=0", "--trainer.enable_progress_bar=false",
+            "--trainer.accelerator=cpu", "--trainer.devices=1"]
+
+
+def recipe_arguments(task: str, folder: Path) -> list[str]:
+    """A recipe of each task, shrunk to one block of width 16, on offline data (as test_recipes_run)."""
+    if task == "image":
+        return ["--config", str(ROOT / "recipes/quickstart/vit_digits.yaml"), *TINY_NET, "--model.net.depth=1"]
+    if task == "lm":
+        return ["--config", str(ROOT / "recipes/quickstart/gpt_stdlib.yaml"), *TINY_NET, "--model.net.depth=1",
+                "--trainer.val_check_interval=null", "--data.max_files=20", "--data.val_fraction=0.2",
+                "--data.val_windows=4", "--data.max_len=16", "--data.batch_size=4"]
+    if task == "mqar":
+        return ["--config", str(ROOT / "recipes/diagnostics/mqar.yaml"), *TINY_NET, "--model.net.depth=1"]
+    if task == "text":
+        return ["--config", str(ROOT / "recipes/super_attention/text_imdb.yaml"), *TINY_NET, "--model.net.depth=1",
+                f"--data.data_files={{train: {folder / 'reviews' / 'train.parquet'}, test: {folder / 'reviews' / 'test.parquet'}}}",
+                "--data.dataset=null", "--data.max_len=32", "--data.vocab_size=300", "--data.num_workers=0",
+                "--data.batch_size=8"]
+    return ["--config", str(ROOT / "recipes/super_attention/translation_en_es.yaml"), *TINY_NET,
+            "--model.net.encoder_depth=1", "--model.net.decoder_depth=1", f"--data.data_files={{train: {folder / 'pairs.jsonl'}}}",
+            "--data.dataset=null", "--data.vocab_size=320", "--data.num_workers=0", "--data.batch_size=8"]
+
+
+# task -> (variant, attention layers, whether a CLS / patch grid, whether causal)
+TASKS = {
+    "image": ("super", {"blocks.0.attn"}, True),
+    "lm": ("super", {"blocks.0.attn"}, False),
+    "mqar": ("nonlinear_query", {"blocks.0.attn"}, False),
+    "text": ("super", {"blocks.0.attn"}, True),
+    "translation": ("super", {"encoder.0.attn", "decoder.0.attn", "decoder.0.cross_attn"}, False),
+}
+
+
+def checksums(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def data_folder(tmp_path_factory) -> Path:
+    from test_datamodules_text import write_pairs_json, write_reviews
+
+    folder = tmp_path_factory.mktemp("inspect_data")
+    write_reviews(folder / "reviews")
+    write_pairs_json(folder / "pairs.jsonl", 40)
+    return folder
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", list(TASKS))
+def test_inspect_reads_a_checkpoint_of_every_task(task, data_folder, monkeypatch):
+    monkeypatch.chdir(data_folder)  # data/ lands here
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    variant, layers, cls = TASKS[task]
+    root = data_folder / "runs" / task
+    assert run_main(["fit", *recipe_arguments(task, data_folder), *ONE_STEP, f"--model.attention={variant}",
+                     f"--run.root={root}"]) == 0
+    [run] = root.glob(f"*/*/{variant}/seed_0/version_0")
+    before = checksums(run)
+    compare = ["--compare-to", str(run)] if task == "image" else []
+    assert run_main(["inspect", "--ckpt_path", str(run), "--batches=2", "--no-progress", *compare]) == 0
+    assert {k: v for k, v in checksums(run).items() if not k.startswith("inspect/")} == before  # checkpoints untouched
+    summary = json.loads((run / "inspect" / "summary.json").read_text())
+    assert set(summary["layers"]) == layers and summary["variant"] == variant and summary["cls"] == cls
+    assert (run / "inspect" / "inspect.md").is_file() and (run / "inspect" / "attention.png").is_file()
+    assert list((run / "inspect" / "tensorboard").glob("events.out.tfevents.*"))
+    for name, layer in summary["layers"].items():
+        assert all(0.0 <= e <= 1.0 + 1e-9 for e in layer["attention"]["entropy"]), (name, layer["attention"])
+        if variant == "super":
+            assert layer["value_mix"]["size"] >= 2 and (run / "inspect" / "value_mix.png").is_file()
+        if layer["causal"]:
+            assert layer["attention"]["above_diagonal"] == [0.0, 0.0]
+            if layer["value_mix"]:
+                assert layer["value_mix"]["mass_above_diagonal"] == 0.0
+    if task == "image":
+        assert summary["grid"] == 4 and "patch_band_mass" in summary["layers"]["blocks.0.attn"]["value_mix"]
+        assert summary["cka"]["values"] == [[pytest.approx(1.0)]]  # the run against itself
+        from lit_attention.analysis import compare_runs
+
+        table = compare_runs([run / "inspect", run / "inspect"], data_folder / "side_by_side", labels=["a", "b"])
+        assert (table.parent / "compare.png").is_file()
+        assert [line.split(" | ")[0] for line in table.read_text().splitlines() if line.startswith("| ") and "`super`" in line] == ["| a", "| b"]
+    if task == "mqar":
+        assert summary["layers"]["blocks.0.attn"]["query_ratio"] > 0
+        assert set(summary["layers"]["blocks.0.attn"]["projections"]) == {"W_K", "W_V", "W_O", "W_V,i W_O,i"}
+    if task == "translation":
+        assert summary["layers"]["decoder.0.attn"]["causal"] and not summary["layers"]["encoder.0.attn"]["causal"]
+
+
+@pytest.mark.parametrize("problem", ["garbage", "missing", "empty_run", "bad_batches", "unknown_option"])
+def test_a_checkpoint_or_option_inspect_cannot_use_is_one_sentence(problem, tmp_path, capsys):
+    argv = ["inspect", "--ckpt_path", str(tmp_path / "model.ckpt")]
+    if problem == "garbage":
+        (tmp_path / "model.ckpt").write_bytes(b"not a checkpoint at all")
+    elif problem == "empty_run":
+        (tmp_path / "version_0" / "checkpoints").mkdir(parents=True)
+        argv[-1] = str(tmp_path / "version_0")
+    elif problem == "bad_batches":
+        argv.append("--batches=0")
+    elif problem == "unknown_option":
+        argv.append("--batch=3")
+    capsys.readouterr()
+    assert run_main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    [sentence] = [line for line in err.splitlines() if line.startswith("error: ")]
+    expected = {"garbage": "cannot be read", "missing": "does not exist", "empty_run": "holds no checkpoint",
+                "bad_batches": "--batches 0 is invalid", "unknown_option": "--batch=3"}[problem]
+    assert expected in sentence, sentence
+    assert not list(tmp_path.rglob("inspect*"))
