@@ -92,7 +92,8 @@ def test_arms_whose_first_batches_differ_fall_back_to_welch_and_the_report_says_
                           ("super", p): lambda s: (0.9, 0.85 + s / 50, f"b{s}"),  # paired: the same hashes
                           ("efficient", p): lambda s: (0.9, 0.83 + s / 40, f"other{s}" if s < 2 else f"b{s}")})
     text = write_report(plan, states, tmp_path, "compare ...", "standard", None)
-    assert "**Paired** with `standard` (the same first training batch on the same data, seed by seed): `super`." in text
+    assert ("**Paired** with `standard` seed by seed, their records showing the same first training batch on the same "
+            "data: `super`.") in text
     assert ("**Not paired:** `efficient` began with other training batches than `standard` on seed(s) 0, 1, so it is "
             "compared unpaired") in text
     cells = cells_of(plan, states)
@@ -108,8 +109,12 @@ def test_all_paired_is_said_once_and_other_data_are_never_compared(tmp_path):
     p = point(lr="1e-3")
     plan, states = sweep({("standard", p): lambda s: (0.8, 0.8 + s / 100), ("super", p): lambda s: (0.9, 0.9 + s / 90)})
     text = write_report(plan, states, tmp_path, "compare ...", "standard", None)
-    assert "**Paired:** every arm of every seed began with the same training batch" in text
+    assert "**Paired:** the records show every arm of every seed beginning with the same training batch" in text
     assert "| training data | d0 (10) |" in text and "| CPU | not recorded (10) |" in text
+    for state in states:  # a batch hash without data fingerprints (records of before they were kept)
+        state.record.pop("data_fingerprints")
+    text = write_report(plan, states, tmp_path, "compare ...", "standard", None)
+    assert "as `standard` (their records hold no data fingerprints: the data are checked only through that batch)" in text
     plan, states = sweep({("standard", p): lambda s: (0.8, 0.8), ("super", p): lambda s: (0.9, 0.9, "same", "d1")})
     text = write_report(plan, states, tmp_path, "compare ...", "standard", None)
     assert "**Not compared:** `super` saw other train data than `standard` on seed(s) 0, 1, 2, 3, 4" in text

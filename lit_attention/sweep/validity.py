@@ -24,14 +24,17 @@ class Pairing:
     status: str  # PAIRED, UNCHECKED (no hashes to check), UNPAIRED or OTHER_DATA
     seeds: tuple[int, ...] = ()  # the seeds that differ (UNPAIRED, OTHER_DATA) or lack a hash (UNCHECKED)
     splits: tuple[str, ...] = ()  # OTHER_DATA: the splits whose fingerprints differ
+    data_checked: bool = True  # False when some seed's records hold no data fingerprints to compare
 
 
 def pairing(arm_records: dict[int, dict], reference_records: dict[int, dict]) -> Pairing:
     """Compare the records of two arms ({seed: record}) on the seeds both have."""
     seeds = sorted(arm_records.keys() & reference_records.keys())
     other_data, other_splits, other_batches, unknown = [], set(), [], []
+    data_checked = True
     for seed in seeds:
         mine, theirs = arm_records[seed], reference_records[seed]
+        data_checked &= bool(mine.get("data_fingerprints")) and bool(theirs.get("data_fingerprints"))
         splits = differing_splits(mine.get("data_fingerprints"), theirs.get("data_fingerprints"))
         if splits:
             other_data.append(seed)
@@ -46,8 +49,8 @@ def pairing(arm_records: dict[int, dict], reference_records: dict[int, dict]) ->
     if other_batches:
         return Pairing(UNPAIRED, tuple(other_batches))
     if unknown:
-        return Pairing(UNCHECKED, tuple(unknown))
-    return Pairing(PAIRED)
+        return Pairing(UNCHECKED, tuple(unknown), data_checked=data_checked)
+    return Pairing(PAIRED, data_checked=data_checked)
 
 
 def differing_splits(mine: dict | None, theirs: dict | None) -> list[str]:
@@ -64,12 +67,15 @@ def pairing_sentence(pairings: dict[str, Pairing], reference: str) -> str:
         return [f"`{arm}`" for arm, p in pairings.items() if p.status == status]
 
     lines = []
+    unfingerprinted = any(p.status == PAIRED and not p.data_checked for p in pairings.values())
+    data = (" (their records hold no data fingerprints: the data are checked only through that batch)"
+            if unfingerprinted else " on the same data")
     if arms(PAIRED) and len(arms(PAIRED)) == len(pairings):
-        lines.append(f"**Paired:** every arm of every seed began with the same training batch (after augmentation) "
-                     f"as `{reference}` on the same data, as their records show.")
+        lines.append(f"**Paired:** the records show every arm of every seed beginning with the same training batch "
+                     f"(after augmentation) as `{reference}`{data}.")
     elif arms(PAIRED):
-        lines.append(f"**Paired** with `{reference}` (the same first training batch on the same data, seed by seed): "
-                     f"{', '.join(arms(PAIRED))}.")
+        lines.append(f"**Paired** with `{reference}` seed by seed, their records showing the same first training "
+                     f"batch{data}: {', '.join(arms(PAIRED))}.")
     unpaired: dict[tuple[int, ...], list[str]] = {}  # grouped by the seeds that differ, for one line each
     for arm, p in pairings.items():
         if p.status == UNPAIRED:
