@@ -12,7 +12,7 @@ import pytest
 
 from lit_attention.errors import ConfigError
 from lit_attention.main import main
-from lit_attention.sweep.compare import parse_primary
+from lit_attention.sweep.runs import parse_primary
 from lit_attention.sweep.report import write_report
 from lit_attention.sweep.runs import Plan, Run, RunState
 from lit_attention.sweep.selection import Edge, cells_of, cross_fit, edge_flags, extension

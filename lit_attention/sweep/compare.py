@@ -32,11 +32,14 @@ from lit_attention.training.run_dirs import check_writable
 from lit_attention.sweep.runs import (
     Plan,
     Run,
+    baseline_arm,
     check_extra_arguments,
     clear_failure,
     find_state,
     grid_points,
+    parse_arms,
     parse_grid,
+    parse_primary,
     parse_variants,
     point_label,
     write_failure,
@@ -223,53 +226,6 @@ def device_arguments(args) -> list[str]:
     import torch
 
     return [f"--trainer.devices={args.devices_per_run}"] if torch.cuda.is_available() else []
-
-
-def baseline_arm(plan: Plan, baseline: str) -> str:
-    """The arm `--baseline` names: an arm's label, or the variant of exactly one arm (with
-    --match-parameters, `standard` is the arm `standard~efficient`)."""
-    if baseline in plan.arms:
-        return baseline
-    name = parse_variants([baseline])[0]
-    matching = list(dict.fromkeys(run.arm for run in plan.runs if run.variant == name))
-    if len(matching) == 1:
-        return matching[0]
-    raise ConfigError(f"--baseline {baseline!r} is not one of this sweep's arms; choose one of {', '.join(plan.arms)}.")
-
-
-def parse_primary(plan: Plan, text: str | None, baseline: str) -> list[tuple[str, str]] | None:
-    """[(arm, reference)] from `ARM[:REFERENCE],...` (each arm named as --baseline names one); None
-    without --primary."""
-    if text is None:
-        return None
-    pairs = []
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        arm, _, reference = item.partition(":")
-        try:
-            pair = (baseline_arm(plan, arm), baseline_arm(plan, reference) if reference else baseline)
-        except ConfigError:
-            raise ConfigError(f"--primary {item!r} names an arm this sweep does not have; its arms are "
-                              f"{', '.join(plan.arms)}.") from None
-        if pair[0] == pair[1]:
-            raise ConfigError(f"--primary {item!r} compares {pair[0]} with itself; name another arm or reference.")
-        pairs.append(pair)
-    if not pairs:
-        raise ConfigError("--primary is empty; name the comparisons to confirm, such as --primary super,efficient.")
-    return list(dict.fromkeys(pairs))
-
-
-def parse_arms(items: list[str], grid) -> list[tuple[str, str, tuple[str, ...]]]:
-    """[(label, variant spec name, (--key=value, ...))] from `LABEL;VARIANT;KEY=VALUE;...` items."""
-    arms = []
-    for item in items:
-        parts = [part.strip() for part in item.split(";")]
-        if len(parts) < 2 or not parts[0] or not parts[1] or not all("=" in part for part in parts[2:]):
-            raise ConfigError(f"--arm {item!r} is malformed; write 'LABEL;VARIANT;KEY=VALUE;...', such as "
-                              "'mlp4.75;standard;model.init_args.net.mlp_ratio=4.75'.")
-        overrides = tuple(f"--{part.lstrip('-')}" for part in parts[2:])
-        check_extra_arguments(list(overrides), grid)
-        arms.append((parts[0], parse_variants([parts[1]])[0], overrides))
-    return arms
 
 
 def check_run(configs, run: Run, extra):

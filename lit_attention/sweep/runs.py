@@ -153,6 +153,53 @@ def check_extra_arguments(extra: list[str], grid: list[tuple[str, list[str]]]) -
                 raise ConfigError(f"The extra argument {word!r} sets {key}, which --grid varies; drop one of them.")
 
 
+def baseline_arm(plan: Plan, baseline: str) -> str:
+    """The arm `--baseline` names: an arm's label, or the variant of exactly one arm (with
+    --match-parameters, `standard` is the arm `standard~efficient`)."""
+    if baseline in plan.arms:
+        return baseline
+    name = parse_variants([baseline])[0]
+    matching = list(dict.fromkeys(run.arm for run in plan.runs if run.variant == name))
+    if len(matching) == 1:
+        return matching[0]
+    raise ConfigError(f"--baseline {baseline!r} is not one of this sweep's arms; choose one of {', '.join(plan.arms)}.")
+
+
+def parse_primary(plan: Plan, text: str | None, baseline: str) -> list[tuple[str, str]] | None:
+    """[(arm, reference)] from `ARM[:REFERENCE],...` (each arm named as --baseline names one); None
+    without --primary."""
+    if text is None:
+        return None
+    pairs = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        arm, _, reference = item.partition(":")
+        try:
+            pair = (baseline_arm(plan, arm), baseline_arm(plan, reference) if reference else baseline)
+        except ConfigError:
+            raise ConfigError(f"--primary {item!r} names an arm this sweep does not have; its arms are "
+                              f"{', '.join(plan.arms)}.") from None
+        if pair[0] == pair[1]:
+            raise ConfigError(f"--primary {item!r} compares {pair[0]} with itself; name another arm or reference.")
+        pairs.append(pair)
+    if not pairs:
+        raise ConfigError("--primary is empty; name the comparisons to confirm, such as --primary super,efficient.")
+    return list(dict.fromkeys(pairs))
+
+
+def parse_arms(items: list[str], grid) -> list[tuple[str, str, tuple[str, ...]]]:
+    """[(label, variant spec name, (--key=value, ...))] from `LABEL;VARIANT;KEY=VALUE;...` items."""
+    arms = []
+    for item in items:
+        parts = [part.strip() for part in item.split(";")]
+        if len(parts) < 2 or not parts[0] or not parts[1] or not all("=" in part for part in parts[2:]):
+            raise ConfigError(f"--arm {item!r} is malformed; write 'LABEL;VARIANT;KEY=VALUE;...', such as "
+                              "'mlp4.75;standard;model.init_args.net.mlp_ratio=4.75'.")
+        overrides = tuple(f"--{part.lstrip('-')}" for part in parts[2:])
+        check_extra_arguments(list(overrides), grid)
+        arms.append((parts[0], parse_variants([parts[1]])[0], overrides))
+    return arms
+
+
 def grid_points(grid: list[tuple[str, list[str]]]) -> list[tuple[tuple[str, str], ...]]:
     keys = [key for key, _ in grid]
     return [tuple(zip(keys, values)) for values in itertools.product(*(values for _, values in grid))]
