@@ -10,6 +10,7 @@ so a new README command needs a rule here):
 * `--print_config` and `--help`: as written.
 * `fit` / `predict` of recipes that need GPUs or a download (CIFAR-10 with DDP, translation): as
   written plus `--print_config`, which parses and resolves the whole configuration.
+* `inspect`: on the run a `fit` above trained, with one batch (slow, with the training blocks).
 * `compare` on the digits: for real with one variant, one seed and tiny sizes appended (slow); the
   GPT-3-small SLURM sweep: `--report` (every arm and grid point parsed, sized and built on the meta
   device; nothing submitted), with the byte tokenizer in place of GPT-2's, which needs a download (slow).
@@ -72,7 +73,7 @@ def recipe_of(words: list[str]) -> str | None:
 
 def expensive(words: list[str]) -> bool:
     """Needs GPUs, a cluster, several nodes or a download: only its arguments are checked."""
-    return words[0] != LIT or (words[1] != "compare" and recipe_of(words) not in QUICKSTART and
+    return words[0] != LIT or (words[1] not in ("compare", "inspect") and recipe_of(words) not in QUICKSTART and
                                "--model" not in words) or "--launcher" in words
 
 
@@ -118,6 +119,9 @@ def run_command(words: list[str], tmp: Path) -> None:
         assert lit([*args, "--variants=standard", "--seeds=1", f"--output={output}", *TINY_VIT]) == 0, words
         rows = (output / "results.csv").read_text().splitlines()
         assert len(rows) == 1 + 2 * 3, rows  # standard and its matched control at 3 learning rates
+    elif args[0] == "inspect":  # the run a fit above trained
+        assert lit([*args, "--batches=1", "--no-progress"]) == 0, words
+        assert (tmp / args[args.index("--ckpt_path") + 1] / "inspect" / "inspect.md").is_file()
     elif expensive(words):
         assert lit([*args, "--print_config"]) == 0, words
     else:
@@ -177,9 +181,9 @@ def test_parse_only_commands_parse(repo, capsys):
 def test_training_blocks_run_in_order(repo):
     """fit, test, predict and the resume, in README order with tiny sizes: test and predict find the
     runs the fits above them trained, and the resume continues its run instead of starting another."""
-    trained = [w for w in SHELL if w[0] == LIT and w[1] in ("fit", "test", "predict") and not expensive(w)
+    trained = [w for w in SHELL if w[0] == LIT and w[1] in ("fit", "test", "predict", "inspect") and not expensive(w)
                and "--help" not in w and "--print_config" not in w]
-    assert [w[1] for w in trained] == ["fit", "fit", "fit", "test", "predict", "predict", "fit"], trained
+    assert [w[1] for w in trained] == ["fit", "fit", "fit", "test", "predict", "predict", "inspect", "fit"], trained
     for words in trained:
         run_command(words, repo)
     gpt_runs = repo / "runs/quickstart/gpt_stdlib/nonlinear_query/seed_0"

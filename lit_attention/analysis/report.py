@@ -118,13 +118,15 @@ def value_mix_figure(summary: dict, matrices: dict[str, torch.Tensor]):
     for layer in layers:
         report = summary["layers"][layer]["value_mix"]
         widths = [int(k) for k in report["band_mass"]]
-        band.plot(widths, list(report["band_mass"].values()), marker="o", label=f"{short(layer)} |i−j|")
+        band.plot(widths, list(report["band_mass"].values()), marker="o", label=f"{short(layer)}: |i−j| ≤ k")
         if "patch_band_mass" in report:
             widths = [int(k) for k in report["patch_band_mass"]]
-            band.plot(widths, list(report["patch_band_mass"].values()), marker="s", ls="--", label=f"{short(layer)} patches")
+            band.plot(widths, list(report["patch_band_mass"].values()), marker="s", ls="--", label=f"{short(layer)}: patches ≤ k")
         values = report["singular_values"]
         spectrum.plot(range(1, len(values) + 1), values, label=short(layer) or layer)
     band.set_xscale("symlog", linthresh=1)
+    ticks = [int(k) for k in summary["layers"][layers[0]]["value_mix"]["band_mass"]] if layers else []
+    band.set_xticks(ticks, [str(k) for k in ticks])
     band.set_xlabel("k")
     band.set_ylabel("share of Σ|W_A| within distance k")
     band.set_ylim(0, 1.03)
