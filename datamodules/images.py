@@ -22,7 +22,9 @@ from torchvision.transforms import v2
 
 from lit_attention.errors import ConfigError, brief
 
+from .augmentation import AugmentedSubset
 from .base import DataModule, check_choice, check_fraction, check_positive, predict_paths
+from .loaders import global_seed
 
 # The digits test set is fixed (never moves with `seed`) so that runs with different seeds share it.
 DIGITS_TEST_SIZE = 360
@@ -92,6 +94,10 @@ class ImageDataModule(DataModule):
             validation and test stay as they are), for a task further from its ceiling.
         random_affine: digits only: rotate (up to 15 degrees), shift (up to 1 pixel) and scale
             (0.9 to 1.1) every training image at random, anew each epoch.
+
+    Every random augmentation (random_affine, rand_augment, the crops and flips of CIFAR and
+    imagefolder) is drawn from (data seed, epoch, image), never from the global random state that
+    model initialisation consumes, so every arm of one seed trains on the same batches.
     """
 
     def __init__(
@@ -171,10 +177,17 @@ class ImageDataModule(DataModule):
         else:
             base = self._torchvision(train=True, download=False)
             train_idx, val_idx = self._split(len(base))
-            self.train_set = TransformedSubset(base, train_idx, self._transform(train=True))
+            self.train_set = AugmentedSubset(base, train_idx, self._transform(train=True), self._data_seed())
             self.val_set = TransformedSubset(base, val_idx, self._transform(train=False))
             self.test_set = self._torchvision(train=False, download=False, transform=self._transform(train=False))
         self._set_class_names()
+
+    def training_sampler(self):
+        """Augmented training sets need indices that carry the epoch (augmentation.py); others shuffle as usual."""
+        return self.train_set.sampler() if isinstance(self.train_set, AugmentedSubset) else None
+
+    def _data_seed(self) -> int:
+        return global_seed() if self.hparams.data_seed is None else self.hparams.data_seed
 
     def _set_class_names(self) -> None:
         if self.class_names is None:
@@ -211,7 +224,7 @@ class ImageDataModule(DataModule):
         if self.hparams.random_affine:
             background = (0.0 - spec.mean[0]) / spec.std[0]  # blank pixels, after normalisation
             affine = v2.RandomAffine(degrees=15, translate=(0.125, 0.125), scale=(0.9, 1.1), fill=background)
-            train = TransformedSubset(_Pairs(train), range(len(train)), affine)
+            train = AugmentedSubset(_Pairs(train), range(len(train)), affine, self._data_seed())
         return train, val, test
 
     def _torchvision(self, train: bool, download: bool, transform: Callable | None = None) -> Dataset:
@@ -256,7 +269,7 @@ class ImageDataModule(DataModule):
         if val is None:
             keep, held = self._split(len(train_idx))
             train_idx, val = train_idx[keep], TransformedSubset(train_base, train_idx[held], eval_tf)
-        return TransformedSubset(train_base, train_idx, train_tf), val, test
+        return AugmentedSubset(train_base, train_idx, train_tf, self._data_seed()), val, test
 
     def _transform(self, train: bool, from_file: bool = False) -> Callable:
         """Training (augmented) or evaluation transform; `from_file` also brings a user's image to the

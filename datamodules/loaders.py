@@ -66,6 +66,11 @@ def epoch_seed(seed: int, epoch: int) -> int:
     return splitmix64(splitmix64(seed & MASK64) ^ epoch) >> 1
 
 
+def sample_seed(seed: int, epoch: int, index: int) -> int:
+    """The seed of one training item's random draws (its augmentation) in one epoch of one run."""
+    return splitmix64(epoch_seed(seed, epoch) ^ index) >> 1
+
+
 def global_seed() -> int:
     """The run's seed as Lightning's `seed_everything` recorded it (Lightning's DistributedSampler uses the same)."""
     return int(os.environ.get("PL_GLOBAL_SEED", 0))
@@ -76,10 +81,13 @@ class EpochShuffleSampler(Sampler[int]):
 
     ``RandomSampler`` draws its permutation from the global random state when the epoch starts, which
     a run resumed in the middle of that epoch no longer has; this order can always be recomputed.
+    With ``global_indices`` it yields ``epoch * size + i`` instead of ``i`` (the same order), for a
+    dataset whose items depend on the epoch (augmentation.AugmentedSubset): the index carries the
+    epoch to whichever process loads the item, a DataLoader worker or a DDP rank.
     """
 
-    def __init__(self, size: int, seed: int | None = None) -> None:
-        self.size, self.epoch = size, 0
+    def __init__(self, size: int, seed: int | None = None, global_indices: bool = False) -> None:
+        self.size, self.epoch, self.global_indices = size, 0, global_indices
         self.seed = global_seed() if seed is None else seed
 
     def set_epoch(self, epoch: int) -> None:
@@ -87,7 +95,8 @@ class EpochShuffleSampler(Sampler[int]):
 
     def __iter__(self) -> Iterator[int]:
         generator = torch.Generator().manual_seed(epoch_seed(self.seed, self.epoch))
-        return iter(torch.randperm(self.size, generator=generator).tolist())
+        order = torch.randperm(self.size, generator=generator)
+        return iter((order + self.epoch * self.size if self.global_indices else order).tolist())
 
     def __len__(self) -> int:
         return self.size
