@@ -55,10 +55,23 @@ class DataModule(L.LightningDataModule):
         self.predict_set: Dataset | None = None
         self.collate: Callable | None = None  # batches of training, validation and test rows
         self.predict_collate: Callable | None = None
+        self._fingerprints: dict[str, str | None] | None = None
 
     def model_sizes(self) -> dict[str, Any]:
         """The sizes the model must match, by the model's argument names (num_classes, vocab_size, ...).
         Cheap: reads no more than metadata, and raises ConfigError in one sentence when it cannot."""
+        raise NotImplementedError
+
+    def fingerprints(self) -> dict[str, str | None]:
+        """{"train", "validation", "test"}: a short content hash of each split as the run sees it (what
+        it holds, not its order; None for a split that does not exist); fingerprints.py. Computed once."""
+        if self.train_set is None:
+            raise RuntimeError("Call setup() before asking for the data's fingerprints.")
+        if self._fingerprints is None:
+            self._fingerprints = self.compute_fingerprints()
+        return dict(self._fingerprints)
+
+    def compute_fingerprints(self) -> dict[str, str | None]:
         raise NotImplementedError
 
     # ------------------------------------------------------------------ loaders

@@ -29,6 +29,8 @@ from huggingface_hub.utils import get_session
 
 from lit_attention.errors import ConfigError, brief
 
+from .fingerprints import file_sha256, fingerprint
+
 DataFiles = Mapping[str, str | list[str]] | str | list[str]
 
 # Builder names of the `datasets` library for local files (a file's extension picks one otherwise).
@@ -276,6 +278,39 @@ def train_val_test(
     if validation is None:
         train, validation = _carve(train, val_fraction, seed=seed, source=source)
     return train, validation, test
+
+
+def source_fingerprints(splits: Mapping[str, Dataset]) -> dict[str, str]:
+    """`datasets`' own fingerprint of each split as loaded: for a hub dataset a hash of its name,
+    configuration, revision and split (not of the cache's location)."""
+    return {name: data._fingerprint for name, data in splits.items()}  # no public accessor
+
+
+def split_fingerprints(sources: Mapping[str, str], data_files: DataFiles | None, *, val_fraction: float, seed: int,
+                       test_split: str = "test", view: object = None) -> dict[str, str]:
+    """The fingerprints of the training, validation and test sets train_val_test makes of a source.
+
+    `sources`: source_fingerprints of the loaded splits; local files count by their bytes instead
+    (`datasets` hashes their paths and modification times). A carved split is named by the split it
+    is carved from and how (val_fraction, seeds), which fix its rows; `view`: what the module keeps of
+    a row (its columns). The run seed takes no part: train_val_test never carves with it.
+    """
+    identity = dict(sources)
+    if data_files is not None:
+        identity = {split: fingerprint(sorted(file_sha256(f) for pattern in patterns
+                                              for f in glob.glob(os.path.expanduser(pattern))))
+                    for split, patterns in normalize_data_files(data_files).items()}
+    test = test_split if test_split in identity else None
+    validation = "validation" if "validation" in identity and test_split != "validation" else None
+    carving = None
+    if test is None or validation is None:  # what makes the rows left in train and the carved ones
+        carving = {"val_fraction": val_fraction, "test_carved": test is None,
+                   "validation_seed": seed if validation is None else None}
+    return {"train": fingerprint(identity["train"], "train", carving, view),
+            "validation": fingerprint(identity[validation], validation, None, view) if validation
+            else fingerprint(identity["train"], "validation carved from train", carving, view),
+            "test": fingerprint(identity[test], test, None, view) if test
+            else fingerprint(identity["train"], "test carved from train", carving, view)}
 
 
 def _carve(data: Dataset, fraction: float, seed: int, source: str) -> tuple[Dataset, Dataset]:

@@ -24,6 +24,7 @@ from lit_attention.errors import ConfigError, brief
 
 from .augmentation import AugmentedSubset
 from .base import DataModule, check_choice, check_fraction, check_positive, predict_paths
+from .fingerprints import fingerprint
 from .loaders import global_seed
 
 # The digits test set is fixed (never moves with `seed`) so that runs with different seeds share it.
@@ -182,6 +183,16 @@ class ImageDataModule(DataModule):
             self.test_set = self._torchvision(train=False, download=False, transform=self._transform(train=False))
         self._set_class_names()
 
+    def compute_fingerprints(self) -> dict[str, str | None]:
+        """Digits, MNIST and CIFAR: the split's images (before augmentation) and labels. ImageFolder: the
+        path (relative to data_dir), size in bytes and class of each file of the split, not the files'
+        bytes, which for ImageNet (about 150 GB) would take minutes every run: a file added, removed,
+        renamed, moved to another class or changed in size changes it; an edit that keeps a file's size
+        does not."""
+        root = self.hparams.data_dir
+        return {name: None if data is None else _split_fingerprint(data, root)
+                for name, data in (("train", self.train_set), ("validation", self.val_set), ("test", self.test_set))}
+
     def training_sampler(self):
         """Augmented training sets need indices that carry the epoch (augmentation.py); others shuffle as usual."""
         return self.train_set.sampler() if isinstance(self.train_set, AugmentedSubset) else None
@@ -287,6 +298,20 @@ class ImageDataModule(DataModule):
             steps.append(v2.RandAugment())
         steps += [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(spec.mean, spec.std)]
         return v2.Compose(steps)
+
+
+def _split_fingerprint(data: Dataset, root: str) -> str:
+    if isinstance(data, TensorDataset):
+        return fingerprint(*data.tensors)
+    base, indices = (data.base, data.indices) if hasattr(data, "indices") else (data, range(len(data)))
+    indices = np.asarray(indices, dtype=np.int64)
+    if isinstance(base, _Pairs):  # augmented digits
+        return fingerprint(*(tensor[indices] for tensor in base.data.tensors))
+    if isinstance(base, torchvision.datasets.ImageFolder):
+        files = [base.samples[i] for i in indices]
+        return fingerprint([[Path(os.path.relpath(path, root)).as_posix(), os.path.getsize(path), base.classes[label]]
+                            for path, label in files])
+    return fingerprint(np.asarray(base.data)[indices], np.asarray(base.targets)[indices])  # torchvision's sets
 
 
 class _Pairs(Dataset):

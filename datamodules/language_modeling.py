@@ -24,6 +24,7 @@ from datasets import DatasetDict
 from lit_attention.errors import ConfigError
 
 from .base import DataModule, check_choice, check_fraction, check_positive, lines_of, predict_paths
+from .fingerprints import file_sha256, fingerprint
 from .hub import (
     DataFiles,
     check_local_files,
@@ -209,6 +210,17 @@ class LanguageModelingDataModule(DataModule):
     def training_sampler(self) -> EpochSampler:
         return EpochSampler(self.train_set)
 
+    def compute_fingerprints(self) -> dict[str, str | None]:
+        """The tokens the run reads: each split's token file (its sha256, kept in the cache's meta.json),
+        and for validation and test also where their windows start. The stdlib corpus's byte tokens are
+        its files' bytes, in the order of their sorted paths, so this hashes its file list and bytes as
+        far as the model can see them (a renamed file that keeps its place does not count)."""
+        digests, dtype = self._token_digests(), self.token_files["train"].dtype.name
+        evaluated = {"validation": self.val_set, "test": self.test_set}
+        return {"train": fingerprint(digests["train"], dtype),
+                **{name: fingerprint(digests[name], dtype, self.hparams.max_len, windows.starts)
+                   for name, windows in evaluated.items()}}
+
     def decode(self, ids: list[int]) -> str:
         return self._tokenizer().decode(ids)
 
@@ -236,6 +248,23 @@ class LanguageModelingDataModule(DataModule):
     def _bpe_path(self) -> Path:
         return Path(self.hparams.data_dir) / "tokenizers" / f"{self.cache_dir.name}-bpe{self.hparams.vocab_size}.json"
 
+    def _token_digests(self) -> dict[str, str]:
+        """Each token file's sha256, written into meta.json with the files. A cache from before that has
+        them computed now, once, and added to its meta.json, so that later runs only read them."""
+        meta = json.loads(self._meta_path.read_text())
+        if "sha256" not in meta:
+            meta["sha256"] = {split: file_sha256(self.cache_dir / f"{split}.bin") for split in meta["splits"]}
+            try:
+                self._write_meta(meta)
+            except OSError:  # a read-only cache: hashed again by the next run
+                pass
+        return meta["sha256"]
+
+    def _write_meta(self, meta: dict) -> None:
+        partial = self._meta_path.with_name(f"meta.json.{os.getpid()}.tmp")
+        partial.write_text(json.dumps(meta, indent=1))
+        os.replace(partial, self._meta_path)  # the meta file marks a complete cache
+
     def _tokenizer(self) -> TextTokenizer:
         """The tokenizer of the token files (a BPE must have been trained by an earlier fit)."""
         if self.tokenizer is None and self.hparams.tokenizer == "bpe":
@@ -258,11 +287,9 @@ class LanguageModelingDataModule(DataModule):
         dtype = token_dtype(tokenizer.vocab_size)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         encode = EncodeRows(tokenizer, self.hparams.text_column, dtype, self.rows_are_documents)
-        counts = write_token_files(splits, self.cache_dir, encode, self.hparams.num_proc)
-        meta = {"dtype": dtype.name, "vocab_size": tokenizer.vocab_size, "splits": list(splits), "tokens": counts}
-        partial = self._meta_path.with_name(f"meta.json.{os.getpid()}.tmp")
-        partial.write_text(json.dumps(meta, indent=1))
-        os.replace(partial, self._meta_path)  # the meta file marks a complete cache
+        counts, digests = write_token_files(splits, self.cache_dir, encode, self.hparams.num_proc)
+        self._write_meta({"dtype": dtype.name, "vocab_size": tokenizer.vocab_size, "splits": list(splits),
+                          "tokens": counts, "sha256": digests})
 
     def _load_splits(self) -> DatasetDict:
         """{train, validation[, test]} with a text column, carving validation when the source has none."""
@@ -317,11 +344,13 @@ class PromptCollate:
         return {"tokens": tokens, "padding_mask": padding, "texts": list(texts)}
 
 
-def write_token_files(splits: DatasetDict, out_dir: Path, encode: EncodeRows, num_proc: int | None) -> dict[str, int]:
-    """Tokenize every split with a batched, multi-process `datasets.map` and write `<split>.bin`."""
+def write_token_files(splits: DatasetDict, out_dir: Path, encode: EncodeRows,
+                      num_proc: int | None) -> tuple[dict[str, int], dict[str, str]]:
+    """Tokenize every split with a batched, multi-process `datasets.map` and write `<split>.bin`;
+    returns each split's token count and file sha256."""
     scratch = out_dir / f"scratch-{os.getpid()}"
     scratch.mkdir(parents=True, exist_ok=True)
-    counts = {}
+    counts, digests = {}, {}
     try:
         for name, data in splits.items():
             procs = min(num_proc or (min(8, os.cpu_count() or 1) if len(data) >= 1000 else 1), len(data))
@@ -329,8 +358,9 @@ def write_token_files(splits: DatasetDict, out_dir: Path, encode: EncodeRows, nu
                 encode, batched=True, num_proc=procs if procs > 1 else None, remove_columns=data.column_names,
                 cache_file_name=str(scratch / f"{name}.arrow"), desc=f"Tokenizing {name}",
             )
-            counts[name] = write_token_file(out_dir / f"{name}.bin", tokenized.data.column("ids"), encode.dtype)
+            counts[name], digests[name] = write_token_file(out_dir / f"{name}.bin", tokenized.data.column("ids"),
+                                                           encode.dtype)
             del tokenized
     finally:
         shutil.rmtree(scratch, ignore_errors=True)  # the intermediate Arrow copy is no longer needed
-    return counts
+    return counts, digests

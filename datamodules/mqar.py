@@ -21,6 +21,7 @@ from torch.utils.data import TensorDataset
 from lit_attention.errors import ConfigError
 
 from .base import DataModule, check_positive
+from .fingerprints import fingerprint
 
 IGNORE_INDEX = -100
 
@@ -82,6 +83,11 @@ class MQARDataModule(DataModule):
 
     def model_sizes(self) -> dict[str, int]:
         return {"vocab_size": self.hparams.vocab_size, "max_len": self.hparams.max_len}
+
+    def compute_fingerprints(self) -> dict[str, str | None]:
+        """The generated inputs and targets of each split."""
+        return {name: fingerprint(*data.tensors)
+                for name, data in (("train", self.train_set), ("validation", self.val_set), ("test", self.test_set))}
 
     def setup(self, stage: str | None = None) -> None:
         if stage == "predict":

@@ -26,7 +26,9 @@ from .hub import (
     normalize_data_files,
     require_train,
     source_fingerprint,
+    source_fingerprints,
     source_slug,
+    split_fingerprints,
     train_val_test,
 )
 from .text_tokenizers import (
@@ -151,6 +153,7 @@ class TextClassificationDataModule(DataModule):
         self.test_split = known.test_split if known else "test"
         self.tokenizer: TextTokenizer | None = ByteTokenizer(specials=True) if tokenizer == "bytes" else None
         self.class_names: list[str] | None = None
+        self._sources: dict[str, str] = {}  # datasets' fingerprint of each loaded split
 
     def model_sizes(self) -> dict[str, int]:
         hp = self.hparams
@@ -195,6 +198,13 @@ class TextClassificationDataModule(DataModule):
             self.predict_set = [{self.text_column: text} for text in texts]
             self.predict_collate = ClassificationCollate(tokenizer, self.text_column, None, self.hparams.max_len, None)
 
+    def compute_fingerprints(self) -> dict[str, str | None]:
+        """Local files: their bytes; a hub dataset: `datasets`' fingerprint of it (hub.split_fingerprints);
+        with how missing splits are carved and the two columns kept."""
+        hp = self.hparams
+        return split_fingerprints(self._sources, hp.data_files, val_fraction=hp.val_fraction, seed=hp.split_seed,
+                                  test_split=self.test_split, view=[self.text_column, hp.label_column])
+
     # ------------------------------------------------------------------ helpers
 
     def _load(self):
@@ -204,8 +214,10 @@ class TextClassificationDataModule(DataModule):
     def _splits(self) -> tuple[Dataset, Dataset, Dataset]:
         hp = self.hparams
         source = f"Dataset {hp.dataset!r}" if hp.data_files is None else f"data_files={hp.data_files!r}"
+        loaded = self._load()
+        self._sources = source_fingerprints(loaded)
         train, val, test = train_val_test(
-            self._load(), source, val_fraction=hp.val_fraction, seed=hp.split_seed, test_split=self.test_split
+            loaded, source, val_fraction=hp.val_fraction, seed=hp.split_seed, test_split=self.test_split
         )
         if self.text_column not in train.column_names:
             raise ConfigError(

@@ -13,6 +13,7 @@ and forwards ``set_epoch``; and a resumed run reproduces exactly the windows it 
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,20 +33,22 @@ def token_dtype(vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16) if vocab_size <= 1 << 16 else np.dtype(np.uint32)
 
 
-def write_token_file(path: Path, token_lists: pa.ChunkedArray, dtype: np.dtype) -> int:
-    """Concatenate a column of token-id lists into `path`; returns the number of tokens.
+def write_token_file(path: Path, token_lists: pa.ChunkedArray, dtype: np.dtype) -> tuple[int, str]:
+    """Concatenate a column of token-id lists into `path`; returns the number of tokens and the file's
+    sha256 (hashed as it is written: a multi-GB file is never read again to fingerprint it).
 
     Written under a temporary name and renamed, so a crash never leaves a truncated file behind.
     """
     partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    count = 0
+    count, digest = 0, hashlib.sha256()
     with open(partial, "wb") as out:
         for chunk in token_lists.chunks:
-            values = chunk.flatten().to_numpy(zero_copy_only=False).astype(dtype, copy=False)
-            out.write(values.tobytes())
-            count += len(values)
+            data = chunk.flatten().to_numpy(zero_copy_only=False).astype(dtype, copy=False).tobytes()
+            out.write(data)
+            digest.update(data)
+            count += len(data) // dtype.itemsize
     os.replace(partial, path)
-    return count
+    return count, digest.hexdigest()
 
 
 class TokenFile:

@@ -25,7 +25,9 @@ from .hub import (
     load_source,
     normalize_data_files,
     source_fingerprint,
+    source_fingerprints,
     source_slug,
+    split_fingerprints,
     train_val_test,
 )
 from .text_tokenizers import (
@@ -123,6 +125,7 @@ class TranslationDataModule(DataModule):
         if source_lang == target_lang:
             raise ConfigError(f"source_lang and target_lang are both {source_lang!r}; give two different languages.")
         self.tokenizer: TextTokenizer | None = ByteTokenizer(specials=True) if tokenizer == "bytes" else None
+        self._sources: dict[str, str] = {}  # datasets' fingerprint of each loaded split
 
     def model_sizes(self) -> dict[str, int]:
         hp = self.hparams
@@ -158,12 +161,20 @@ class TranslationDataModule(DataModule):
             ids = ids[: ids.index(EOS_ID)]
         return self.tokenizer.decode([i for i in ids if i not in (PAD_ID, BOS_ID)])
 
+    def compute_fingerprints(self) -> dict[str, str | None]:
+        """Local files: their bytes; a hub dataset: `datasets`' fingerprint of it (hub.split_fingerprints);
+        with how missing splits are carved and the language pair kept."""
+        hp = self.hparams
+        return split_fingerprints(self._sources, hp.data_files, val_fraction=hp.val_fraction, seed=hp.split_seed,
+                                  view=[hp.source_lang, hp.target_lang])
+
     # ------------------------------------------------------------------ helpers
 
     def _splits(self) -> tuple[Dataset, Dataset, Dataset]:
         hp = self.hparams
         source = f"Dataset {hp.dataset!r}" if hp.data_files is None else f"data_files={hp.data_files!r}"
         loaded = load_source(hp.dataset, hp.config, hp.data_files, hp.hf_cache_dir)
+        self._sources = source_fingerprints(loaded)
         pairs = DatasetDict({name: self._to_pairs(data, source) for name, data in loaded.items()})
         return train_val_test(pairs, source, val_fraction=hp.val_fraction, seed=hp.split_seed)
 

@@ -42,6 +42,11 @@ def test_every_arm_of_a_seed_starts_from_the_same_augmented_batch(in_tmp):
     first = {arm: r["first_batch_sha256"] for arm, r in records.items()}
     assert len(set(first.values())) == 1, first
     assert other_seed["first_batch_sha256"] != first["standard"]
+    # The data themselves do not move with the arm or the seed.
+    assert all(r["data_fingerprints"] == other_seed["data_fingerprints"] for r in records.values())
+    assert set(other_seed["data_fingerprints"]) == {"train", "validation", "test"}
+    devices = other_seed["provenance"]["devices"]
+    assert devices and all(isinstance(name, str) for name in devices)
 
 
 # ----------------------------------------------------------------------------- the items themselves

@@ -103,10 +103,11 @@ class RunRecorder(L.Callback):
             "flops_per_batch": flops,  # forward + backward of one training batch on one device, counted by torch
             "train_flops": flops * batches * trainer.world_size if flops else None,
             "first_batch_sha256": self.first_batch,
+            "data_fingerprints": data_fingerprints(trainer),
             "train_seconds": round(self.train_seconds, 3),
             "train_samples_per_second": round(self.samples / self.train_seconds, 2) if self.train_seconds else None,
             "wall_seconds": round(self.wall_seconds(), 3),  # every process's, up to the checkpoint it resumed from
-            "provenance": provenance(),
+            "provenance": provenance(devices=device_names(trainer)),
         }
 
 
@@ -128,6 +129,24 @@ def finish_fit(trainer: L.Trainer, model, datamodule, directory: Path | None, fa
             record["test"] = {k: float(v) for k, v in (results[0] if results else {}).items() if k.startswith("test/")}
     if record is not None and directory is not None and trainer.is_global_zero:
         write_record(directory, record)
+
+
+def data_fingerprints(trainer: L.Trainer) -> dict[str, str | None] | None:
+    """{"train", "validation", "test"}: the DataModule's content hashes of its splits (datamodules'
+    fingerprints()); None when the run's data came without them (a DataModule of the user's)."""
+    fingerprints = getattr(trainer.datamodule, "fingerprints", None)
+    try:
+        return fingerprints() if callable(fingerprints) else None
+    except NotImplementedError:
+        return None
+
+
+def device_names(trainer: L.Trainer) -> list[str]:
+    """The devices this node's ranks ran on: ["cpu"], ["NVIDIA H200", "NVIDIA H200"], ..."""
+    device = trainer.strategy.root_device
+    if device.type == "cuda":
+        return [torch.cuda.get_device_name(index) for index in trainer.device_ids]
+    return [device.type] * max(1, len(trainer.device_ids))
 
 
 def batch_fingerprint(batch) -> str:

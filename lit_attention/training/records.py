@@ -8,6 +8,7 @@ the callback that collects a record while a run trains is recorder.py's RunRecor
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import platform
@@ -73,28 +74,64 @@ def finished_record(directory: Path, checkpoint: dict[str, Any]) -> dict | None:
     return record if record.get("optimizer_steps") == checkpoint.get("global_step") else None
 
 
+def provenance(devices: list[str] | None = None) -> dict[str, Any]:
+    """Where a record was produced: the code (commit, whether the tree had uncommitted changes and a hash
+    of them), the library versions and torch's build, the CPU, torch's thread count and the `devices`
+    the run used. Records written before these fields have fewer (and "commit" may end in "+dirty")."""
+    return {**_static_provenance(), "threads": torch.get_num_threads(), "devices": devices}
+
+
 @functools.cache
-def provenance() -> dict[str, Any]:
-    """The code and library versions a record was produced with. Read once per process: the forkserver
-    of a local sweep (sweep/preload.py) reads it before forking its runs, which run the code it imported."""
+def _static_provenance() -> dict[str, Any]:
+    """What cannot change within a process, read once: the forkserver of a local sweep (sweep/preload.py)
+    reads it before forking its runs, which run the code it imported. The thread count is not among
+    them: each forked run sets its own."""
     import lightning
 
-    return {"commit": _git_commit(), "python": platform.python_version(), "torch": torch.__version__,
-            "lightning": lightning.__version__}
+    return {**_git_state(), "python": platform.python_version(), "torch": torch.__version__,
+            "torch_build": _torch_build(), "lightning": lightning.__version__, "cpu": _cpu_model()}
 
 
-def _git_commit() -> str | None:
-    """The project's git commit (with `+dirty` when it has uncommitted changes), if it is a checkout."""
+def _git_state() -> dict[str, Any]:
+    """The project's git commit, whether tracked files differ from it, and the sha256 of `git diff HEAD`
+    when they do (None values outside a checkout)."""
     root = Path(__file__).resolve().parents[2]
+
+    def git(*words: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", *words], cwd=root, capture_output=True, timeout=30)
+
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
+        commit = git("rev-parse", "HEAD")
         if commit.returncode != 0:
-            return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return commit.stdout.strip() + ("+dirty" if dirty else "")
+            return {"commit": None, "dirty": None, "diff_sha256": None}
+        diff = git("diff", "HEAD", "--no-color", "--no-ext-diff", "--binary")
+        dirty = diff.returncode != 0 or bool(diff.stdout)
+        return {"commit": commit.stdout.decode().strip(), "dirty": dirty,
+                "diff_sha256": hashlib.sha256(diff.stdout).hexdigest() if dirty and diff.returncode == 0 else None}
     except (OSError, subprocess.SubprocessError):
-        return None
+        return {"commit": None, "dirty": None, "diff_sha256": None}
+
+
+def _torch_build() -> str:
+    """"cpu", "cuda <version>" or "rocm <version>": what this torch was built for."""
+    if torch.version.cuda:
+        return f"cuda {torch.version.cuda}"
+    if getattr(torch.version, "hip", None):
+        return f"rocm {torch.version.hip}"
+    return "cpu"
+
+
+def _cpu_model() -> str | None:
+    """The CPU's model name (/proc/cpuinfo on Linux, else what the platform reports)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
+            for line in cpuinfo:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or None
 
 
 def write_record(directory: str | os.PathLike, record: dict) -> Path:
