@@ -1,6 +1,6 @@
 """The committed study records still make the committed tables: `compare --report` with the command
 results/reproduce.sh gives a section, over a copy of that section's records, writes the committed
-results.csv byte for byte. One small section (gpt_small, 60 runs) keeps it to seconds; a change of the
+results.csv byte for byte (and results.md, but for its command line). One small section (gpt_small, 60 runs) keeps it to seconds; a change of the
 plan (an argument renamed, a spec's name, the report's columns) shows up here first."""
 
 import re
@@ -40,3 +40,8 @@ def test_the_committed_gpt_small_records_rebuild_the_committed_results_csv(tmp_p
     except SystemExit as exit_:
         assert exit_.code == 0, capsys.readouterr().err[-2000:]
     assert (output / "results.csv").read_bytes() == (committed / "results.csv").read_bytes()
+    # results.md too, but for its command line (the --output differs): the committed tables, with their
+    # pairing status, grid-edge flags and provenance, are what this version's report says.
+    rebuilt, kept = ((path / "results.md").read_text().split("\n", 3)[3] for path in (output, committed))
+    assert rebuilt == kept
+    assert "**Paired:**" in kept and "## Provenance" in kept and "lr=1e-2 is the highest tried" in kept
