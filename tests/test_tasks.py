@@ -233,6 +233,21 @@ def test_language_model_can_rank_runs_by_accuracy_for_recall_tasks(tmp_path):
         CausalLanguageModel(net=dict(vocab_size=40, max_len=12, **SMALL), monitor="val/ppl")
 
 
+def test_the_record_names_the_epoch_whose_checkpoint_a_tie_kept():
+    """record.json's best follows BestCheckpoint's rule (below): among equal BLEUs, the lowest loss."""
+    from lit_attention.training.recorder import RunRecorder
+
+    recorder = RunRecorder()
+    recorder.curve = [[e, 10 * (e + 1), 0.0] for e in range(4)]
+    recorder.ties = [3.0, 2.5, 1.0, 2.0]
+    assert recorder.best("max", ("val/loss", "min")) == [2, 30, 0.0]
+    assert recorder.best("max") == [0, 10, 0.0]  # no tie-breaker: the first, as ModelCheckpoint keeps it
+    recorder.curve[3][2] = 0.5
+    assert recorder.best("max", ("val/loss", "min")) == [3, 40, 0.5]  # a better value is no tie
+    recorder.load_state_dict({**recorder.state_dict(), "ties": [None] * 4})  # a checkpoint from before tie values
+    assert recorder.best("max", ("val/loss", "min")) == [3, 40, 0.5]
+
+
 class FlatScore(L.LightningModule):
     """val/bleu the same at every validation, val/loss given per epoch: what a flat BLEU looks like."""
 

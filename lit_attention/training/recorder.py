@@ -23,6 +23,7 @@ class RunRecorder(L.Callback):
 
     def __init__(self) -> None:
         self.curve: list[list[float]] = []  # [epoch, global step, monitored value] after each validation
+        self.ties: list[float | None] = []  # the task's tie-breaking metric at each point of the curve, if any
         self.samples = 0
         self.tokens = 0
         self.train_seconds = 0.0
@@ -38,12 +39,13 @@ class RunRecorder(L.Callback):
     def state_dict(self) -> dict[str, Any]:
         return {"curve": self.curve, "samples": self.samples, "tokens": self.tokens,
                 "train_seconds": self.train_seconds, "first_batch": self.first_batch,
-                "flops_per_batch": self.flops_per_batch, "wall_seconds": self.wall_seconds()}
+                "flops_per_batch": self.flops_per_batch, "wall_seconds": self.wall_seconds(), "ties": self.ties}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.curve, self.samples, self.tokens = [list(p) for p in state["curve"]], state["samples"], state["tokens"]
         self.train_seconds, self.first_batch = state["train_seconds"], state["first_batch"]
         self.flops_per_batch = state.get("flops_per_batch")
+        self.ties = list(state.get("ties", [None] * len(self.curve)))
         self._earlier_wall_seconds = float(state.get("wall_seconds", 0.0))
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
@@ -65,26 +67,37 @@ class RunRecorder(L.Callback):
             return
         value = float(trainer.callback_metrics[pl_module.monitor])
         self.curve.append([trainer.current_epoch, trainer.global_step, value])
+        tie_breaker = getattr(pl_module, "monitor_tie_breaker", None)
+        tie = trainer.callback_metrics.get(tie_breaker[0]) if tie_breaker else None
+        self.ties.append(None if tie is None else float(tie))
 
     def on_train_end(self, trainer, pl_module) -> None:
         """The best validation value goes to the loggers as `best/<monitor>`, the HParams table's metric
         (run_logger.py), logged while the loggers are open (they are finalized when fit ends)."""
-        best = self.best(pl_module.monitor_mode)
+        best = self.best(pl_module.monitor_mode, getattr(pl_module, "monitor_tie_breaker", None))
         if best is not None:
             for logger in trainer.loggers:
                 logger.log_metrics({f"best/{pl_module.monitor}": best[2]}, step=trainer.global_step)
 
-    def best(self, mode: str) -> list[float] | None:
-        """The [epoch, step, value] of the curve's best point ("max" or "min" `mode`), if any."""
+    def best(self, mode: str, tie_breaker: tuple[str, str] | None = None) -> list[float] | None:
+        """The [epoch, step, value] of the curve's best point ("max" or "min" `mode`), if any: the first
+        of equal values, or with `tie_breaker` (metric, mode) the one best by that metric, as the best
+        checkpoint chooses (callbacks.BestCheckpoint), so the record names the checkpoint that was kept."""
         if not self.curve:
             return None
-        return (max if mode == "max" else min)(self.curve, key=lambda point: point[2])
+        value = (max if mode == "max" else min)(point[2] for point in self.curve)
+        tied = [i for i, point in enumerate(self.curve) if point[2] == value]
+        known = [i for i in tied if i < len(self.ties) and self.ties[i] is not None] if tie_breaker else []
+        if len(tied) > 1 and known:
+            best_tie = (min if tie_breaker[1] == "min" else max)(self.ties[i] for i in known)
+            return self.curve[next(i for i in known if self.ties[i] == best_tie)]
+        return self.curve[tied[0]]
 
     def record(self, trainer: L.Trainer, pl_module, test_metrics: dict[str, float] | None, facts: dict[str, Any]) -> dict:
         """The record of the finished run: `facts` (variant, seed, recipe, settings) first, then results."""
         best = None
         if self.curve:
-            epoch, step, value = self.best(pl_module.monitor_mode)
+            epoch, step, value = self.best(pl_module.monitor_mode, getattr(pl_module, "monitor_tie_breaker", None))
             best = {"epoch": int(epoch), "step": int(step), "value": value}
         flops = self.flops_per_batch
         batches = trainer.global_step * trainer.accumulate_grad_batches
