@@ -288,3 +288,19 @@ def test_a_checkpoint_or_option_inspect_cannot_use_is_one_sentence(problem, tmp_
                 "bad_batches": "--batches 0 is invalid", "unknown_option": "--batch=3"}[problem]
     assert expected in sentence, sentence
     assert not list(tmp_path.rglob("inspect*"))
+
+
+def test_padded_rows_and_keys_are_left_out():
+    """Uniform attention over each row's real keys: entropy 1 and first-token weight 1 / (real keys), whatever
+    the padded query rows hold."""
+    from lit_attention.analysis.collect import AttentionSums
+
+    padding = torch.tensor([[False, False, True, True], [False, False, False, False]])
+    real = (~padding).double()
+    weights = (real[:, None, :] / real.sum(dim=1)[:, None, None]).expand(2, 4, 4).clone()
+    weights[0, 2:] = torch.tensor([1.0, 0.0, 0.0, 0.0])  # padded queries: anything
+    sums = AttentionSums(1, Geometry(), causal=False, self_attention=True)
+    sums.update(weights[:, None], padding, padding)
+    result = sums.result()
+    assert result["entropy"] == [pytest.approx(1.0)]
+    assert result["first"] == [pytest.approx((2 * 0.5 + 4 * 0.25) / 6)]  # 6 real rows

@@ -31,23 +31,25 @@ def model_geometry(model: nn.Module) -> Geometry:
     return Geometry(cls=getattr(model, "cls_token", None) is not None, grid=grid)
 
 
-def allowed_keys(t_q: int, t_k: int, causal: bool, kv_padding: torch.Tensor | None, self_attention: bool) -> torch.Tensor:
-    """(B or 1, 1, T_q, T_k) bool, True where a query may attend: the layer's own rule (causal, padded keys
+def allowed_keys(t_q: int, t_k: int, causal: bool, kv_padding: torch.Tensor | None, self_attention: bool,
+                 device: torch.device | None = None) -> torch.Tensor:
+    """(B or 1, T_q, T_k) bool, True where a query may attend: the layer's own rule (causal, padded keys
     masked, a self-attention position always sees itself)."""
-    allowed = torch.ones(t_q, t_k, dtype=torch.bool)
+    allowed = torch.ones(t_q, t_k, dtype=torch.bool, device=device)
     if causal:
         allowed = allowed.tril()
-    allowed = allowed[None, None]
+    allowed = allowed[None]
     if kv_padding is not None:
-        allowed = allowed & ~kv_padding.cpu()[:, None, None, :]
+        allowed = allowed & ~kv_padding.to(device)[:, None, :]
         if self_attention:
-            allowed = allowed | torch.eye(t_q, t_k, dtype=torch.bool)
+            allowed = allowed | torch.eye(t_q, t_k, dtype=torch.bool, device=device)
     return allowed
 
 
 class AttentionSums:
     """Per-head running sums of one layer's attention measures over the real (unpadded) query rows,
-    and of its weights (for the mean attention map)."""
+    and of its weights (for the mean attention map). Computed one head at a time, on the weights' own
+    device in their dtype (float64 sums): a batch of long sequences holds B x T x T per head, not h times it."""
 
     def __init__(self, heads: int, geometry: Geometry, causal: bool, self_attention: bool) -> None:
         self.heads, self.geometry, self.causal, self.self_attention = heads, geometry, causal, self_attention
@@ -56,40 +58,49 @@ class AttentionSums:
         self.map_sum: torch.Tensor | None = None  # (h, T_q, T_k)
         self.map_rows: torch.Tensor | None = None  # (T_q,)
 
-    def add(self, name: str, values: torch.Tensor, valid: torch.Tensor) -> None:
-        """Add (B, h, T_q) per-row values where `valid`."""
-        self.sums[name] += torch.where(valid, values, 0.0).sum(dim=(0, 2))
-        self.rows[name] += valid.sum(dim=(0, 2)).double()
+    def add(self, name: str, head: int, values: torch.Tensor, valid: torch.Tensor) -> None:
+        """Add head `head`'s (B, T_q) per-row values where `valid`."""
+        self.sums[name][head] += float(torch.where(valid, values, 0.0).double().sum())
+        self.rows[name][head] += float(valid.sum())
 
     def update(self, weights: torch.Tensor, query_padding: torch.Tensor | None, kv_padding: torch.Tensor | None) -> None:
-        w = weights.detach().double().cpu()
-        b, h, t_q, t_k = w.shape
-        real = torch.ones(b, t_q, dtype=torch.bool) if query_padding is None else ~query_padding.cpu()
-        rows = real[:, None, :].expand(b, h, t_q)
-        allowed = allowed_keys(t_q, t_k, self.causal, kv_padding, self.self_attention)
-        entropy = measures.normalised_entropy(w, allowed)
-        self.add("entropy", entropy.nan_to_num(0.0), rows & ~entropy.isnan())
-        self.add("diagonal", measures.diagonal_weight(w), rows)
-        self.add("first", w[..., 0], rows)
-        self.add("above_diagonal", torch.triu(w, diagonal=1).sum(dim=-1), rows)
-        self._add_distance(w, rows)
-        self._add_map(w, rows)
+        """Add one batch's (B, h, T_q, T_k) weights; `query_padding` / `kv_padding` (B, T), True at padding."""
+        b, h, t_q, t_k = weights.shape
+        device = weights.device
+        rows = torch.ones(b, t_q, dtype=torch.bool, device=device) if query_padding is None else ~query_padding.to(device)
+        allowed = allowed_keys(t_q, t_k, self.causal, kv_padding, self.self_attention, device)
+        distance = self._distance(t_q, t_k).to(device, weights.dtype)
+        self._grow_map(h, t_q, t_k)
+        self.map_rows[:t_q] += rows.sum(dim=0).double().cpu()
+        for head in range(h):
+            w = weights[:, head].detach()
+            entropy = measures.normalised_entropy(w, allowed)
+            self.add("entropy", head, entropy.nan_to_num(0.0), rows & ~entropy.isnan())
+            self.add("diagonal", head, measures.diagonal_weight(w), rows)
+            self.add("first", head, w[..., 0], rows)
+            self.add("above_diagonal", head, torch.triu(w, diagonal=1).sum(dim=-1), rows)
+            self._add_distance(head, w, rows, distance)
+            self.map_sum[head, :t_q, :t_k] += (w * rows[..., None]).sum(dim=0).double().cpu()
 
-    def _add_distance(self, w: torch.Tensor, rows: torch.Tensor) -> None:
-        """Mean distance to the keys attended to, in positions, or in patches on a ViT's grid; a CLS token
-        is no position, so it is left out on both axes and the rest renormalised."""
-        start = 1 if self.geometry.cls and self.self_attention else 0
-        w, rows = w[..., start:, start:], rows[..., start:]
-        t_q, t_k = w.shape[-2:]
+    def _skip(self) -> int:
+        """Positions left out of distances: a CLS token is no position (nor a patch)."""
+        return 1 if self.geometry.cls and self.self_attention else 0
+
+    def _distance(self, t_q: int, t_k: int) -> torch.Tensor:
+        """Distances between the positions that have one: in patches on a ViT's grid, else |i - j|."""
+        t_q, t_k = t_q - self._skip(), t_k - self._skip()
         grid = self.geometry.grid if self.self_attention else None
         if grid is not None and grid * grid == t_q == t_k:
-            distance = measures.patch_distance(grid)
-        else:
-            distance = measures.sequence_distance(t_q, t_k)
-        self.add("distance", measures.expected_distance(w, distance), rows & (w.sum(dim=-1) > 0))
+            return measures.patch_distance(grid)
+        return measures.sequence_distance(t_q, t_k)
 
-    def _add_map(self, w: torch.Tensor, rows: torch.Tensor) -> None:
-        _, h, t_q, t_k = w.shape
+    def _add_distance(self, head: int, w: torch.Tensor, rows: torch.Tensor, distance: torch.Tensor) -> None:
+        """Mean distance to the keys attended to; without the CLS token on both axes, renormalised."""
+        start = self._skip()
+        w, rows = w[..., start:, start:], rows[..., start:]
+        self.add("distance", head, measures.expected_distance(w, distance), rows & (w.sum(dim=-1) > 0))
+
+    def _grow_map(self, h: int, t_q: int, t_k: int) -> None:
         if self.map_sum is None:
             self.map_sum, self.map_rows = torch.zeros(h, t_q, t_k, dtype=torch.float64), torch.zeros(t_q, dtype=torch.float64)
         # Batches padded to different lengths: grow the sums to the largest seen.
@@ -97,8 +108,6 @@ class AttentionSums:
         if grow_q or grow_k:
             self.map_sum = nn.functional.pad(self.map_sum, (0, grow_k, 0, grow_q))
             self.map_rows = nn.functional.pad(self.map_rows, (0, grow_q))
-        self.map_sum[:, :t_q, :t_k] += (w * rows[..., None]).sum(dim=0)
-        self.map_rows[:t_q] += rows[:, 0].sum(dim=0).double()
 
     def result(self) -> dict:
         """Per-head means of each measure (NaN where no row counted), and the head-wise mean map."""

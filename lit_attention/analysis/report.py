@@ -149,14 +149,14 @@ def spectra_figure(summary: dict):
         kinds += [k for k in layer["projections"] if k not in kinds]
     figure, axes = plt.subplots(1, len(kinds), figsize=(3.2 * len(kinds), 3.2), squeeze=False)
     for axis, kind in zip(axes[0], kinds):
-        for layer, report in summary["layers"].items():
+        for index, (layer, report) in enumerate(summary["layers"].items()):
             if kind not in report["projections"]:
                 continue
             values = report["projections"][kind]["singular_values"]
             per_head = values if values and isinstance(values[0], list) else [values]
-            for i, head in enumerate(per_head):
+            for i, head in enumerate(per_head):  # one colour per layer, a line per head
                 top = head[0] or 1.0
-                axis.semilogy(range(1, len(head) + 1), [v / top for v in head], lw=1, alpha=0.8,
+                axis.semilogy(range(1, len(head) + 1), [v / top for v in head], lw=1, alpha=0.8, color=f"C{index % 10}",
                               label=short(layer) or layer if i == 0 else None)
         axis.set_ylim(1e-4, 1.5)
         axis.set_title(kind.replace("ᵀ", "^T") + (" (each head)" if ",i" in kind else ""), fontsize=9)
