@@ -260,7 +260,13 @@ def test_inspect_reads_a_checkpoint_of_every_task(task, data_folder, monkeypatch
         table = compare_runs([run / "inspect", run / "inspect"], data_folder / "side_by_side", labels=["a", "b"])
         assert (table.parent / "compare.png").is_file()
         assert [line.split(" | ")[0] for line in table.read_text().splitlines() if line.startswith("| ") and "`super`" in line] == ["| a", "| b"]
+    if task == "lm":  # the cached token file read from another folder, as given
+        monkeypatch.chdir(data_folder.parent)
+        assert run_main(["inspect", "--ckpt_path", str(run), "--batches=1", "--no-progress", "--output", str(data_folder / "lm"),
+                         f"--data_dir={data_folder / 'data'}"]) == 0
+        assert not (data_folder.parent / "data").exists()
     if task == "mqar":
+        assert run_main(["inspect", "--ckpt_path", str(run), "--data_dir=elsewhere"]) == 2  # it generates its data
         assert summary["layers"]["blocks.0.attn"]["query_ratio"] > 0
         assert set(summary["layers"]["blocks.0.attn"]["projections"]) == {"W_K", "W_V", "W_O", "W_V,i W_O,i"}
     if task == "translation":

@@ -47,6 +47,9 @@ def parser() -> argparse.ArgumentParser:
     found.add_argument("--compare-to", "--compare_to", dest="compare_to", metavar="OTHER_RUN",
                        help="a second run or checkpoint of the same recipe: adds the linear CKA between the two runs' "
                             "per-layer outputs on the same held-out batches")
+    found.add_argument("--data_dir", metavar="DIR",
+                       help="the data folder of the run's DataModule (default: the run's own setting, `data` relative "
+                            "to the working directory; cached tokenizers and token files are read from it)")
     found.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     return found
 
@@ -56,4 +59,5 @@ def run(argv: list[str]) -> None:
     arguments = parser().parse_args(argv)
     from lit_attention.analysis.inspect import inspect_run
 
-    inspect_run(arguments.ckpt_path, arguments.output, arguments.batches, arguments.compare_to, arguments.progress)
+    inspect_run(arguments.ckpt_path, arguments.output, arguments.batches, arguments.compare_to, arguments.progress,
+                arguments.data_dir)

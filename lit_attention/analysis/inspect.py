@@ -36,10 +36,12 @@ NOT_DATA = ("batch_size", "num_workers", "data_seed", "predict_files")
 
 
 def inspect_run(ckpt_path: str | os.PathLike, output: str | os.PathLike | None = None, batches: int = DEFAULT_BATCHES,
-                compare_to: str | os.PathLike | None = None, progress: bool = True) -> Path:
+                compare_to: str | os.PathLike | None = None, progress: bool = True,
+                data_dir: str | os.PathLike | None = None) -> Path:
     """Inspect the run (or checkpoint) `ckpt_path` on `batches` held-out batches and write the report into
     `output` (default: `<run dir>/inspect/`); with `compare_to`, add the linear CKA between the two runs'
-    block outputs on the same batches. Returns the path of inspect.md."""
+    block outputs on the same batches. `data_dir` replaces the run's data folder (default: the run's own
+    setting, relative to the working directory). Returns the path of inspect.md."""
     if not isinstance(batches, int) or isinstance(batches, bool) or batches < 1:
         raise ConfigError(f"--batches {batches!r} is invalid; give a positive number of held-out batches.")
     run = load_run(ckpt_path)
@@ -47,7 +49,7 @@ def inspect_run(ckpt_path: str | os.PathLike, output: str | os.PathLike | None =
     if other is not None:
         check_same_data(run, other)
     folder = output_folder(run, output)
-    loader = held_out_loader(run)
+    loader = held_out_loader(run, data_dir)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     models = [r.task.model.to(device).eval() for r in (run, other) if r is not None]
     collectors = [Collector(model) for model in models]
@@ -86,6 +88,8 @@ def inspect_run(ckpt_path: str | os.PathLike, output: str | os.PathLike | None =
     (folder / SUMMARY).write_text(json.dumps(summary, indent=1))
     from torch.utils.tensorboard import SummaryWriter
 
+    for earlier in (folder / "tensorboard").glob("events.out.tfevents.*"):  # a report rewritten, not doubled
+        earlier.unlink()
     writer = SummaryWriter(str(folder / "tensorboard"))
     try:
         path = write_report(summary, maps, matrices, folder, writer)

@@ -120,15 +120,19 @@ def _arguments_of(data_class: type) -> set[str]:
     return names
 
 
-def held_out_loader(run: LoadedRun, batch_size: int | None = None):
-    """The validation DataLoader of the run's data (in order, no workers): the held-out batches."""
+def held_out_loader(run: LoadedRun, data_dir: str | os.PathLike | None = None):
+    """The validation DataLoader of the run's data (in order, no workers): the held-out batches. A relative
+    `data_dir` (the default `data`) is read from the working directory, as the run did; `data_dir` replaces it."""
     if run.data_class is None:
         raise ConfigError(f"Checkpoint {str(run.checkpoint)!r} does not say which data it was trained on (no config.yaml "
                           "beside it and no DataModule arguments in it); inspect a checkpoint inside its run directory.")
+    data_class = class_of(run.data_class)
     arguments = {**run.data_arguments, "num_workers": 0}
-    if batch_size is not None:
-        arguments["batch_size"] = batch_size
-    data = class_of(run.data_class)(**arguments)
+    if data_dir is not None:
+        if "data_dir" not in _arguments_of(data_class):
+            raise ConfigError(f"--data_dir {str(data_dir)!r}: {data_class.__name__} reads no data folder; leave --data_dir out.")
+        arguments["data_dir"] = str(data_dir)
+    data = data_class(**arguments)
     data.prepare_data()
     data.setup("validate")
     return data.val_dataloader()

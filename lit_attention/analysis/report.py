@@ -212,9 +212,10 @@ def write_report(summary: dict, maps: dict, matrices: dict, output: Path, writer
         figures["cka.png"] = cka_figure(summary)
     for name, figure in figures.items():
         figure.savefig(output / name, dpi=110)
-        if writer is not None:
-            writer.add_figure(f"inspect/{name.removesuffix('.png')}", figure, summary["step"], close=False)
         plt.close(figure)
+        if writer is not None:  # the PNG itself: drawing a figure twice costs more than reading it back
+            image = plt.imread(output / name)[..., :3]
+            writer.add_image(f"inspect/{name.removesuffix('.png')}", image, summary["step"], dataformats="HWC")
     if writer is not None:
         for tag, value in scalars(summary).items():
             writer.add_scalar(tag, value, summary["step"])
