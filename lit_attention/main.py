@@ -10,6 +10,8 @@ LIT_ATTENTION_TRACEBACK=1), 3 the training loss became NaN or infinite.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import sys
 from argparse import ArgumentError
@@ -21,7 +23,8 @@ from lit_attention.errors import ConfigError
 from lit_attention.sweep import die_with_parent
 
 TRACEBACK_ENV = "LIT_ATTENTION_TRACEBACK"
-COMMANDS = ("fit", "validate", "test", "predict", "compare", "inspect")
+RUN_COMMANDS = ("fit", "validate", "test", "predict")
+COMMANDS = (*RUN_COMMANDS, "compare", "inspect")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -29,6 +32,9 @@ def main(argv: list[str] | None = None) -> None:
     words = list(sys.argv[1:] if argv is None else argv)
     if words in (["--help"], ["-h"]):  # without loading Lightning, which each command's own --help needs
         print(OVERVIEW, end="")
+        return
+    if len(words) == 2 and words[0] in RUN_COMMANDS and words[1] in ("--help", "-h"):
+        print(run_command_help(words[0]), end="")
         return
     try:
         check_command_line(words)
@@ -50,6 +56,27 @@ def main(argv: list[str] | None = None) -> None:
             raise
         print(f"error: {sentence}\n(set {TRACEBACK_ENV}=1 to see the traceback)", file=sys.stderr)
         sys.exit(status)
+
+
+def run_command_help(command: str) -> str:
+    """`lit-attention <command> --help`'s text: kept on disk after the first time (help_cache.py), since
+    making it means importing Lightning and inspecting every model and data module."""
+    from lit_attention import help_cache
+
+    text = help_cache.read(command)
+    if text is None:
+        from lit_attention.training.cli import run as fit_validate_test_predict
+
+        buffer = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(buffer):
+                fit_validate_test_predict([command, "--help"])
+        except SystemExit as exit_:
+            if exit_.code not in (0, None):
+                raise
+        text = buffer.getvalue()
+        help_cache.write(command, text)
+    return text
 
 
 OVERVIEW = """usage: lit-attention {fit,validate,test,predict,compare,inspect} [options]

@@ -480,6 +480,34 @@ def test_help_and_compare_help_do_not_load_lightning(tmp_path):
     assert "lightning loaded: False" in result.stdout
 
 
+@pytest.mark.slow  # fresh interpreters
+def test_fit_help_is_kept_and_the_second_one_needs_neither_lightning_nor_torch(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom lit_attention.main import main\nmain(['fit', '--help'])\n"
+            "print('loaded:', sorted(m for m in ('lightning', 'torch') if m in sys.modules))\n")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "COLUMNS": "100"}
+    first, second = (subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                    timeout=120) for _ in range(2))
+    assert first.returncode == 0 and second.returncode == 0, first.stderr[-2000:] + second.stderr[-2000:]
+    assert "--trainer.max_steps" in first.stdout and "loaded: ['lightning', 'torch']" in first.stdout
+    assert second.stdout.replace("loaded: []", "loaded: ['lightning', 'torch']") == first.stdout
+    assert len(list((tmp_path / "cache" / "lit-attention" / "help").glob("fit-*.txt"))) == 1
+
+
+def test_a_kept_help_text_is_made_afresh_when_a_source_file_changes(tmp_path):
+    from lit_attention import help_cache
+
+    package = tmp_path / "package"
+    package.mkdir()
+    (package / "module.py").write_text("x = 1\n")
+    before = help_cache.key("fit", (package,))
+    assert help_cache.key("fit", (package,)) == before and help_cache.key("test", (package,)) != before
+    (package / "module.py").write_text("x = 12\n")
+    assert help_cache.key("fit", (package,)) != before
+
+
 @pytest.mark.slow
 def test_a_tensorboard_server_shows_the_hparams_table_with_best_and_test(tmp_path, capsys, monkeypatch):
     """What the HParams tab shows, through a real TensorBoard server's HTTP API (as the dashboard asks)."""

@@ -69,7 +69,8 @@ LAYERS = {
     "lit_attention.sweep": ("lit_attention.errors", "lit_attention.modeling", "lit_attention.training", "datamodules",
                             "lit_attention.analysis"),
 }
-TOP = ("lit_attention", "lit_attention.main", "lit_attention.__main__")  # the entry point: may import every layer
+# The entry point, which may import every layer, and the --help cache it alone uses.
+TOP = ("lit_attention", "lit_attention.main", "lit_attention.__main__", "lit_attention.help_cache")
 
 
 def layer_of(module: str) -> str | None:
