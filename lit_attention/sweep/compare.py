@@ -96,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--cross-fit", action="store_true",
                         help="with a grid, add a tuned table whose grid point is chosen on half of the seeds and "
                              "scored on the other half, both ways, so selection and scoring never share a seed")
+    report.add_argument("--inspect", action="store_true",
+                        help="run `lit-attention inspect` on each arm's tuned run (its first finished seed) and put "
+                             "the side-by-side figure of what each learned beside the tables (<output>/inspect/)")
     report.add_argument("--verify", type=int, default=0, metavar="K",
                         help="re-train K randomly chosen finished runs in <output>/verify and report the largest "
                              "difference from their records")
@@ -161,6 +164,10 @@ def run(argv: list[str]) -> None:
     if args.verify:
         chosen = choose_runs(states.values(), args.verify)
         failed += rerun(chosen, plan, states, args.config, extra, output, make_launcher(args, scratch(output)))
+    if args.inspect:
+        from lit_attention.sweep.inspection import inspect_arms
+
+        inspect_arms(plan, list(states.values()), output)
     command = "lit-attention compare " + " ".join(argv)
     text = write_report(plan, list(states.values()), output, command, args.baseline, args.success_threshold,
                         primary=primary, cross_fitted=args.cross_fit,

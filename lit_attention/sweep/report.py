@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lit_attention.training.records import TIMING_FIELDS
+from lit_attention.sweep.inspection import inspection_section
 from lit_attention.sweep.runs import Plan, RunState, point_label
 from lit_attention.sweep.selection import best_value, cells_of, cross_fit, edge_flags, tuned_points
 from lit_attention.sweep.statistics import (
@@ -105,6 +106,7 @@ def write_report(plan: Plan, states: list[RunState], output: Path, command: str,
     if success_threshold is not None:
         sections.append(success_section(plan, cells, tuned, success_threshold, monitor, mode))
     sections.append(verification(plan, states, output, smallest_effect))
+    sections.append(inspection_section(output))
     sections.append("## Provenance\n\nEvery distinct value among the finished runs' records (how many runs had "
                     "it); a record older than a field says \"not recorded\".\n\n"
                     + markdown(["what", "values (runs)"], provenance_rows(finished)))

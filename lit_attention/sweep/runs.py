@@ -52,8 +52,8 @@ class Run:
     def run_name(self) -> str:
         """The grid point, and the arm when its label is not just its variant (controls, --arm): two arms
         of one variant never share a directory."""
-        name = _slug(self.point_label)
-        return f"{name}/{_slug(self.arm)}" if self.arm != self.variant or self.overrides else name
+        name = slug(self.point_label)
+        return f"{name}/{slug(self.arm)}" if self.arm != self.variant or self.overrides else name
 
     def arguments(self, configs: list[str], extra: list[str]) -> list[str]:
         """The `fit` arguments that decide what this run computes: what compare checks the run with
@@ -212,7 +212,7 @@ def point_label(point: tuple[tuple[str, str], ...]) -> str:
     return ",".join(f"{key.split('.')[-1]}={value}" for key, value in point)
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
     return re.sub(r"[^\w.,=+~-]", "_", text)
 
 
