@@ -3,15 +3,12 @@ from the first-batch hashes and data fingerprints (with Welch's fallback), grid 
 extended, --primary's confirmatory family and --cross-fit's split selection; and one real round of
 --extend-edges."""
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from in_process import run_main  # tests/ is on sys.path under pytest
 
 from lit_attention.errors import ConfigError
-from lit_attention.main import main
 from lit_attention.sweep.runs import parse_primary
 from lit_attention.sweep.report import write_report
 from lit_attention.sweep.runs import Plan, Run, RunState
@@ -202,23 +199,20 @@ def test_the_cross_fitted_table_is_in_the_report(tmp_path):
 
 
 @pytest.mark.slow
-def test_extend_edges_runs_the_next_point_past_the_edge_and_the_report_rebuilds(tmp_path, monkeypatch):
+def test_extend_edges_runs_the_next_point_past_the_edge_and_the_report_rebuilds(in_tmp, capsys):
     """With two rates any choice is at an edge: one round adds the next rate for the arm, and --report
-    with the same options counts it again (and without --extend-edges leaves it out)."""
-    tiny = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1", "--model.net.dim=16", "--model.net.depth=1",
-            "--model.net.num_heads=2"]
-    sweep_args = ["--config", str(ROOT / "recipes/quickstart/vit_digits.yaml"), "--variants", "standard", "--seeds", "1",
-                  "--grid", f"{LR}=1e-3,2e-3", "--extend-edges", "--max-extensions", "1", "--output", "out", *tiny]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    run = subprocess.run([sys.executable, "-m", "lit_attention", "compare", *sweep_args], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert "sits at the grid's edge; running the next point past it" in run.stdout
-    ran = sorted(p.name for p in (tmp_path / "out" / "runs").iterdir())
+    with the same options counts it again. In this process: its runs fork from one forkserver."""
+    tiny = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1",
+            "--model.net.dim=16", "--model.net.depth=1", "--model.net.num_heads=2"]
+    sweep_args = ["compare", "--config", str(ROOT / "recipes/quickstart/vit_digits.yaml"), "--variants", "standard",
+                  "--seeds", "1", "--grid", f"{LR}=1e-3,2e-3", "--extend-edges", "--max-extensions", "1",
+                  "--output", "out", *tiny]
+    assert run_main(sweep_args) == 0, capsys.readouterr().err[-3000:]
+    assert "sits at the grid's edge; running the next point past it" in capsys.readouterr().out
+    ran = sorted(p.name for p in (in_tmp / "out" / "runs").iterdir())
     assert len(ran) == 3 and ("lr=0.004" in ran or "lr=0.0005" in ran), ran
-    text = (tmp_path / "out" / "results.md").read_text()
+    text = (in_tmp / "out" / "results.md").read_text()
     assert "added 1 point(s) past the grid in up to 1 round(s)" in text
-    monkeypatch.chdir(tmp_path)
-    main(["compare", *sweep_args, "--report"])  # trains nothing: in this process
-    rebuilt = (tmp_path / "out" / "results.md").read_text()
+    assert run_main([*sweep_args, "--report"]) == 0  # trains nothing
+    rebuilt = (in_tmp / "out" / "results.md").read_text()
     assert rebuilt.split("\n", 3)[3] == text.split("\n", 3)[3]  # all but the command line
