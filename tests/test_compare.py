@@ -210,7 +210,7 @@ def unfinished_checkpoint(output: Path) -> bool:
 @pytest.mark.slow
 def test_sigkilled_sweep_resumes_to_the_same_results_csv(tmp_path):
     sweep = ["--config", VIT, "--variants", "standard,efficient", "--seeds", "2", "--test", "--parallel", "2", *TINY]
-    clean = compare([*sweep, "--output", "clean"], tmp_path)
+    clean = compare([*sweep, "--output", "clean", "--inspect"], tmp_path)  # --inspect: results.csv is the same
     killed = compare([*sweep, "--output", "killed"], tmp_path)
     deadline = time.monotonic() + 300
     while not unfinished_checkpoint(tmp_path / "killed") and time.monotonic() < deadline:
@@ -232,6 +232,9 @@ def test_sigkilled_sweep_resumes_to_the_same_results_csv(tmp_path):
     report = (tmp_path / "clean" / "results.md").read_text()
     assert report.count("± ") >= 6 and "## Against `standard`: differences in test/acc" in report
     assert (tmp_path / "clean" / "results.png").stat().st_size > 10_000
+    # --inspect: each arm's tuned run inspected beside the tables, nothing written into the runs' folders.
+    assert "## What each arm learned" in report and "efficient" in (tmp_path / "clean/inspect/compare.md").read_text()
+    assert (tmp_path / "clean/inspect/standard/inspect.md").is_file() and not list(tmp_path.glob("clean/runs/**/inspect"))
     rows = list(csv.DictReader(open(tmp_path / "clean" / "results.csv")))
     assert int(rows[0]["params_attention"]) != int(rows[-1]["params_attention"])  # efficient keeps fewer
     assert [row["status"] for row in rows] == ["finished"] * 4 and all(row["test"] for row in rows)

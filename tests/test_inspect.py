@@ -311,19 +311,3 @@ def test_padded_rows_and_keys_are_left_out():
     assert result["entropy"] == [pytest.approx(1.0)]
     assert result["first"] == [pytest.approx((2 * 0.5 + 4 * 0.25) / 6)]  # 6 real rows
 
-
-@pytest.mark.slow
-def test_compare_inspect_puts_what_each_arm_learned_beside_the_tables_without_touching_the_runs(in_tmp):
-    tiny = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1",
-            "--model.net.dim=16", "--model.net.depth=1", "--model.net.num_heads=2"]
-    sweep = ["compare", "--config", str(ROOT / "recipes/quickstart/vit_digits.yaml"), "--variants", "standard,super",
-             "--seeds", "1", "--output", "out", *tiny]
-    assert run_main(sweep) == 0
-    runs = {str(p): p.read_bytes() for p in sorted((in_tmp / "out" / "runs").rglob("*")) if p.is_file()}
-    assert run_main([*sweep, "--report", "--inspect"]) == 0
-    assert {str(p): p.read_bytes() for p in sorted((in_tmp / "out" / "runs").rglob("*")) if p.is_file()} == runs
-    table = (in_tmp / "out" / "inspect" / "compare.md").read_text()
-    assert "standard" in table and "super" in table
-    assert (in_tmp / "out" / "inspect" / "super" / "inspect.md").is_file()
-    report = (in_tmp / "out" / "results.md").read_text()
-    assert "## What each arm learned" in report and "![what each arm learned](inspect/compare.png)" in report
