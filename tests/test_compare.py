@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from in_process import run_main  # tests/ is on sys.path under pytest
 
 from lit_attention.sweep.compare import build_parser, build_plan
 from lit_attention.main import main
@@ -288,39 +289,34 @@ def alive(pid: int) -> bool:
 
 
 @pytest.mark.slow
-def test_a_failed_run_is_reported_and_the_others_finish(tmp_path):
+def test_a_failed_run_is_reported_and_the_others_finish(in_tmp, capsys):
+    # In this process (its runs fork from the forkserver it starts once, which the next test reuses).
     # lr 1e30: the loss turns infinite within a step, and that run stops with exit status 3.
-    process = compare(["--config", VIT, "--variants", "standard", "--seeds", "1", "--output", "out",
-                       "--grid", "model.init_args.lr=1e30,4e-3", *TINY], tmp_path)
-    code, out, err = finish(process)
-    assert code == 1, err[-3000:]
+    sweep = ["compare", "--config", VIT, "--variants", "standard", "--seeds", "1", "--output", "out",
+             "--grid", "model.init_args.lr=1e30,4e-3", *TINY]
+    assert run_main(sweep) == 1, capsys.readouterr().err[-3000:]
+    out = capsys.readouterr().out
     assert "FAILED (exit 3)" in out and "The training loss became" in out
-    rows = {row["point"]: row for row in csv.DictReader(open(tmp_path / "out" / "results.csv"))}
+    rows = {row["point"]: row for row in csv.DictReader(open(in_tmp / "out" / "results.csv"))}
     assert rows["lr=1e30"]["status"] == "failed" and rows["lr=4e-3"]["status"] == "finished"
-    assert "seed 0: The training loss became" in (tmp_path / "out" / "results.md").read_text()
+    assert "seed 0: The training loss became" in (in_tmp / "out" / "results.md").read_text()
     # The same output with other settings: the finished run is not reported as if this command made it.
-    other = compare(["--config", VIT, "--variants", "standard", "--seeds", "1", "--output", "out",
-                     "--grid", "model.init_args.lr=1e30,4e-3", *TINY, "--trainer.max_epochs=3"], tmp_path)
-    code, _, err = finish(other)
-    assert code == 2 and "holds a run made with other settings than this command's (trainer.max_epochs 2 -> 3)" in err
+    assert run_main([*sweep, "--trainer.max_epochs=3"]) == 2
+    assert "holds a run made with other settings than this command's (trainer.max_epochs 2 -> 3)" in capsys.readouterr().err
 
 
 @pytest.mark.slow
-def test_submitit_local_executor_runs_the_same_command(tmp_path):
-    process = compare(["--config", VIT, "--variants", "standard", "--seeds", "1", "--output", "out", "--launcher",
-                       "slurm", "--slurm-cluster", "local", *TINY], tmp_path)
-    code, out, err = finish(process)
-    assert code == 0, err[-3000:]
-    assert "local jobs of 1 node(s) x 1 task(s)" in out
-    [row] = csv.DictReader(open(tmp_path / "out" / "results.csv"))
+def test_submitit_local_executor_runs_the_same_command(in_tmp, capsys):
+    sweep = ["compare", "--config", VIT, "--variants", "standard", "--seeds", "1", "--output", "out", *TINY]
+    assert run_main([*sweep, "--launcher", "slurm", "--slurm-cluster", "local"]) == 0, capsys.readouterr().err[-3000:]
+    assert "local jobs of 1 node(s) x 1 task(s)" in capsys.readouterr().out
+    [row] = csv.DictReader(open(in_tmp / "out" / "results.csv"))
     assert row["status"] == "finished" and float(row["best"]) > 0 and not row["test"]
-    assert list((tmp_path / "out" / "slurm").glob("*_submitted.pkl"))  # submitit's own job files
+    assert list((in_tmp / "out" / "slurm").glob("*_submitted.pkl"))  # submitit's own job files
     # Asked again with --test: the finished run is scored on test, not trained again.
-    [record_path] = (tmp_path / "out").glob("runs/**/record.json")
+    [record_path] = (in_tmp / "out").glob("runs/**/record.json")
     before = json.loads(record_path.read_text())
-    code, out, err = finish(compare(["--config", VIT, "--variants", "standard", "--seeds", "1", "--output", "out",
-                                     "--test", *TINY], tmp_path))
-    assert code == 0, err[-3000:]
+    assert run_main([*sweep, "--test"]) == 0, capsys.readouterr().err[-3000:]
     after = json.loads(record_path.read_text())
     assert after["test"]["test/acc"] > 0 and after["curve"] == before["curve"]
     assert after["optimizer_steps"] == before["optimizer_steps"]  # nothing trained
