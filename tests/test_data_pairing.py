@@ -2,7 +2,7 @@
 sample index), never of the global random state that model initialisation has advanced by an
 arm-dependent amount. Through the CLI every preset and a matched control start from the same augmented
 batch; underneath, the item is the same whatever the global state, in workers, after a resume and
-under DDP's sampler."""
+under DDP's sampler. The byte-level GPT, whose windows are sampled, is checked the same way.
 
 from pathlib import Path
 
@@ -22,18 +22,22 @@ from test_datamodules_images import write_cifar10
 
 ROOT = Path(__file__).resolve().parents[1]
 # results/reproduce.sh's vit_hard section (500 digits, random_affine), shrunk to one step of a tiny model.
-ONE_STEP = ["fit", "--config", str(ROOT / "recipes/studies/vit_digits_500.yaml"), "--trainer.max_steps=1",
-            "--trainer.limit_val_batches=0", "--trainer.enable_progress_bar=false", "--trainer.enable_checkpointing=false",
-            "--model.net.dim=16", "--model.net.num_heads=2", "--model.net.depth=1"]
+# The byte-level GPT samples its training windows: at random, but from (seed, index) alone.
+TINY = ["--trainer.max_steps=1", "--trainer.limit_val_batches=0", "--trainer.enable_progress_bar=false",
+        "--trainer.enable_checkpointing=false", "--model.net.dim=16", "--model.net.num_heads=2", "--model.net.depth=1"]
+RECIPES = {"augmented digits": ["--config", str(ROOT / "recipes/studies/vit_digits_500.yaml")],
+           "sampled windows": ["--config", str(ROOT / "recipes/quickstart/gpt_stdlib.yaml"), "--data.max_len=32",
+                               "--data.batch_size=4", "--data.val_windows=4"]}
 ARMS = {**{name: ["--model.attention", name] for name in PRESETS},
         "standard, wider MLP": ["--model.attention", "standard", "--model.net.mlp_ratio=3.0"]}
 
 
-@pytest.mark.slow  # nine one-step fits
-def test_every_arm_of_a_seed_starts_from_the_same_augmented_batch(in_tmp):
+@pytest.mark.slow  # nine one-step fits per recipe
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_every_arm_of_a_seed_starts_from_the_same_augmented_batch(in_tmp, recipe):
     def record(arm: str, seed: int) -> dict:
         root = in_tmp / "runs" / f"{arm}-{seed}"
-        assert run_main([*ONE_STEP, *ARMS[arm], f"--seed_everything={seed}", f"--run.root={root}"]) == 0
+        assert run_main(["fit", *RECIPES[recipe], *TINY, *ARMS[arm], f"--seed_everything={seed}", f"--run.root={root}"]) == 0
         [path] = root.glob("**/record.json")
         return read_record(path)
 
