@@ -260,6 +260,18 @@ def test_inspect_reads_a_checkpoint_of_every_task(task, data_folder, monkeypatch
         table = compare_runs([run / "inspect", run / "inspect"], data_folder / "side_by_side", labels=["a", "b"])
         assert (table.parent / "compare.png").is_file()
         assert [line.split(" | ")[0] for line in table.read_text().splitlines() if line.startswith("| ") and "`super`" in line] == ["| a", "| b"]
+        # Written before the tasks moved and the architecture went into `net` (the second edition's study
+        # runs): the same model loads from the old layout of the hyper-parameters.
+        from lit_attention.analysis.loading import checkpoint_file, load_run
+
+        checkpoint = torch.load(checkpoint_file(run), weights_only=False)
+        kept = checkpoint["hyper_parameters"]
+        checkpoint["hyper_parameters"] = {**{k: v for k, v in kept.items() if k != "net"}, **kept["net"],
+                                          "_class_path": "lit_attention.tasks.ImageClassifier"}
+        torch.save(checkpoint, data_folder / "old_layout.ckpt")
+        old, new = load_run(data_folder / "old_layout.ckpt"), load_run(checkpoint_file(run))
+        assert type(old.task) is type(new.task) and old.task.config == new.task.config
+        assert all(torch.equal(a, b) for a, b in zip(old.task.state_dict().values(), new.task.state_dict().values()))
     if task == "lm":  # the cached token file read from another folder, as given
         monkeypatch.chdir(data_folder.parent)
         assert run_main(["inspect", "--ckpt_path", str(run), "--batches=1", "--no-progress", "--output", str(data_folder / "lm"),

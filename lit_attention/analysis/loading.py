@@ -18,6 +18,8 @@ import yaml
 
 import datamodules
 from lit_attention.errors import ConfigError
+from lit_attention.modeling import CONFIG_FIELDS
+from lit_attention.training import tasks
 from lit_attention.training.checkpointing import read_checkpoint
 from lit_attention.training.cli import class_of
 from lit_attention.training.run_dirs import CHECKPOINTS, LAST, newest_version, training_run_of
@@ -70,7 +72,7 @@ def load_run(path: str | os.PathLike) -> LoadedRun:
     if task_class is None:
         raise ConfigError(f"Checkpoint {str(file)!r} does not say which lit-attention task wrote it (its hyper-parameters "
                           "name no task class); pass a checkpoint written by `lit-attention fit`.")
-    arguments = {k: v for k, v in hyper_parameters.items() if not k.startswith("_")}
+    arguments = current_arguments({k: v for k, v in hyper_parameters.items() if not k.startswith("_")})
     try:
         task = task_class(**arguments)
         task.load_state_dict(checkpoint["state_dict"])
@@ -90,9 +92,19 @@ def _task_class(class_path) -> type[TaskModule] | None:
         return None
     try:
         found = class_of(class_path)
-    except (ImportError, AttributeError):
-        return None
+    except (ImportError, AttributeError):  # written before the tasks moved (lit_attention.tasks.X): X by its name
+        found = getattr(tasks, class_path.rpartition(".")[2], None)
     return found if isinstance(found, type) and issubclass(found, TaskModule) else None
+
+
+def current_arguments(arguments: dict) -> dict:
+    """A task's arguments as this version takes them: a checkpoint written before the architecture moved
+    into the model config keeps its fields (dim, depth, ...) flat, beside the task's own (lr, ...)."""
+    if "net" in arguments:
+        return arguments
+    net = {key: value for key, value in arguments.items() if key in CONFIG_FIELDS}
+    rest = {key: value for key, value in arguments.items() if key not in CONFIG_FIELDS}
+    return {**rest, "net": net} if net else arguments
 
 
 def _data_of(checkpoint: dict, run_dir: Path | None) -> tuple[str | None, dict]:
