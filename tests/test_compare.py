@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from in_process import run_main  # tests/ is on sys.path under pytest
 
-from lit_attention.sweep.compare import build_parser, build_plan
+from lit_attention.sweep.compare import build_parser
+from lit_attention.sweep.planning import build_plan
 from lit_attention.main import main
 from lit_attention.sweep.report import CSV_FIELDS, write_report
 from lit_attention.sweep.statistics import clopper_pearson, holm, paired_difference, verdict, with_holm

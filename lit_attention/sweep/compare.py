@@ -36,8 +36,6 @@ from lit_attention.sweep.runs import (
     check_extra_arguments,
     clear_failure,
     find_state,
-    grid_points,
-    parse_arms,
     parse_grid,
     parse_primary,
     parse_variants,
@@ -145,6 +143,8 @@ def run(argv: list[str]) -> None:
 
     output = Path(args.output or Path("runs") / "compare" / recipe_name(args.config))
     check_writable(output)
+    from lit_attention.sweep.planning import build_plan
+
     plan = build_plan(args, variants, grid, extra)
     args.baseline = baseline_arm(plan, args.baseline)
     primary = parse_primary(plan, args.primary, args.baseline)
@@ -161,13 +161,20 @@ def run(argv: list[str]) -> None:
         states = {r: find_state(r, output) for r in plan.runs}
     if args.extend_edges:
         failed += extend_edges(args, plan, states, output, extra)
+    skipped = []  # what --verify or --inspect could not do: said once the report is written
     if args.verify:
-        chosen = choose_runs(states.values(), args.verify)
-        failed += rerun(chosen, plan, states, args.config, extra, output, make_launcher(args, scratch(output)))
+        try:
+            chosen = choose_runs(states.values(), args.verify)
+            failed += rerun(chosen, plan, states, args.config, extra, output, make_launcher(args, scratch(output)))
+        except ConfigError as error:
+            skipped.append(f"--verify was not done: {error}")
     if args.inspect:
         from lit_attention.sweep.inspection import inspect_arms
 
-        inspect_arms(plan, list(states.values()), output)
+        try:
+            inspect_arms(plan, list(states.values()), output)
+        except ConfigError as error:
+            skipped.append(f"--inspect was not done: {error}")
     command = "lit-attention compare " + " ".join(argv)
     text = write_report(plan, list(states.values()), output, command, args.baseline, args.success_threshold,
                         primary=primary, cross_fitted=args.cross_fit,
@@ -176,42 +183,15 @@ def run(argv: list[str]) -> None:
     finished = sum(state.finished for state in states.values())
     written = "results.md, results.csv, timings.csv and results.png" if finished else "results.md and results.csv"
     print(f"Wrote {output}/{written}; curves: tensorboard --logdir {shlex.quote(str(output / 'runs'))}")
+    for sentence in skipped:
+        print(f"compare: {sentence}", file=sys.stderr)
     if failed:
         print(f"{failed} run(s) failed; their errors are in the table and in each run's compare.log.", file=sys.stderr)
+    if failed or skipped:
         sys.exit(1)
 
 
-# ---------------------------------------------------------------------------------------------- the plan
-
-
-def build_plan(args, variants: list[str], grid, extra: list[str]) -> Plan:
-    """Every run of the sweep, each arm x grid point checked (its first seed's `Run.arguments` parsed,
-    sized and built on the meta device exactly as its fit will be) before anything trains."""
-    points = grid_points(grid)
-    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-    arms: list[tuple[str, str, tuple[str, ...], tuple]] = []  # (label, variant, overrides, point)
-    for point in points:
-        matched = {}
-        if args.match_parameters or args.add_control:
-            matched = matched_mlp_ratios(args, variants, point, extra)
-        for variant in variants:
-            overrides = ()
-            if args.match_parameters and variant != parse_variants([args.match_parameters])[0]:
-                overrides = (f"--model.init_args.net.mlp_ratio={matched[(variant, args.match_parameters)]}",)
-            label = variant if not overrides else f"{variant}~{args.match_parameters}"
-            arms.append((label, variant, overrides, point))
-        for reference in args.add_control:
-            ratio = matched[("standard", reference)]
-            arms.append((f"standard~{reference}", "standard", (f"--model.init_args.net.mlp_ratio={ratio}",), point))
-        arms += [(label, variant, overrides, point) for label, variant, overrides in parse_arms(args.arm, grid)]
-    labels = [label for label, _, _, point in arms if point == points[0]]
-    if len(set(labels)) != len(labels):
-        twice = sorted({label for label in labels if labels.count(label) > 1})
-        raise ConfigError(f"Two arms are called {twice[0]!r}; give each --arm a label of its own.")
-    runs = [Run(label, variant, point, seed, overrides) for label, variant, overrides, point in arms for seed in seeds]
-    configs = {(run.arm, run.point): check_run(args.config, run, extra).resolved for run in runs if run.seed == seeds[0]}
-    labels = list(dict.fromkeys(label for label, *_ in arms))
-    return Plan(runs=runs, arms=labels, points=points, seeds=seeds, configs=configs)
+# ---------------------------------------------------------------------------------------------- the command line
 
 
 def check_not_abbreviated(extra: list[str], parser: argparse.ArgumentParser) -> None:
@@ -233,57 +213,6 @@ def device_arguments(args) -> list[str]:
     import torch
 
     return [f"--trainer.devices={args.devices_per_run}"] if torch.cuda.is_available() else []
-
-
-def check_run(configs, run: Run, extra):
-    """The run's config as its fit will resolve it (from the same `Run.arguments`); a bad key or value
-    is one sentence naming the run."""
-    from lit_attention.training.cli import registered_classes
-    from lit_attention.sweep.planning import plan_run
-    from lit_attention.training.parser_errors import parser_error_sentence
-
-    where = f"{run.arm} at {run.point_label}"
-    try:
-        # The hardware is the fit's to check: a login node plans a SLURM sweep of GPU runs.
-        return plan_run(run.arguments(configs, extra), check_trainer=False)
-    except ArgumentError as error:
-        raise ConfigError(f"{parser_error_sentence(str(error), registered_classes()).rstrip('.')} (in the run of "
-                          f"{where}).") from None
-    except ConfigError as error:
-        raise ConfigError(f"{str(error).rstrip('.')} (in the run of {where}).") from None
-
-
-def matched_mlp_ratios(args, variants: list[str], point, extra) -> dict[tuple[str, str], float]:
-    """{(variant, reference): mlp_ratio} giving `variant` the non-embedding parameter count of `reference`
-    within 1%. The count is linear in the MLP's hidden width, so two meta-device builds find the slope."""
-    references = ([args.match_parameters] if args.match_parameters else []) + list(args.add_control)
-    wanted = {(v, r) for r in references for v in (variants if r == args.match_parameters else ["standard"])}
-    counts = {}
-    ratios = {}
-    for variant, reference in sorted(wanted):
-        if reference not in counts:
-            counts[reference] = non_embedding(args.config, reference, point, (), extra)[0]
-        target = counts[reference]
-        count, dim, ratio = non_embedding(args.config, variant, point, (), extra)
-        hidden = int(dim * ratio)
-        wider, _, _ = non_embedding(args.config, variant, point, (f"--model.init_args.net.mlp_ratio={(hidden + dim + 0.5) / dim}",), extra)
-        per_unit = (wider - count) / dim
-        new_hidden = hidden + round((target - count) / per_unit)
-        if new_hidden < 1:
-            raise ConfigError(f"{variant} cannot be matched to {reference}'s {target:,} non-embedding parameters "
-                              "by its MLP width alone; pick another reference variant.")
-        ratios[(variant, reference)] = (new_hidden + 0.5) / dim  # int(dim * ratio) == new_hidden exactly
-        achieved = non_embedding(args.config, variant, point, (f"--model.init_args.net.mlp_ratio={ratios[(variant, reference)]}",), extra)[0]
-        if abs(achieved - target) > 0.01 * target:
-            raise ConfigError(f"The MLP width of {variant} gets to {achieved:,} non-embedding parameters, not within "
-                              f"1% of {reference}'s {target:,}; match to another variant.")
-    return ratios
-
-
-def non_embedding(configs, variant: str, point, overrides, extra) -> tuple[int, int, float]:
-    plan = check_run(configs, Run(variant, variant, point, 0, overrides), extra)  # any seed: counts do not depend on it
-    model = plan.config.model.init_args
-    return plan.model.param_counts["non_embedding"], model.net.dim, model.net.mlp_ratio
 
 
 # ---------------------------------------------------------------------------------------------- running
@@ -337,6 +266,7 @@ def extend_edges(args, plan: Plan, states: dict, output: Path, extra: list[str])
     step past it for every seed of that arm (selection.extension) and run it, for at most
     --max-extensions rounds. With --report nothing trains: the rounds whose runs are on disk are counted
     again, so the report of a finished sweep rebuilds. Returns how many runs failed."""
+    from lit_attention.sweep.planning import check_run
     from lit_attention.sweep.selection import cells_of, edge_flags, extension, tuned_points
 
     failed = 0
@@ -353,8 +283,13 @@ def extend_edges(args, plan: Plan, states: dict, output: Path, extra: list[str])
                 beyond = extension(point, edge, points)
                 if beyond is None or beyond in points:
                     continue
-                runs = [Run(arm, template.variant, beyond, seed, template.overrides) for seed in plan.seeds]
-                plan.configs[(arm, beyond)] = check_run(args.config, runs[0], extra).resolved
+                try:
+                    runs = [Run(arm, template.variant, beyond, seed, extension_overrides(args, template, beyond, extra))
+                            for seed in plan.seeds]
+                    plan.configs[(arm, beyond)] = check_run(args.config, runs[0], extra).resolved
+                except ConfigError as error:  # the next value is not one a run can take (batch size 0...)
+                    print(f"compare: {arm} stays at the grid's edge: {str(error).rstrip('.')}.", flush=True)
+                    continue
                 plan.extensions.setdefault(arm, []).append(beyond)
                 points = plan.points_of(arm)
                 added += runs
@@ -377,6 +312,19 @@ def extend_edges(args, plan: Plan, states: dict, output: Path, extra: list[str])
             failed += launch(args, extension_plan, states, output, extra)
             states.update({r: find_state(r, output) for r in added})
     return failed
+
+
+def extension_overrides(args, template: Run, point, extra: list[str]) -> tuple[str, ...]:
+    """The arm's own arguments at a point past the grid: a parameter-matched arm (`variant~reference`)
+    gets the MLP width that matches at that point (a grid of widths or depths changes it), any other arm
+    keeps its own."""
+    if "~" not in template.arm or not (args.match_parameters or args.add_control):
+        return template.overrides
+    from lit_attention.sweep.planning import matched_mlp_ratios
+
+    key = (template.variant, template.arm.split("~", 1)[1])
+    ratios = matched_mlp_ratios(args, [template.variant], point, extra)
+    return (f"--model.init_args.net.mlp_ratio={ratios[key]}",) if key in ratios else template.overrides
 
 
 def make_launcher(args, output: Path):

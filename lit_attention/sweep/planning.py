@@ -1,15 +1,20 @@
-"""A run resolved exactly as `fit` resolves it, without reading data, writing or training anything:
-what `compare` checks every arm of a sweep with before it starts one (lit_attention/sweep/compare.py)."""
+"""A sweep's plan: every run resolved exactly as `fit` resolves it, without reading data, writing or
+training anything, which is what `compare` checks every arm with before it starts one; the arms of
+the sweep (variants, parameter-matched controls, --arm), and the MLP widths that match parameters."""
 
 from __future__ import annotations
 
+from argparse import ArgumentError
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from lit_attention.training.cli import LitAttentionCLI, instantiate_config, resolved
+from lit_attention.errors import ConfigError
+from lit_attention.sweep.runs import Plan, Run, grid_points, parse_arms, parse_variants
+from lit_attention.training.cli import LitAttentionCLI, instantiate_config, registered_classes, resolved
 from lit_attention.training.cli_input import check_trainer_settings
+from lit_attention.training.parser_errors import parser_error_sentence
 
 
 @dataclass
@@ -45,3 +50,80 @@ def plan_run(args: list[str], check_trainer: bool = True) -> PlannedRun:
     planner = _Planner(args=args, run=False, check_trainer=check_trainer)
     return PlannedRun(planner.run_config, planner.meta_model, planner.built_datamodule,
                       resolved(planner.parser, planner.run_config))
+
+
+def build_plan(args, variants: list[str], grid, extra: list[str]) -> Plan:
+    """Every run of the sweep, each arm x grid point checked (its first seed's `Run.arguments` parsed,
+    sized and built on the meta device exactly as its fit will be) before anything trains."""
+    points = grid_points(grid)
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    arms: list[tuple[str, str, tuple[str, ...], tuple]] = []  # (label, variant, overrides, point)
+    for point in points:
+        matched = {}
+        if args.match_parameters or args.add_control:
+            matched = matched_mlp_ratios(args, variants, point, extra)
+        for variant in variants:
+            overrides = ()
+            if args.match_parameters and variant != parse_variants([args.match_parameters])[0]:
+                overrides = (f"--model.init_args.net.mlp_ratio={matched[(variant, args.match_parameters)]}",)
+            label = variant if not overrides else f"{variant}~{args.match_parameters}"
+            arms.append((label, variant, overrides, point))
+        for reference in args.add_control:
+            ratio = matched[("standard", reference)]
+            arms.append((f"standard~{reference}", "standard", (f"--model.init_args.net.mlp_ratio={ratio}",), point))
+        arms += [(label, variant, overrides, point) for label, variant, overrides in parse_arms(args.arm, grid)]
+    labels = [label for label, _, _, point in arms if point == points[0]]
+    if len(set(labels)) != len(labels):
+        twice = sorted({label for label in labels if labels.count(label) > 1})
+        raise ConfigError(f"Two arms are called {twice[0]!r}; give each --arm a label of its own.")
+    runs = [Run(label, variant, point, seed, overrides) for label, variant, overrides, point in arms for seed in seeds]
+    configs = {(run.arm, run.point): check_run(args.config, run, extra).resolved for run in runs if run.seed == seeds[0]}
+    labels = list(dict.fromkeys(label for label, *_ in arms))
+    return Plan(runs=runs, arms=labels, points=points, seeds=seeds, configs=configs)
+
+
+def check_run(configs, run: Run, extra):
+    """The run's config as its fit will resolve it (from the same `Run.arguments`); a bad key or value
+    is one sentence naming the run."""
+    where = f"{run.arm} at {run.point_label}"
+    try:
+        # The hardware is the fit's to check: a login node plans a SLURM sweep of GPU runs.
+        return plan_run(run.arguments(configs, extra), check_trainer=False)
+    except ArgumentError as error:
+        raise ConfigError(f"{parser_error_sentence(str(error), registered_classes()).rstrip('.')} (in the run of "
+                          f"{where}).") from None
+    except ConfigError as error:
+        raise ConfigError(f"{str(error).rstrip('.')} (in the run of {where}).") from None
+
+
+def matched_mlp_ratios(args, variants: list[str], point, extra) -> dict[tuple[str, str], float]:
+    """{(variant, reference): mlp_ratio} giving `variant` the non-embedding parameter count of `reference`
+    within 1%. The count is linear in the MLP's hidden width, so two meta-device builds find the slope."""
+    references = ([args.match_parameters] if args.match_parameters else []) + list(args.add_control)
+    wanted = {(v, r) for r in references for v in (variants if r == args.match_parameters else ["standard"])}
+    counts = {}
+    ratios = {}
+    for variant, reference in sorted(wanted):
+        if reference not in counts:
+            counts[reference] = non_embedding(args.config, reference, point, (), extra)[0]
+        target = counts[reference]
+        count, dim, ratio = non_embedding(args.config, variant, point, (), extra)
+        hidden = int(dim * ratio)
+        wider, _, _ = non_embedding(args.config, variant, point, (f"--model.init_args.net.mlp_ratio={(hidden + dim + 0.5) / dim}",), extra)
+        per_unit = (wider - count) / dim
+        new_hidden = hidden + round((target - count) / per_unit)
+        if new_hidden < 1:
+            raise ConfigError(f"{variant} cannot be matched to {reference}'s {target:,} non-embedding parameters "
+                              "by its MLP width alone; pick another reference variant.")
+        ratios[(variant, reference)] = (new_hidden + 0.5) / dim  # int(dim * ratio) == new_hidden exactly
+        achieved = non_embedding(args.config, variant, point, (f"--model.init_args.net.mlp_ratio={ratios[(variant, reference)]}",), extra)[0]
+        if abs(achieved - target) > 0.01 * target:
+            raise ConfigError(f"The MLP width of {variant} gets to {achieved:,} non-embedding parameters, not within "
+                              f"1% of {reference}'s {target:,}; match to another variant.")
+    return ratios
+
+
+def non_embedding(configs, variant: str, point, overrides, extra) -> tuple[int, int, float]:
+    plan = check_run(configs, Run(variant, variant, point, 0, overrides), extra)  # any seed: counts do not depend on it
+    model = plan.config.model.init_args
+    return plan.model.param_counts["non_embedding"], model.net.dim, model.net.mlp_ratio

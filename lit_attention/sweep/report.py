@@ -22,25 +22,16 @@ from __future__ import annotations
 import csv
 import math
 import statistics
-from dataclasses import dataclass
 from pathlib import Path
 
 from lit_attention.training.records import TIMING_FIELDS
+from lit_attention.sweep.comparisons import compare_arms, comparison_table, wanted_comparisons
 from lit_attention.sweep.inspection import inspection_section
 from lit_attention.sweep.runs import Plan, RunState, point_label
 from lit_attention.sweep.selection import best_value, cells_of, cross_fit, edge_flags, tuned_points
-from lit_attention.sweep.statistics import (
-    ALPHA,
-    Difference,
-    clopper_pearson,
-    mean_std,
-    paired_difference,
-    smallest_exact_p,
-    unpaired_difference,
-    verdict,
-    with_holm,
-)
-from lit_attention.sweep.validity import OTHER_DATA, UNPAIRED, Pairing, pairing, pairing_sentence, provenance_rows
+from lit_attention.sweep.statistics import clopper_pearson, mean_std
+from lit_attention.sweep.tables import count, markdown, plus_minus
+from lit_attention.sweep.validity import provenance_rows
 
 # results.csv's first columns ("test": the monitored metric's test value); then one per test metric (test_metrics).
 CSV_FIELDS = ["arm", "variant", "point", "seed", "status", "best", "best_step", "final", "test", "params_total",
@@ -167,23 +158,9 @@ def seeds_paragraph(plan: Plan, monitor: str, mode: str, has_test: bool, fixed_o
             "comparison says whether they did).\n")
 
 
-def _pm(values: list[float], digits: int = 4) -> str:
-    mean, std = mean_std(values)
-    return "n/a" if math.isnan(mean) else f"{mean:.{digits}f} ± {std:.{digits}f}"
-
-
-def _count(value) -> str:
-    if value is None:
-        return "n/a"
-    for unit, size in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(value) >= size:
-            return f"{value / size:.3g}{unit}"
-    return f"{value:.3g}"
-
-
 def metric_means(records: list[dict], names: list[str]) -> list[str]:
     """Mean ± std over `records` of each test metric in `names`."""
-    return [_pm([r["test"][name] for r in records if name in (r.get("test") or {})]) for name in names]
+    return [plus_minus([r["test"][name] for r in records if name in (r.get("test") or {})]) for name in names]
 
 
 def full_table(plan: Plan, cells: dict, monitor: str, has_test: bool, others: list[str]) -> str:
@@ -198,16 +175,16 @@ def full_table(plan: Plan, cells: dict, monitor: str, has_test: bool, others: li
                 continue
             cell = cells[(arm, point)]
             records = cell.records
-            row = [arm, point_label(point), _pm(present(records, best_value)),
-                   _pm([r["final"] for r in records if r.get("final") is not None])]
+            row = [arm, point_label(point), plus_minus(present(records, best_value)),
+                   plus_minus([r["final"] for r in records if r.get("final") is not None])]
             if has_test:
-                row.append(_pm(present(records, test_value)))
+                row.append(plus_minus(present(records, test_value)))
             row += metric_means(records, others)
             params = records[0]["params"] if records else {}
             flops = [r["train_flops"] for r in records if r.get("train_flops")]
             failed = [s for s in cell.states if s.failure is not None and s.record is None]
-            row += [_count(params.get("non_embedding")), _count(params.get("attention")),
-                    _count(statistics.fmean(flops)) if flops else "n/a", f"{len(records)}/{len(cell.states)}",
+            row += [count(params.get("non_embedding")), count(params.get("attention")),
+                    count(statistics.fmean(flops)) if flops else "n/a", f"{len(records)}/{len(cell.states)}",
                     "; ".join(f"seed {s.run.seed}: {s.failure['message']}" for s in failed).replace("|", "/") or "-"]
             rows.append(row)
     return markdown(header, rows)
@@ -222,9 +199,9 @@ def tuned_table(plan: Plan, cells: dict, tuned: dict, monitor: str, has_test: bo
         if arm not in tuned:
             continue
         records = cells[(arm, tuned[arm])].records
-        row = [arm, point_label(tuned[arm]), _pm(present(records, best_value))]
+        row = [arm, point_label(tuned[arm]), plus_minus(present(records, best_value))]
         if has_test:
-            row.append(_pm(present(records, test_value)))
+            row.append(plus_minus(present(records, test_value)))
         edges = edge_flags(tuned[arm], plan.points_of(arm))
         rows.append(row + metric_means(records, others) + ["; ".join(map(str, edges)) or "-"])
     return markdown(header, rows)
@@ -242,50 +219,6 @@ def edges_note(plan: Plan, tuned: dict, extension_rounds: int | None) -> str:
             else "; `--extend-edges` runs the next point past the edge until the choice is inside the grid")
     return (f"\n**At the grid's edge:** {', '.join(at_edge)} chose the lowest or highest value tried, so the best "
             f"setting may lie outside the grid and every difference built on that choice inherits it{hint}.{done}\n")
-
-
-# ---------------------------------------------------------------------------------------------- comparisons
-
-
-@dataclass
-class Comparison:
-    """`arm` against `reference`: how their runs pair, and the difference (None when not comparable)."""
-
-    arm: str
-    reference: str
-    pairing: Pairing
-    difference: Difference | None
-
-
-def compare_arms(chosen: dict[str, tuple[dict, dict]], wanted: list[tuple[str, str]],
-                 primary: list[tuple[str, str]] | None) -> list[Comparison]:
-    """The comparisons `wanted`, from `chosen` ({arm: ({seed: record}, {seed: value})}): paired where
-    the records show it, Welch's where an arm's batches differ, none where its data do; Holm-corrected
-    over the primary ones (every one when `primary` is None)."""
-    found = []
-    for arm, reference in wanted:
-        if arm not in chosen or reference not in chosen:
-            continue
-        (arm_records, arm_values), (reference_records, reference_values) = chosen[arm], chosen[reference]
-        how = pairing(arm_records, reference_records)
-        if how.status == OTHER_DATA:
-            difference = None
-        elif how.status == UNPAIRED:
-            difference = unpaired_difference(arm_values, reference_values)
-        else:
-            difference = paired_difference(arm_values, reference_values)
-        found.append(Comparison(arm, reference, how, difference))
-    compared = [c for c in found if c.difference is not None]
-    mask = None if primary is None else [(c.arm, c.reference) in primary for c in compared]
-    for comparison, corrected in zip(compared, with_holm([c.difference for c in compared], mask)):
-        comparison.difference = corrected
-    return found
-
-
-def wanted_comparisons(plan: Plan, baseline: str, primary: list[tuple[str, str]] | None) -> list[tuple[str, str]]:
-    """Every arm against the baseline, then the primary pairs against other references."""
-    wanted = [(arm, baseline) for arm in plan.arms if arm != baseline]
-    return wanted + [pair for pair in primary or [] if pair not in wanted]
 
 
 def comparison_section(plan: Plan, chosen: dict, baseline: str, primary, monitor: str, mode: str, has_test: bool,
@@ -312,56 +245,6 @@ def comparison_section(plan: Plan, chosen: dict, baseline: str, primary, monitor
     return title + text, min(effects, default=None)
 
 
-def comparison_table(comparisons: list[Comparison], baseline: str, primary, metric: str, mode: str, where: str) -> str:
-    """The pairing lines, the note on what the columns mean, the table, and the warnings under it."""
-    differences = [c.difference for c in comparisons if c.difference is not None]
-    tested = sum(d.primary and not math.isnan(d.p) for d in differences)  # what the corrections count
-    pairings = {}
-    for c in comparisons:
-        pairings.setdefault(c.reference, {})[label(c, baseline)] = c.pairing
-    lines = "".join(pairing_sentence(found, reference) for reference, found in pairings.items())
-    family = (f"the {tested} primary comparison(s) declared with --primary; the others are exploratory: their "
-              "p-values are not corrected and they get no verdict" if primary is not None else
-              f"the {tested} comparison(s) of this table (declare a confirmatory family in advance with --primary)")
-    note = (f"Differences{where}, seed by seed where paired. 95% interval: the paired t-interval (Welch's where not "
-            "paired) of one comparison on its own; bootstrap: the percentile interval of the mean difference (10,000 "
-            "resamples); simultaneous: Bonferroni over the corrected family; p: the t-test's; exact p: the sign-flip "
-            "test over the paired differences (a label permutation where not paired), which assumes no normality. "
-            f"The verdict uses the t-test's p corrected with Holm's method over {family}. \"No detectable "
-            "difference\" means the corrected test did not reject equality: the intervals show the differences "
-            "still compatible with the data, not that the arms are equal.\n\n")
-    header = ["arm", "seeds", "difference", "95% interval", "bootstrap 95%", f"simultaneous 95% ({tested})", "p",
-              "exact p", "p (Holm)", "verdict"]
-    rows = []
-    for c in comparisons:
-        d = c.difference
-        if d is None:
-            rows.append([label(c, baseline), "-", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "not compared: other data"])
-            continue
-        seeds = str(d.n) if d.paired else f"{d.n} + {d.n_baseline} (unpaired)"
-        rows.append([label(c, baseline), seeds, "n/a" if math.isnan(d.mean) else f"{d.mean:+.4f}", interval(d.low, d.high),
-                     interval(d.boot_low, d.boot_high), interval(d.joint_low, d.joint_high), p_value(d.p),
-                     p_value(d.p_exact), p_value(d.p_holm), verdict(d, mode)])
-    pairs = [(label(c, baseline), c.difference) for c in comparisons if c.difference is not None]
-    return lines + "\n" + note + markdown(header, rows) + exact_test_note(differences) + beyond_range_note(pairs, metric)
-
-
-def label(comparison: Comparison, baseline: str) -> str:
-    return comparison.arm if comparison.reference == baseline else f"{comparison.arm} vs {comparison.reference}"
-
-
-def exact_test_note(differences: list[Difference]) -> str:
-    """A warning when too few paired seeds leave the sign-flip test unable to reach ALPHA."""
-    counts = sorted({d.n for d in differences if d.paired and d.primary and d.n >= 1})
-    short = [n for n in counts if smallest_exact_p(n) > ALPHA]
-    if not short:
-        return ""
-    n = max(short)
-    return (f"\nWith {n} paired seed(s) the sign-flip test's smallest possible p is {smallest_exact_p(n):.3g}, above "
-            f"{ALPHA}: no distribution-free test can confirm a difference here, whatever its size; the verdicts rest "
-            "on the t-test's assumption of normal differences (add seeds: 6 reach 0.031).\n")
-
-
 def cross_fit_section(plan: Plan, cells: dict, baseline: str, primary, monitor: str, mode: str, has_test: bool) -> str:
     """Each arm's point chosen on one half of the seeds and scored on the other half, both ways: no seed
     both chooses a point and scores it."""
@@ -369,7 +252,7 @@ def cross_fit_section(plan: Plan, cells: dict, baseline: str, primary, monitor: 
     metric = monitor.replace("val/", "test/") if has_test else f"best {monitor}"
     fits, chosen = {}, {}
     for arm in plan.arms:
-        points = plan.points_of(arm)
+        points = [p for p in plan.points if (arm, p) in cells]  # the grid's own points (cross_fit says why)
         fit = cross_fit({p: cells[(arm, p)] for p in points}, points, plan.seeds, mode, value)
         if fit is None or not fit.values:
             continue
@@ -386,7 +269,7 @@ def cross_fit_section(plan: Plan, cells: dict, baseline: str, primary, monitor: 
     halves = (f"seeds {', '.join(map(str, some.first_half))} choose the point that seeds "
               f"{', '.join(map(str, some.second_half))} are scored at, and the reverse")
     rows = [[arm, point_label(f.chosen_on_first) if f.chosen_on_first else "n/a",
-             point_label(f.chosen_on_second) if f.chosen_on_second else "n/a", _pm(list(f.values.values()))]
+             point_label(f.chosen_on_second) if f.chosen_on_second else "n/a", plus_minus(list(f.values.values()))]
             for arm, f in fits.items()]
     table = markdown(["arm", "chosen on the first half", "chosen on the second half", f"{metric} (other half's choice)"],
                      rows)
@@ -394,32 +277,6 @@ def cross_fit_section(plan: Plan, cells: dict, baseline: str, primary, monitor: 
     text = comparison_table(comparisons, baseline, primary, metric, mode, " at the other half's choice") if comparisons else ""
     return (title + f"Selection and scoring never share a seed: {halves}. Each seed's value is its run at the point "
             "the other half chose.\n\n" + table + ("\n" + text if text else ""))
-
-
-# The largest difference two runs can have in a bounded metric (the last part of its name).
-DIFFERENCE_BOUNDS = {"acc": 1.0, "acc_top5": 1.0, "f1_macro": 1.0, "bleu": 100.0}
-
-
-def beyond_range_note(pairs: list[tuple[str, Difference]], metric: str) -> str:
-    """A sentence naming the arms whose intervals reach past what a difference of a bounded metric can be:
-    printed as computed, so that the width says how little these seeds pin the difference down."""
-    bound = DIFFERENCE_BOUNDS.get(metric.split("/")[-1])
-    if bound is None:
-        return ""
-    wide = [arm for arm, d in pairs if not math.isnan(d.joint_low) and (d.joint_low < -bound or d.joint_high > bound)]
-    if not wide:
-        return ""
-    return (f"\nThe intervals of {', '.join(f'`{arm}`' for arm in wide)} reach past ±{bound:g}, the most a difference "
-            f"in {metric} can be: they are left as computed, and say that these seeds are too few to bound that "
-            "difference (add seeds), not that such values are possible.\n")
-
-
-def interval(low: float, high: float) -> str:
-    return "n/a" if math.isnan(low) else f"[{low:+.4f}, {high:+.4f}]"
-
-
-def p_value(p: float) -> str:
-    return "n/a" if math.isnan(p) else f"{p:.3g}"
 
 
 def success_section(plan: Plan, cells: dict, tuned: dict, threshold: float, monitor: str, mode: str) -> str:
@@ -436,11 +293,6 @@ def success_section(plan: Plan, cells: dict, tuned: dict, threshold: float, moni
             low, high = clopper_pearson(k, n)
             rows.append([arm, point_label(point), f"{k}/{n}", "n/a" if n == 0 else f"[{low:.2f}, {high:.2f}]"])
     return "## Runs that reached the threshold\n\n" + markdown(header, rows)
-
-
-def markdown(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows]) + "\n"
 
 
 def plot(path: Path, plan: Plan, cells: dict, tuned: dict, monitor: str) -> None:

@@ -141,6 +141,8 @@ def extension(point: tuple, edge: Edge, points: list[tuple]) -> tuple | None:
     text = str(round(beyond)) if integers else f"{beyond:.4g}"
     if _number(text) == end or text == end_text:
         return None
+    if min(numbers) > 0 >= _number(text) or max(numbers) < 0 <= _number(text):  # rounded onto or past zero
+        return None
     return tuple((k, text if k == edge.key else v) for k, v in point)
 
 
@@ -158,7 +160,9 @@ class CrossFit:
 
 def cross_fit(cells: dict, points: list[tuple], seeds: list[int], mode: str, value) -> CrossFit | None:
     """Seeds split in two halves (the first ⌊n/2⌋ in order, then the rest); each half's seeds are scored
-    with `value` at the point the other half chose on validation. None with fewer than two seeds."""
+    with `value` at the point the other half chose on validation. None with fewer than two seeds.
+    `points`: the grid's own (points --extend-edges added were chosen on every seed, so they would let
+    the scoring half's seeds into the choice)."""
     if len(seeds) < 2:
         return None
     first, second = tuple(seeds[: len(seeds) // 2]), tuple(seeds[len(seeds) // 2:])

@@ -20,6 +20,8 @@ from pathlib import Path
 from lit_attention.errors import ConfigError
 from lit_attention.sweep.launchers import Job
 from lit_attention.sweep.runs import Plan, Run, RunState, clear_failure, find_state, point_label, write_failure
+from lit_attention.sweep.selection import best_value
+from lit_attention.sweep.tables import markdown
 
 VERIFY = "verify"  # the scratch folder under the sweep's output
 # What says where a run ran, as records.provenance names it; a field an older record lacks is "not recorded".
@@ -62,7 +64,7 @@ def rerun(runs: list[Run], plan: Plan, states: dict[Run, RunState], configs: lis
         where = f"{run.arm} seed {run.seed} {run.point_label}"
         if status == 0:
             again, recorded = find_state(run, folder).record or {}, states[run].record
-            print(f"verify {where}: best {_value(_best(again))} (recorded {_value(_best(recorded))})", flush=True)
+            print(f"verify {where}: best {_value(best_value(again))} (recorded {_value(best_value(recorded))})", flush=True)
         else:
             failed.append(run)
             write_failure(run, folder, status, last_line.removeprefix("error: "))
@@ -106,7 +108,7 @@ def verification_section(plan: Plan, states: list[RunState], output: Path, small
     for run, record in again.items():
         before = recorded[run]
         row = [run.arm, run.point_label, str(run.seed)]
-        for value in (_best, lambda r: (r.get("test") or {}).get(test_name)):
+        for value in (best_value, lambda r: (r.get("test") or {}).get(test_name)):
             old, new = value(before), value(record)
             gap = abs(new - old) if old is not None and new is not None else None
             differences += [gap] if gap is not None else []
@@ -120,7 +122,7 @@ def verification_section(plan: Plan, states: list[RunState], output: Path, small
     text = (f"## Re-run check\n\n{len(again)} finished run(s) trained again in `{VERIFY}/` with the command the sweep "
             "gave them (`--verify`); differences are absolute.\n")
     if again:
-        text += "\n" + _table(header, rows)
+        text += "\n" + markdown(header, rows)
     if failed:
         text += "\nRe-runs that failed: " + "; ".join(f"{r.arm} {r.point_label} seed {r.seed}: {m}" for r, m in failed)
         text += ".\n"
@@ -161,11 +163,7 @@ def _provenance_part(before: list[dict], after: list[dict]) -> str:
         sentence = "The re-runs ran where their records did, as far as both record it"
     if unknown:
         sentence += f" ({', '.join(unknown)}: not recorded by every run)"
-    return _table(["provenance", "records", "re-runs"], rows) + "\n" + sentence + ".\n"
-
-
-def _best(record: dict) -> float | None:
-    return record["best"]["value"] if record.get("best") else None
+    return markdown(["provenance", "records", "re-runs"], rows) + "\n" + sentence + ".\n"
 
 
 def _value(value) -> str:
@@ -184,8 +182,3 @@ def _curve_match(before: list, after: list) -> str:
         return "yes"
     differing = sum(a != b for a, b in zip(before, after)) + abs(len(before) - len(after))
     return f"no ({differing} of {max(len(before), len(after))} points differ)"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows]) + "\n"

@@ -1,0 +1,131 @@
+"""The comparisons of arms: paired seed by seed where the records show it, Welch's otherwise, none on
+other data (validity.py); Holm-corrected over the primary family; and the table that shows them, with
+the notes that say what the seeds cannot support (the exact tests' floor, intervals past a bounded
+metric's range)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from lit_attention.sweep.runs import Plan
+from lit_attention.sweep.statistics import (
+    ALPHA,
+    Difference,
+    paired_difference,
+    smallest_exact_p,
+    unpaired_difference,
+    verdict,
+    with_holm,
+)
+from lit_attention.sweep.tables import interval, markdown, p_value
+from lit_attention.sweep.validity import OTHER_DATA, UNPAIRED, Pairing, pairing, pairing_sentence
+
+
+@dataclass
+class Comparison:
+    """`arm` against `reference`: how their runs pair, and the difference (None when not comparable)."""
+
+    arm: str
+    reference: str
+    pairing: Pairing
+    difference: Difference | None
+
+
+def compare_arms(chosen: dict[str, tuple[dict, dict]], wanted: list[tuple[str, str]],
+                 primary: list[tuple[str, str]] | None) -> list[Comparison]:
+    """The comparisons `wanted`, from `chosen` ({arm: ({seed: record}, {seed: value})}): paired where
+    the records show it, Welch's where an arm's batches differ, none where its data do; Holm-corrected
+    over the primary ones (every one when `primary` is None)."""
+    found = []
+    for arm, reference in wanted:
+        if arm not in chosen or reference not in chosen:
+            continue
+        (arm_records, arm_values), (reference_records, reference_values) = chosen[arm], chosen[reference]
+        how = pairing(arm_records, reference_records)
+        if how.status == OTHER_DATA:
+            difference = None
+        elif how.status == UNPAIRED:
+            difference = unpaired_difference(arm_values, reference_values)
+        else:
+            difference = paired_difference(arm_values, reference_values)
+        found.append(Comparison(arm, reference, how, difference))
+    compared = [c for c in found if c.difference is not None]
+    mask = None if primary is None else [(c.arm, c.reference) in primary for c in compared]
+    for comparison, corrected in zip(compared, with_holm([c.difference for c in compared], mask)):
+        comparison.difference = corrected
+    return found
+
+
+def wanted_comparisons(plan: Plan, baseline: str, primary: list[tuple[str, str]] | None) -> list[tuple[str, str]]:
+    """Every arm against the baseline, then the primary pairs against other references."""
+    wanted = [(arm, baseline) for arm in plan.arms if arm != baseline]
+    return wanted + [pair for pair in primary or [] if pair not in wanted]
+
+
+def comparison_table(comparisons: list[Comparison], baseline: str, primary, metric: str, mode: str, where: str) -> str:
+    """The pairing lines, the note on what the columns mean, the table, and the warnings under it."""
+    differences = [c.difference for c in comparisons if c.difference is not None]
+    tested = sum(d.primary and not math.isnan(d.p) for d in differences)  # what the corrections count
+    pairings = {}
+    for c in comparisons:
+        pairings.setdefault(c.reference, {})[label(c, baseline)] = c.pairing
+    lines = "".join(pairing_sentence(found, reference) for reference, found in pairings.items())
+    family = (f"the {tested} primary comparison(s) declared with --primary; the others are exploratory: their "
+              "p-values are not corrected and they get no verdict" if primary is not None else
+              f"the {tested} comparison(s) of this table (declare a confirmatory family in advance with --primary)")
+    note = (f"Differences{where}, seed by seed where paired. 95% interval: the paired t-interval (Welch's where not "
+            "paired) of one comparison on its own; bootstrap: the percentile interval of the mean difference (10,000 "
+            "resamples); simultaneous: Bonferroni over the corrected family; p: the t-test's; exact p: the sign-flip "
+            "test over the paired differences (a label permutation where not paired), which assumes no normality. "
+            f"The verdict uses the t-test's p corrected with Holm's method over {family}. \"No detectable "
+            "difference\" means the corrected test did not reject equality: the intervals show the differences "
+            "still compatible with the data, not that the arms are equal.\n\n")
+    header = ["arm", "seeds", "difference", "95% interval", "bootstrap 95%", f"simultaneous 95% ({tested})", "p",
+              "exact p", "p (Holm)", "verdict"]
+    rows = []
+    for c in comparisons:
+        d = c.difference
+        if d is None:
+            rows.append([label(c, baseline), "-", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "not compared: other data"])
+            continue
+        seeds = str(d.n) if d.paired else f"{d.n} + {d.n_baseline} (unpaired)"
+        rows.append([label(c, baseline), seeds, "n/a" if math.isnan(d.mean) else f"{d.mean:+.4f}", interval(d.low, d.high),
+                     interval(d.boot_low, d.boot_high), interval(d.joint_low, d.joint_high), p_value(d.p),
+                     p_value(d.p_exact), p_value(d.p_holm), verdict(d, mode)])
+    pairs = [(label(c, baseline), c.difference) for c in comparisons if c.difference is not None]
+    return lines + "\n" + note + markdown(header, rows) + exact_test_note(differences) + beyond_range_note(pairs, metric)
+
+
+def label(comparison: Comparison, baseline: str) -> str:
+    return comparison.arm if comparison.reference == baseline else f"{comparison.arm} vs {comparison.reference}"
+
+
+def exact_test_note(differences: list[Difference]) -> str:
+    """A warning when too few paired seeds leave the sign-flip test unable to reach ALPHA."""
+    counts = sorted({d.n for d in differences if d.paired and d.primary and d.n >= 1})
+    short = [n for n in counts if smallest_exact_p(n) > ALPHA]
+    if not short:
+        return ""
+    n = max(short)
+    return (f"\nWith {n} paired seed(s) the sign-flip test's smallest possible p is {smallest_exact_p(n):.3g}, above "
+            f"{ALPHA}: no distribution-free test can confirm a difference here, whatever its size; the verdicts rest "
+            "on the t-test's assumption of normal differences (add seeds: 6 reach 0.031).\n")
+
+
+# The largest difference two runs can have in a bounded metric (the last part of its name).
+DIFFERENCE_BOUNDS = {"acc": 1.0, "acc_top5": 1.0, "f1_macro": 1.0, "bleu": 100.0}
+
+
+def beyond_range_note(pairs: list[tuple[str, Difference]], metric: str) -> str:
+    """A sentence naming the arms whose intervals reach past what a difference of a bounded metric can be:
+    printed as computed, so that the width says how little these seeds pin the difference down."""
+    bound = DIFFERENCE_BOUNDS.get(metric.split("/")[-1])
+    if bound is None:
+        return ""
+    wide = [arm for arm, d in pairs if not math.isnan(d.joint_low) and (d.joint_low < -bound or d.joint_high > bound)]
+    if not wide:
+        return ""
+    return (f"\nThe intervals of {', '.join(f'`{arm}`' for arm in wide)} reach past ±{bound:g}, the most a difference "
+            f"in {metric} can be: they are left as computed, and say that these seeds are too few to bound that "
+            "difference (add seeds), not that such values are possible.\n")
