@@ -45,8 +45,8 @@ def key(command: str, roots: tuple[Path, ...] = tuple(ROOT / s for s in SOURCES)
 
 def read(command: str) -> str | None:
     try:
-        return (cache_dir() / f"{command}-{key(command)}.txt").read_text()
-    except OSError:
+        return (cache_dir() / f"{command}-{key(command)}.txt").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
         return None
 
 
@@ -59,7 +59,7 @@ def write(command: str, text: str) -> None:
         for old in folder.glob(f"{command}-*.txt"):
             old.unlink(missing_ok=True)
         partial = folder / f".{command}.{os.getpid()}.tmp"
-        partial.write_text(text)
+        partial.write_text(text, encoding="utf-8")
         os.replace(partial, folder / f"{command}-{key(command)}.txt")
     except OSError:
         pass

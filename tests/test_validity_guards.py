@@ -56,6 +56,8 @@ def test_a_choice_at_either_end_of_a_numeric_axis_is_flagged_and_extended_at_the
     assert extension(grid[0], edge_flags(grid[0], grid)[0], grid) == point(lr="0.0003333")
     sizes = [point(batch_size=v) for v in ("16", "32")]
     assert extension(sizes[1], edge_flags(sizes[1], sizes)[0], sizes) == point(batch_size="64")
+    small = [point(batch_size=v) for v in ("1", "3")]  # 1 / 3 rounds to 0: no batch size past that edge
+    assert extension(small[0], edge_flags(small[0], small)[0], small) is None
     decay = [point(weight_decay=v) for v in ("0", "0.1")]
     assert extension(decay[0], edge_flags(decay[0], decay)[0], decay) is None  # below zero is another kind of value
     words = [point(optimizer=v) for v in ("adam", "sgd")]
@@ -119,6 +121,34 @@ def test_all_paired_is_said_once_and_other_data_are_never_compared(tmp_path):
     assert "| training data | d0 (5); d1 (5) |" in text
 
 
+def test_arms_with_no_seed_in_common_are_compared_unpaired(tmp_path):
+    p = point(lr="1e-3")
+    plan, states = sweep({("standard", p): lambda s: (0.8, 0.8 + s / 100), ("super", p): lambda s: (0.9, 0.9 + s / 90)})
+    states = [s for s in states if (s.run.arm == "standard") == (s.run.seed < 2)]  # standard: 0, 1; super: 2, 3, 4
+    text = write_report(plan, states, tmp_path, "compare ...", "standard", None)
+    assert "**Not paired:** `super` and `standard` finished on no seed in common" in text
+    assert "| super | 3 + 2 (unpaired) |" in text
+
+
+def test_the_exact_tests_floor_is_judged_against_holms_first_threshold(tmp_path):
+    """5 + 5 unpaired runs (arm1 to arm7 began with other batches): the permutation p can reach 2/252 =
+    0.0079, below 0.05 for one comparison but not below 0.05/8 for eight; arm0's 5 paired seeds (sign
+    flips: 0.0625) cannot reach even 0.05."""
+    p = point(lr="1e-3")
+    arms = {"standard": 0.80, **{f"arm{i}": 0.9 + i / 100 for i in range(8)}}
+    values = {(arm, p): (lambda s, m=mean, arm=arm: (m, m + s / (50 if arm == "arm0" else 100),
+                                                     "b" if arm in ("standard", "arm0") else arm))
+              for arm, mean in arms.items()}
+    plan, states = sweep(values)
+    text = write_report(plan, states, tmp_path, "compare ...", "standard", None)
+    note = text.split("The exact tests cannot confirm ")[1].split("\n")[0]
+    assert note.startswith("`arm0` (0.0625), `arm1` (0.00794), ") and "above 0.00625" in note and "8 comparison(s)" in note
+    assert "9 seeds would let the sign-flip test reach it" in note  # 2 / 2^9 = 0.0039
+    one = {key: v for key, v in values.items() if key[0] in ("standard", "arm1")}
+    text = write_report(*sweep(one), tmp_path, "compare ...", "standard", None)
+    assert "The exact tests cannot confirm" not in text  # 0.0079 < 0.05: one comparison can be confirmed
+
+
 def test_records_without_hashes_are_labelled_not_recorded_never_refused(tmp_path):
     p = point(lr="1e-3")
 
@@ -151,7 +181,8 @@ def test_primary_fixes_the_corrected_family_and_labels_the_rest_exploratory(tmp_
     family = with_holm([paired_difference(test("super"), test("standard")),
                         paired_difference(test("efficient"), test("standard~efficient"))])
     against = text.split("## Against")[1]
-    assert f"{family[0].p_holm:.3g} | better |" in against.split("| super |")[1].split("\n")[0]
+    row = against.split("| super |")[1].split("\n")[0]
+    assert f"| {family[0].p_holm:.3g} | 0.0625 | 0.125 | better |" in row  # Holm; the sign flips' p, Holm over 2
     row = against.split("| efficient vs standard~efficient |")[1].split("\n")[0]
     assert f"{family[1].p_holm:.3g}" in row
     assert "exploratory (not corrected)" in against.split("| efficient |")[1].split("\n")[0]

@@ -64,12 +64,12 @@ def test_verification_section_sets_each_re_run_beside_its_record(tmp_path):
     assert "| super | default | 0 | 0.6 | 0.6 | 0 | 0.55 | 0.55 | 0 | yes |" in text
     assert "| default | 1 |" not in text  # seed 1 of super was not re-run
     assert ("Largest difference between a re-run and its record: 0.01, larger than the smallest effect the "
-            "comparison table reports (0.005)") in text
+            "comparison table claims (0.005, the smallest \"better\" or \"worse\")") in text
     assert "| cpu | not recorded | Zen 2 |" in text and "| threads | 2 | 2 |" in text
     assert ("The re-runs ran where their records did, as far as both record it (commit, dirty, diff_sha256, "
             "torch_build, cpu, devices: not recorded by every run).") in text
     assert "below the smallest effect" in verification_section(plan, states, tmp_path, 0.02)
-    assert "the report has no comparison to set it beside" in verification_section(plan, states, tmp_path, None)
+    assert "the comparison table claims no difference" in verification_section(plan, states, tmp_path, None)
     write(runs[2].directory(tmp_path / "verify"), record(0.70, None, [[0, 4, 0.7]], **{**here, "torch": "2.6.0"}))
     text = verification_section(plan, states, tmp_path, 0.005)
     assert "| super | default | 1 | 0.7 | 0.7 | 0 | n/a | n/a | n/a | yes |" in text  # no test value on either side

@@ -12,14 +12,16 @@ from lit_attention.sweep.runs import Plan
 from lit_attention.sweep.statistics import (
     ALPHA,
     Difference,
+    holm,
     paired_difference,
+    permutation_p,
     smallest_exact_p,
     unpaired_difference,
     verdict,
     with_holm,
 )
 from lit_attention.sweep.tables import interval, markdown, p_value
-from lit_attention.sweep.validity import OTHER_DATA, UNPAIRED, Pairing, pairing, pairing_sentence
+from lit_attention.sweep.validity import NO_COMMON_SEED, OTHER_DATA, UNPAIRED, Pairing, pairing, pairing_sentence
 
 
 @dataclass
@@ -30,6 +32,7 @@ class Comparison:
     reference: str
     pairing: Pairing
     difference: Difference | None
+    p_exact_holm: float = math.nan  # the exact p, Holm-corrected over the same primary family
 
 
 def compare_arms(chosen: dict[str, tuple[dict, dict]], wanted: list[tuple[str, str]],
@@ -45,7 +48,7 @@ def compare_arms(chosen: dict[str, tuple[dict, dict]], wanted: list[tuple[str, s
         how = pairing(arm_records, reference_records)
         if how.status == OTHER_DATA:
             difference = None
-        elif how.status == UNPAIRED:
+        elif how.status in (UNPAIRED, NO_COMMON_SEED):
             difference = unpaired_difference(arm_values, reference_values)
         else:
             difference = paired_difference(arm_values, reference_values)
@@ -54,6 +57,9 @@ def compare_arms(chosen: dict[str, tuple[dict, dict]], wanted: list[tuple[str, s
     mask = None if primary is None else [(c.arm, c.reference) in primary for c in compared]
     for comparison, corrected in zip(compared, with_holm([c.difference for c in compared], mask)):
         comparison.difference = corrected
+    family = [c for c in compared if c.difference.primary and not math.isnan(c.difference.p)]
+    for comparison, p in zip(family, holm([c.difference.p_exact for c in family])):
+        comparison.p_exact_holm = p
     return found
 
 
@@ -77,40 +83,56 @@ def comparison_table(comparisons: list[Comparison], baseline: str, primary, metr
     note = (f"Differences{where}, seed by seed where paired. 95% interval: the paired t-interval (Welch's where not "
             "paired) of one comparison on its own; bootstrap: the percentile interval of the mean difference (10,000 "
             "resamples); simultaneous: Bonferroni over the corrected family; p: the t-test's; exact p: the sign-flip "
-            "test over the paired differences (a label permutation where not paired), which assumes no normality. "
+            "test over the paired differences (a label permutation where not paired), which assumes no normality, "
+            "then Holm-corrected over the same family. "
             f"The verdict uses the t-test's p corrected with Holm's method over {family}. \"No detectable "
             "difference\" means the corrected test did not reject equality: the intervals show the differences "
             "still compatible with the data, not that the arms are equal.\n\n")
     header = ["arm", "seeds", "difference", "95% interval", "bootstrap 95%", f"simultaneous 95% ({tested})", "p",
-              "exact p", "p (Holm)", "verdict"]
+              "p (Holm)", "exact p", "exact p (Holm)", "verdict"]
     rows = []
     for c in comparisons:
         d = c.difference
         if d is None:
-            rows.append([label(c, baseline), "-", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "not compared: other data"])
+            rows.append([label(c, baseline), "-", *["n/a"] * 8, "not compared: other data"])
             continue
         seeds = str(d.n) if d.paired else f"{d.n} + {d.n_baseline} (unpaired)"
         rows.append([label(c, baseline), seeds, "n/a" if math.isnan(d.mean) else f"{d.mean:+.4f}", interval(d.low, d.high),
                      interval(d.boot_low, d.boot_high), interval(d.joint_low, d.joint_high), p_value(d.p),
-                     p_value(d.p_exact), p_value(d.p_holm), verdict(d, mode)])
+                     p_value(d.p_holm), p_value(d.p_exact), p_value(c.p_exact_holm), verdict(d, mode)])
     pairs = [(label(c, baseline), c.difference) for c in comparisons if c.difference is not None]
-    return lines + "\n" + note + markdown(header, rows) + exact_test_note(differences) + beyond_range_note(pairs, metric)
+    notes = exact_test_note(comparisons, baseline) + beyond_range_note(pairs, metric)
+    return lines + "\n" + note + markdown(header, rows) + notes
 
 
 def label(comparison: Comparison, baseline: str) -> str:
     return comparison.arm if comparison.reference == baseline else f"{comparison.arm} vs {comparison.reference}"
 
 
-def exact_test_note(differences: list[Difference]) -> str:
-    """A warning when too few paired seeds leave the sign-flip test unable to reach ALPHA."""
-    counts = sorted({d.n for d in differences if d.paired and d.primary and d.n >= 1})
-    short = [n for n in counts if smallest_exact_p(n) > ALPHA]
+def exact_test_note(comparisons: list[Comparison], baseline: str) -> str:
+    """A warning naming the primary comparisons whose exact test cannot reach Holm's first threshold
+    (ALPHA over the family) at these seeds, whatever the data: their verdicts rest on the t-test alone."""
+    family = [c for c in comparisons if c.difference is not None and c.difference.primary and not math.isnan(c.difference.p)]
+    if not family:
+        return ""
+    threshold = ALPHA / len(family)
+    short = [(label(c, baseline), floor) for c in family if (floor := smallest_exact(c.difference)) > threshold]
     if not short:
         return ""
-    n = max(short)
-    return (f"\nWith {n} paired seed(s) the sign-flip test's smallest possible p is {smallest_exact_p(n):.3g}, above "
-            f"{ALPHA}: no distribution-free test can confirm a difference here, whatever its size; the verdicts rest "
-            "on the t-test's assumption of normal differences (add seeds: 6 reach 0.031).\n")
+    paired = max(1, math.ceil(math.log2(2 / threshold)))  # the paired seeds whose sign-flip floor is below it
+    names = ", ".join(f"`{name}` ({floor:.3g})" for name, floor in short)
+    return (f"\nThe exact tests cannot confirm {names} at these seeds: the smallest p each can reach (in brackets) is "
+            f"above {threshold:.3g}, the threshold Holm's correction over {len(family)} comparison(s) sets for the "
+            f"first, so a verdict of theirs rests on the t-test's assumption of normal differences (paired, "
+            f"{paired} seeds would let the sign-flip test reach it).\n")
+
+
+def smallest_exact(difference: Difference) -> float:
+    """The smallest p the comparison's exact test can give with its numbers of seeds: the sign-flip test's
+    2 / 2^n, or the label permutation's at two fully separated groups."""
+    if difference.paired:
+        return smallest_exact_p(difference.n)
+    return permutation_p([0.0] * difference.n, [1.0] * difference.n_baseline)
 
 
 # The largest difference two runs can have in a bounded metric (the last part of its name).

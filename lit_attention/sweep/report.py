@@ -20,7 +20,6 @@ Tables, for the monitored validation metric of the recipe's task (and the test m
 from __future__ import annotations
 
 import csv
-import math
 import statistics
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from lit_attention.sweep.comparisons import compare_arms, comparison_table, want
 from lit_attention.sweep.inspection import inspection_section
 from lit_attention.sweep.runs import Plan, RunState, point_label
 from lit_attention.sweep.selection import best_value, cells_of, cross_fit, edge_flags, tuned_points
-from lit_attention.sweep.statistics import clopper_pearson, mean_std
+from lit_attention.sweep.statistics import ALPHA, clopper_pearson, mean_std
 from lit_attention.sweep.tables import count, markdown, plus_minus
 from lit_attention.sweep.validity import provenance_rows
 
@@ -97,7 +96,7 @@ def write_report(plan: Plan, states: list[RunState], output: Path, command: str,
     if success_threshold is not None:
         sections.append(success_section(plan, cells, tuned, success_threshold, monitor, mode))
     sections.append(verification(plan, states, output, smallest_effect))
-    sections.append(inspection_section(output))
+    sections.append(inspection_section(plan, states, output))
     sections.append("## Provenance\n\nEvery distinct value among the finished runs' records (how many runs had "
                     "it); a record older than a field says \"not recorded\".\n\n"
                     + markdown(["what", "values (runs)"], provenance_rows(finished)))
@@ -215,7 +214,8 @@ def edges_note(plan: Plan, tuned: dict, extension_rounds: int | None) -> str:
             if extension_rounds is not None else "")
     if not at_edge:
         return f"\nNo arm's choice sits at an end of the grid.{done}\n"
-    hint = (" (--max-extensions was reached)" if extension_rounds is not None
+    hint = (" (still, after --extend-edges: its rounds ran out, or no point past that edge could be run)"
+            if extension_rounds is not None
             else "; `--extend-edges` runs the next point past the edge until the choice is inside the grid")
     return (f"\n**At the grid's edge:** {', '.join(at_edge)} chose the lowest or highest value tried, so the best "
             f"setting may lie outside the grid and every difference built on that choice inherits it{hint}.{done}\n")
@@ -223,7 +223,8 @@ def edges_note(plan: Plan, tuned: dict, extension_rounds: int | None) -> str:
 
 def comparison_section(plan: Plan, chosen: dict, baseline: str, primary, monitor: str, mode: str, has_test: bool,
                        grid: bool) -> tuple[str, float | None]:
-    """The comparison table and the smallest absolute difference it reports (for the re-run check)."""
+    """The comparison table and the smallest difference it claims (a "better" or "worse" verdict), for the
+    re-run check; None when it claims none."""
     metric = monitor.replace("val/", "test/") if has_test else f"best {monitor}"
     title = f"## Against `{baseline}`: differences in {metric}\n\n"
     comparisons = compare_arms(chosen, wanted_comparisons(plan, baseline, primary), primary)
@@ -240,8 +241,9 @@ def comparison_section(plan: Plan, chosen: dict, baseline: str, primary, monitor
                   "so the differences are biased toward the tuned arms; rerun with --test for held-out ones.\n\n")
     where = " at each arm's tuned grid point" if grid else ""
     text = comparison_table(comparisons, baseline, primary, metric, mode, where)
-    effects = [abs(c.difference.mean) for c in comparisons if c.difference is not None and c.difference.n
-               and not math.isnan(c.difference.mean)]
+    # The smallest effect the table claims: a difference whose corrected test rejects equality.
+    effects = [abs(c.difference.mean) for c in comparisons
+               if c.difference is not None and c.difference.primary and c.difference.p_holm < ALPHA]
     return title + text, min(effects, default=None)
 
 

@@ -15,13 +15,14 @@ from collections import Counter
 from dataclasses import dataclass
 
 PAIRED, UNCHECKED, UNPAIRED, OTHER_DATA = "paired", "not recorded", "unpaired", "other data"
+NO_COMMON_SEED = "no common seed"  # the two arms finished on different seeds: nothing to pair
 
 
 @dataclass(frozen=True)
 class Pairing:
     """How one arm's runs relate to the reference arm's, seed by seed."""
 
-    status: str  # PAIRED, UNCHECKED (no hashes to check), UNPAIRED or OTHER_DATA
+    status: str  # PAIRED, UNCHECKED (no hashes to check), UNPAIRED, OTHER_DATA or NO_COMMON_SEED
     seeds: tuple[int, ...] = ()  # the seeds that differ (UNPAIRED, OTHER_DATA) or lack a hash (UNCHECKED)
     splits: tuple[str, ...] = ()  # OTHER_DATA: the splits whose fingerprints differ
     data_checked: bool = True  # False when some seed's records hold no data fingerprints to compare
@@ -30,6 +31,8 @@ class Pairing:
 def pairing(arm_records: dict[int, dict], reference_records: dict[int, dict]) -> Pairing:
     """Compare the records of two arms ({seed: record}) on the seeds both have."""
     seeds = sorted(arm_records.keys() & reference_records.keys())
+    if not seeds:
+        return Pairing(NO_COMMON_SEED)
     other_data, other_splits, other_batches, unknown = [], set(), [], []
     data_checked = True
     for seed in seeds:
@@ -83,6 +86,10 @@ def pairing_sentence(pairings: dict[str, Pairing], reference: str) -> str:
         elif p.status == OTHER_DATA:
             lines.append(f"**Not compared:** `{arm}` saw other {' and '.join(p.splits)} data than `{reference}` on "
                          f"seed(s) {', '.join(map(str, p.seeds))} (their data fingerprints differ).")
+    for arm, p in pairings.items():
+        if p.status == NO_COMMON_SEED:
+            lines.append(f"**Not paired:** `{arm}` and `{reference}` finished on no seed in common, so `{arm}` is "
+                         "compared unpaired.")
     for seeds, names in unpaired.items():
         lines.append(f"**Not paired:** {', '.join(names)} began with other training batches than `{reference}` on "
                      f"seed(s) {', '.join(map(str, seeds))}, so {'they are' if len(names) > 1 else 'it is'} compared "

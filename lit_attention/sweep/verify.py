@@ -137,12 +137,12 @@ def _largest_sentence(largest: float | None, smallest_effect: float | None) -> s
         return "No re-run has a value its record also has to compare.\n"
     sentence = f"Largest difference between a re-run and its record: {largest:.4g}"
     if smallest_effect is None:
-        return sentence + "; the report has no comparison to set it beside.\n"
+        return sentence + "; the comparison table claims no difference (no \"better\" or \"worse\") to set it beside.\n"
     relation = "below" if largest < smallest_effect else "as large as" if largest == smallest_effect else "larger than"
-    verdict = ("re-running moved no checked result as far as the smallest difference the table reports" if largest < smallest_effect
-               else "a difference of the smallest reported size is within what re-running a run moves")
-    return (f"{sentence}, {relation} the smallest effect the comparison table reports ({smallest_effect:.4g}): "
-            f"{verdict}.\n")
+    verdict = ("re-running moved no checked result as far as the smallest difference the table claims" if largest < smallest_effect
+               else "a difference of the smallest claimed size is within what re-running a run moves")
+    return (f"{sentence}, {relation} the smallest effect the comparison table claims ({smallest_effect:.4g}, the "
+            f"smallest \"better\" or \"worse\"): {verdict}.\n")
 
 
 def _provenance_part(before: list[dict], after: list[dict]) -> str:
