@@ -27,9 +27,10 @@ vit() {        # ViT on the embedded digits (1,293 training images): 11 arms x 3
         "${PARAMETER_CONTROLS[@]}" --grid $LR_VIT --output results/vit_digits
 }
 vit_hard() {   # the same ViT on 500 augmented training images, away from the ceiling: the 7 presets and
-               # standard at the parameter counts of efficient and optimized
+               # standard at the parameter counts of efficient and optimized; --inspect: what each arm's
+               # tuned run of seed 0 learned (results/vit_digits_500/inspect/)
     compare --config recipes/studies/vit_digits_500.yaml --variants $PRESETS "${PARAMETER_CONTROLS[@]}" --grid $LR_VIT \
-        --output results/vit_digits_500
+        --inspect --output results/vit_digits_500
 }
 gpt() {        # byte-level GPT (197k non-embedding parameters) on the stdlib sources: 12 arms
     compare --config recipes/studies/gpt_stdlib_mid.yaml --variants $PRESETS "${QUERY_CONTROLS[@]}" \
