@@ -2,7 +2,7 @@
 sample index), never of the global random state that model initialisation has advanced by an
 arm-dependent amount. Through the CLI every preset and a matched control start from the same augmented
 batch; underneath, the item is the same whatever the global state, in workers, after a resume and
-under DDP's sampler. The byte-level GPT, whose windows are sampled, is checked the same way.
+under DDP's sampler. The byte-level GPT, whose windows are sampled, is checked the same way."""
 
 from pathlib import Path
 

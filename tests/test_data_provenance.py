@@ -5,8 +5,6 @@ dirty tree's diff, the torch build, the CPU, the thread count at record time and
 import json
 import re
 
-import numpy as np
-import pytest
 import sklearn.datasets
 import torch
 
