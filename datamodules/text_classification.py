@@ -142,7 +142,7 @@ class TextClassificationDataModule(DataModule):
         if num_classes is not None:
             check_positive("num_classes", num_classes, minimum=2)
         if data_files is None and not dataset:
-            raise ConfigError(f"No data given; set dataset to a hub name or pass data_files.")
+            raise ConfigError("No data given; set dataset to a hub name or pass data_files.")
         known = KNOWN_DATASETS.get((dataset or "").split("/")[-1]) if data_files is None else None
         if known is None and data_files is None and num_classes is None:
             raise ConfigError(
