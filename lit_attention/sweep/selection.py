@@ -31,11 +31,8 @@ class Cell:
         return [s.record for s in self.states if s.record is not None]
 
     def by_seed(self, value) -> dict[int, float]:
-        found = {}
-        for state in self.states:
-            if state.record is not None and value(state.record) is not None:
-                found[state.run.seed] = value(state.record)
-        return found
+        return {state.run.seed: found for state in self.states
+                if state.record is not None and (found := value(state.record)) is not None}
 
     def records_by_seed(self) -> dict[int, dict]:
         return {state.run.seed: state.record for state in self.states if state.record is not None}
