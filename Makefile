@@ -13,11 +13,11 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # Every preset x 5 seeds on the embedded digits, two runs at a time: the tables and the paired comparison
-# with standard (2 seeds gave intervals wider than accuracy's range), and each run's attention maps in
-# TensorBoard (cheap at 17 tokens).
+# with standard (2 seeds gave intervals wider than accuracy's range), each run's attention maps in
+# TensorBoard (cheap at 17 tokens), and what each arm learned (--inspect, seconds).
 demo: $(STAMP)
 	$(BIN)/lit-attention compare --config recipes/quickstart/vit_digits.yaml --variants all --seeds 5 --test \
-		--parallel 2 --output runs/demo --run.attention_maps=true
+		--parallel 2 --output runs/demo --inspect --run.attention_maps=true
 
 # The suite runs on every core with pytest-xdist (WORKERS=1 make test: one worker; plain `pytest` runs
 # it without xdist). --dist loadfile keeps each test file on one worker, so a module's shared runs
