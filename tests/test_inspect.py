@@ -19,6 +19,7 @@ from lit_attention.modeling.attention import MultiHeadAttention
 from lit_attention.modeling.gpt import GPT, GPTConfig
 
 from in_process import run_main  # tests/ is on sys.path under pytest
+from test_recipes_run import offline_data, write_offline_data
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -193,13 +194,12 @@ def recipe_arguments(task: str, folder: Path) -> list[str]:
     if task == "mqar":
         return ["--config", str(ROOT / "recipes/diagnostics/mqar.yaml"), *TINY_NET, "--model.net.depth=1"]
     if task == "text":
-        return ["--config", str(ROOT / "recipes/super_attention/text_imdb.yaml"), *TINY_NET, "--model.net.depth=1",
-                f"--data.data_files={{train: {folder / 'reviews' / 'train.parquet'}, test: {folder / 'reviews' / 'test.parquet'}}}",
-                "--data.dataset=null", "--data.max_len=32", "--data.vocab_size=300", "--data.num_workers=0",
-                "--data.batch_size=8"]
-    return ["--config", str(ROOT / "recipes/super_attention/translation_en_es.yaml"), *TINY_NET,
-            "--model.net.encoder_depth=1", "--model.net.decoder_depth=1", f"--data.data_files={{train: {folder / 'pairs.jsonl'}}}",
-            "--data.dataset=null", "--data.vocab_size=320", "--data.num_workers=0", "--data.batch_size=8"]
+        recipe = ROOT / "recipes/super_attention/text_imdb.yaml"
+        return ["--config", str(recipe), *TINY_NET, "--model.net.depth=1", *offline_data(recipe, folder),
+                "--data.num_workers=0", "--data.batch_size=8"]
+    recipe = ROOT / "recipes/super_attention/translation_en_es.yaml"
+    return ["--config", str(recipe), *TINY_NET, "--model.net.encoder_depth=1", "--model.net.decoder_depth=1",
+            *offline_data(recipe, folder), "--data.num_workers=0", "--data.batch_size=8"]
 
 
 # task -> (variant, attention layers, whether a CLS / patch grid, whether causal)
@@ -218,12 +218,7 @@ def checksums(folder: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def data_folder(tmp_path_factory) -> Path:
-    from test_datamodules_text import write_pairs_json, write_reviews
-
-    folder = tmp_path_factory.mktemp("inspect_data")
-    write_reviews(folder / "reviews")
-    write_pairs_json(folder / "pairs.jsonl", 40)
-    return folder
+    return write_offline_data(tmp_path_factory.mktemp("inspect_data"), pairs=40)
 
 
 @pytest.mark.slow

@@ -24,13 +24,17 @@ def recipes() -> list[Path]:
     return sorted(p for p in RECIPES.rglob("*.yaml") if "trainer" not in p.relative_to(RECIPES).parts)
 
 
+def write_offline_data(folder: Path, pairs: int = 60) -> Path:
+    """The files `offline_data` points at: reviews (parquet) and translation pairs (JSON lines)."""
+    write_reviews(folder / "reviews")
+    write_pairs_json(folder / "pairs.jsonl", pairs)
+    return folder
+
+
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory) -> Path:
     """One folder for the module: the fixtures' files, and the stdlib corpus built once for all recipes."""
-    folder = tmp_path_factory.mktemp("recipes_run")
-    write_reviews(folder / "reviews")
-    write_pairs_json(folder / "pairs.jsonl", 60)
-    return folder
+    return write_offline_data(tmp_path_factory.mktemp("recipes_run"))
 
 
 def offline_data(recipe: Path, folder: Path) -> list[str]:
