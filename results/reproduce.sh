@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # Reruns every table of RESULTS.md through `lit-attention compare`, two runs at a time (one CPU thread
-# each), 5 seeds, 3 learning rates per arm chosen on validation and scored on the held-out test split.
-#   bash results/reproduce.sh [vit | vit_hard | gpt | gpt_small | gpt_large | mqar | trend | all]
+# each), each run's best checkpoint scored on the held-out test split.
+#   bash results/reproduce.sh [SECTION ... | all | second_edition]
+# all: the third edition's sections (digits_confirm digits_long gpt_ratio_49k gpt_ratio_111k gpt_ratio_197k
+# ratio_trend): 10 fresh seeds (5-14), learning rates extended past every grid edge, the confirmatory
+# comparisons declared with --primary, and 3 runs of each section re-trained to measure reproducibility.
+# second_edition: the earlier sections (vit vit_hard gpt gpt_small gpt_large mqar trend), 5 seeds (0-4).
 # Each section writes results/<name>/results.{md,csv,png}, timings.csv and every run's record.json
 # (checkpoints and TensorBoard events stay on disk, git-ignored). An interrupted section resumes where
 # it stopped when run again. RESULTS.md states the wall time of each section on the 2-core machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-compare() { .venv/bin/lit-attention compare --seeds 5 --test --parallel 2 "$@"; }
+compare() { .venv/bin/lit-attention compare --test --parallel 2 "$@"; }
+SECOND=(--seeds 5)
+THIRD=(--seeds 10 --first-seed 5 --extend-edges --max-extensions 2 --cross-fit --verify 3)
 LR_VIT=model.init_args.lr=2e-3,4e-3,8e-3
 LR_GPT=model.init_args.lr=1e-3,3e-3,1e-2
 LR_MQAR=model.init_args.lr=1e-3,3e-3,1e-2
@@ -22,31 +28,64 @@ WIDER="standard+12.5%;standard;model.init_args.net.mlp_ratio=4.75"
 # silently add an arm to these reproductions (--variants all would).
 PRESETS=standard,optimized,efficient,super,identity_query,residual_query,nonlinear_query
 
+# ------------------------------------------------------------------------------------- the third edition
+
+digits_confirm() {  # 500 augmented digits, 400 steps: the four attention arms and standard at the parameter
+                    # counts of efficient and of optimized; confirmatory: each arm against standard, and
+                    # efficient against standard at its parameters
+    compare --config recipes/studies/vit_digits_500.yaml --variants standard,optimized,efficient,super \
+        "${PARAMETER_CONTROLS[@]}" --grid $LR_VIT "${THIRD[@]}" \
+        --primary optimized,efficient,super,efficient:standard~efficient --output results/vit_digits_500_confirm
+}
+digits_long() {     # the same data at 3x the steps (1,200), standard against super only: does super's gain
+                    # outlast the short budget? (arms trimmed, not seeds, to fit the 3-hour budget)
+    compare --config recipes/studies/vit_digits_500.yaml --variants standard,super --grid model.init_args.lr=2e-3,4e-3 \
+        "${THIRD[@]}" --primary super --output results/vit_digits_500_long --trainer.max_epochs 120
+}
+gpt_ratio_49k() {   # byte-level GPT, standard against optimized, ~4 training tokens per parameter at 3 sizes
+    compare --config recipes/studies/gpt_ratio_49k.yaml --variants standard,optimized --grid $LR_GPT "${THIRD[@]}" \
+        --primary optimized --output results/gpt_ratio_49k
+}
+gpt_ratio_111k() {
+    compare --config recipes/studies/gpt_ratio_111k.yaml --variants standard,optimized --grid $LR_GPT "${THIRD[@]}" \
+        --primary optimized --output results/gpt_ratio_111k
+}
+gpt_ratio_197k() {
+    compare --config recipes/studies/gpt_ratio_197k.yaml --variants standard,optimized --grid $LR_GPT "${THIRD[@]}" \
+        --primary optimized --output results/gpt_ratio_197k
+}
+ratio_trend() {     # how the cost of removing W_V changes with size at the fixed ratio (no training)
+    .venv/bin/python results/size_trend.py results/gpt_ratio_49k results/gpt_ratio_111k results/gpt_ratio_197k \
+        --output results/ratio_trend
+}
+
+# ------------------------------------------------------------------------------------ the second edition
+
 vit() {        # ViT on the embedded digits (1,293 training images): 11 arms x 3 rates x 5 seeds
-    compare --config recipes/quickstart/vit_digits.yaml --variants $PRESETS "${QUERY_CONTROLS[@]}" \
+    compare "${SECOND[@]}" --config recipes/quickstart/vit_digits.yaml --variants $PRESETS "${QUERY_CONTROLS[@]}" \
         "${PARAMETER_CONTROLS[@]}" --grid $LR_VIT --output results/vit_digits
 }
 vit_hard() {   # the same ViT on 500 augmented training images, away from the ceiling: the 7 presets and
                # standard at the parameter counts of efficient and optimized; --inspect: what each arm's
                # tuned run of seed 0 learned (results/vit_digits_500/inspect/)
-    compare --config recipes/studies/vit_digits_500.yaml --variants $PRESETS "${PARAMETER_CONTROLS[@]}" --grid $LR_VIT \
+    compare "${SECOND[@]}" --config recipes/studies/vit_digits_500.yaml --variants $PRESETS "${PARAMETER_CONTROLS[@]}" --grid $LR_VIT \
         --inspect --output results/vit_digits_500
 }
 gpt() {        # byte-level GPT (197k non-embedding parameters) on the stdlib sources: 12 arms
-    compare --config recipes/studies/gpt_stdlib_mid.yaml --variants $PRESETS "${QUERY_CONTROLS[@]}" \
+    compare "${SECOND[@]}" --config recipes/studies/gpt_stdlib_mid.yaml --variants $PRESETS "${QUERY_CONTROLS[@]}" \
         "${PARAMETER_CONTROLS[@]}" --arm "$WIDER" --grid $LR_GPT --output results/gpt_stdlib_mid
 }
 gpt_small() {  # the size trend's small end (55k): standard, optimized, nonlinear_query, +12.5%
-    compare --config recipes/studies/gpt_stdlib_small.yaml --variants standard,optimized,nonlinear_query \
+    compare "${SECOND[@]}" --config recipes/studies/gpt_stdlib_small.yaml --variants standard,optimized,nonlinear_query \
         --arm "$WIDER" --grid $LR_GPT --output results/gpt_stdlib_small
 }
 gpt_large() {  # the size trend's large end (603k)
-    compare --config recipes/studies/gpt_stdlib_large.yaml --variants standard,optimized,nonlinear_query \
+    compare "${SECOND[@]}" --config recipes/studies/gpt_stdlib_large.yaml --variants standard,optimized,nonlinear_query \
         --arm "$WIDER" --grid $LR_GPT --output results/gpt_stdlib_large
 }
 mqar() {       # associative recall with 4 key-value pairs, 2 epochs of 15,000 sequences: 7 presets,
                # and how many runs pass 90% recall
-    compare --config recipes/diagnostics/mqar.yaml --variants $PRESETS --grid $LR_MQAR --success-threshold 0.9 \
+    compare "${SECOND[@]}" --config recipes/diagnostics/mqar.yaml --variants $PRESETS --grid $LR_MQAR --success-threshold 0.9 \
         --output results/mqar --trainer.max_epochs 2 --data.init_args.num_train 15000
 }
 trend() {      # the size trend from the three GPT sections: table and plots (no training)
@@ -61,9 +100,13 @@ timed() {
 }
 
 sections=("${@:-all}")
-if [[ "${sections[0]}" == "all" ]]; then
-    sections=(vit vit_hard gpt gpt_small gpt_large mqar trend)
-fi
+case "${sections[0]}" in
+    all) sections=(digits_confirm digits_long gpt_ratio_49k gpt_ratio_111k gpt_ratio_197k ratio_trend) ;;
+    second_edition) sections=(vit vit_hard gpt gpt_small gpt_large mqar trend) ;;
+esac
+total_start=$SECONDS
 for section in "${sections[@]}"; do
     timed "$section"
 done
+echo "sections ${sections[*]}: $(( (SECONDS - total_start) / 60 )) min $(( (SECONDS - total_start) % 60 )) s in all" \
+    | tee -a results/wall_times.txt
