@@ -9,7 +9,7 @@ import pytest
 from in_process import run_main  # tests/ is on sys.path under pytest
 
 from lit_attention.errors import ConfigError
-from lit_attention.sweep.runs import parse_primary
+from lit_attention.sweep.runs import parse_point, parse_primary
 from lit_attention.sweep.report import write_report
 from lit_attention.sweep.runs import Plan, Run, RunState
 from lit_attention.sweep.selection import Edge, cells_of, cross_fit, edge_flags, extension
@@ -224,6 +224,46 @@ def test_the_cross_fitted_table_is_in_the_report(tmp_path):
     assert "| standard | lr=1e-3 | lr=3e-3 | 0.5650 ± 0.0465 |" in section
     # super is scored at 1e-3 on every seed; standard as above: differences 0.10, 0.10, 0.20, 0.20.
     assert "| super | 4 | +0.1500 |" in section
+
+
+# ---------------------------------------------------------------------------------------------- --at and the budget
+
+
+def test_at_compares_every_arm_at_one_grid_point_instead_of_its_tuned_one(tmp_path):
+    """super is tuned at 3e-3 (+0.15 there) but only +0.02 at 1e-3: --at lr=1e-3 shows the second."""
+    low, high = point(lr="1e-3"), point(lr="3e-3")
+    plan, states = sweep({("standard", low): lambda s: (0.9, 0.80 + s / 100), ("standard", high): lambda s: (0.5, 0.5),
+                          ("super", low): lambda s: (0.8, 0.82 + s / 100), ("super", high): lambda s: (0.95, 0.95 + s / 100)})
+    text = write_report(plan, states, tmp_path, "compare ...", "standard", None, common_point=parse_point(plan, "lr=1e-3"))
+    assert "| super | 5 | +0.1500 |" in text.split("## Every arm at")[0]
+    section = text.split("## Every arm at lr=1e-3: differences in test/acc")[1]
+    assert "| super | 5 | +0.0200 |" in section
+
+
+@pytest.mark.parametrize("text", ["lr=5e-3", "1e-3"])
+def test_at_names_the_grid_points_when_it_names_none_of_them(text):
+    plan = Plan(arms=["standard"], points=[point(lr="1e-3"), point(lr="3e-3")])
+    with pytest.raises(ConfigError, match=f"--at '{text}' is not a point of this sweep's grid; choose one of: "
+                                          "lr=1e-3, lr=3e-3"):
+        parse_point(plan, text)
+
+
+def test_the_report_counts_tuned_runs_whose_best_validation_came_late(tmp_path):
+    """Curves over 100 steps: a best at step 100 is late and last, at 90 late only, at 50 neither."""
+    steps = {0: 100, 1: 90, 2: 50}
+
+    def make(best, test, seed):
+        result = record(best, test)
+        result["curve"] = [[i, 10 * (i + 1), 0.5] for i in range(10)]
+        result["best"] = {"epoch": 0, "step": steps[seed], "value": best}
+        return result
+
+    p = point(lr="1e-3")
+    plan, states = sweep({("standard", p): lambda s: (0.8, 0.8, s), ("super", p): lambda s: (0.9, 0.9, 0)},
+                         seeds=(0, 1, 2), make=make)
+    plan.points.append(point(lr="3e-3"))  # a grid, so that there is a tuned table; nothing ran at 3e-3
+    text = write_report(plan, states, tmp_path, "compare ...", "standard", None)
+    assert "last fifth of their steps (in brackets: at the very last evaluation): `standard` 2/3 (1/3), `super` 3/3 (3/3)." in text
 
 
 # ---------------------------------------------------------------------------------------------- one real round

@@ -37,6 +37,7 @@ from lit_attention.sweep.runs import (
     clear_failure,
     find_state,
     parse_grid,
+    parse_point,
     parse_primary,
     parse_variants,
     point_label,
@@ -91,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the confirmatory comparisons, fixed in advance: each ARM against the baseline, or "
                              "against REFERENCE; only these are corrected for multiple comparisons and get verdicts, "
                              "the others are labelled exploratory (default: every arm against the baseline)")
+    report.add_argument("--at", default=None, metavar="POINT",
+                        help="with a grid, compare every arm again at this one grid point, written as the tables "
+                             "write it (e.g. lr=2e-3): a check on what each arm's own tuned setting contributes")
     report.add_argument("--cross-fit", action="store_true",
                         help="with a grid, add a tuned table whose grid point is chosen on half of the seeds and "
                              "scored on the other half, both ways, so selection and scoring never share a seed")
@@ -148,6 +152,7 @@ def run(argv: list[str]) -> None:
     plan = build_plan(args, variants, grid, extra)
     args.baseline = baseline_arm(plan, args.baseline)
     primary = parse_primary(plan, args.primary, args.baseline)
+    common_point = parse_point(plan, args.at)
     states = {r: find_state(r, output, needs_test=args.test and not args.report, wanted=plan.configs[(r.arm, r.point)])
               for r in plan.runs}
     finished_now = sum(state.finished for state in states.values())
@@ -177,7 +182,7 @@ def run(argv: list[str]) -> None:
             skipped.append(f"--inspect was not done: {error}")
     command = "lit-attention compare " + " ".join(argv)
     text = write_report(plan, list(states.values()), output, command, args.baseline, args.success_threshold,
-                        primary=primary, cross_fitted=args.cross_fit,
+                        primary=primary, cross_fitted=args.cross_fit, common_point=common_point,
                         extension_rounds=args.max_extensions if args.extend_edges else None)
     print("\n" + text)
     finished = sum(state.finished for state in states.values())

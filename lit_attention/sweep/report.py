@@ -9,12 +9,16 @@ Tables, for the monitored validation metric of the recipe's task (and the test m
   of the grid (selection.py); with --cross-fit, the same choice made on half of the seeds and scored
   on the other half;
   both also show every other test metric the records hold (test/loss, test/f1_macro, ...), which
-  results.csv has a column each for, after its fixed ones;
+  results.csv has a column each for, after its fixed ones; under the tuned table, how many tuned runs
+  had their best validation value late in training (budget.py: was the budget long enough?);
 * the comparison of every arm with the baseline (and the --primary pairs): seed-by-seed differences
   where the records show the arms paired (validity.py), Welch's otherwise; the t-interval, a bootstrap
   interval, the exact sign-flip (or permutation) p, and Holm's correction over the primary comparisons;
+* with --at POINT, the same comparisons with every arm at that one grid point (what an arm's own tuned
+  setting contributes);
 * with --success-threshold, the runs that reached it, with exact binomial intervals;
-* provenance: every distinct code version, machine and data fingerprint among the runs.
+* provenance: every distinct code version, machine and data fingerprint among the runs;
+* results.png: the tuned arms' validation curves and, with a grid, the baseline's at every grid point.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import statistics
 from pathlib import Path
 
 from lit_attention.training.records import TIMING_FIELDS
+from lit_attention.sweep.budget import budget_note
 from lit_attention.sweep.comparisons import compare_arms, comparison_table, wanted_comparisons
 from lit_attention.sweep.inspection import inspection_section
 from lit_attention.sweep.runs import Plan, RunState, point_label
@@ -55,11 +60,13 @@ def test_metrics(records: list[dict]) -> list[str]:
 
 def write_report(plan: Plan, states: list[RunState], output: Path, command: str, baseline: str,
                  success_threshold: float | None, primary: list[tuple[str, str]] | None = None,
-                 cross_fitted: bool = False, extension_rounds: int | None = None) -> str:
+                 cross_fitted: bool = False, extension_rounds: int | None = None,
+                 common_point: tuple | None = None) -> str:
     """Write results.csv, timings.csv, results.md and results.png into `output`; returns the markdown.
     `primary`: the (arm, reference) comparisons declared confirmatory (None: every arm against the
     baseline); `cross_fitted`: add the cross-fitted tuned table; `extension_rounds`: how many rounds of
-    --extend-edges were allowed (None: not asked for)."""
+    --extend-edges were allowed (None: not asked for); `common_point`: a grid point to compare every arm
+    at as well (compare --at)."""
     cells = cells_of(plan, states)
     write_csv(output / "results.csv", states)
     write_timings(output / "timings.csv", states)
@@ -85,12 +92,14 @@ def write_report(plan: Plan, states: list[RunState], output: Path, command: str,
     ]
     if grid:
         sections.append("## Tuned per arm\n\n" + tuned_table(plan, cells, tuned, monitor, has_test, others)
-                        + edges_note(plan, tuned, extension_rounds))
+                        + edges_note(plan, tuned, extension_rounds) + budget_note(plan, cells, tuned))
     value = test_value if has_test else best_value
     chosen = {arm: (cells[(arm, point)].records_by_seed(), cells[(arm, point)].by_seed(value))
               for arm, point in tuned.items()}
     table, smallest_effect = comparison_section(plan, chosen, baseline, primary, monitor, mode, has_test, grid)
     sections.append(table)
+    if common_point is not None:
+        sections.append(common_point_section(plan, cells, common_point, baseline, primary, monitor, mode, has_test))
     if cross_fitted and grid:
         sections.append(cross_fit_section(plan, cells, baseline, primary, monitor, mode, has_test))
     if success_threshold is not None:
@@ -103,7 +112,7 @@ def write_report(plan: Plan, states: list[RunState], output: Path, command: str,
     sections.append("![curves](results.png)\n")
     text = "\n".join(section for section in sections if section)
     (output / "results.md").write_text(text)
-    plot(output / "results.png", plan, cells, tuned, monitor)
+    plot(output / "results.png", plan, cells, tuned, monitor, baseline)
     return text
 
 
@@ -247,6 +256,23 @@ def comparison_section(plan: Plan, chosen: dict, baseline: str, primary, monitor
     return title + text, min(effects, default=None)
 
 
+def common_point_section(plan: Plan, cells: dict, point: tuple, baseline: str, primary, monitor: str, mode: str,
+                         has_test: bool) -> str:
+    """The comparison again with every arm at one grid point instead of its tuned one (compare --at): what
+    is left of a difference when no arm gets a setting of its own, e.g. at a common, conservative rate."""
+    value = test_value if has_test else best_value
+    metric = monitor.replace("val/", "test/") if has_test else f"best {monitor}"
+    title = f"## Every arm at {point_label(point)}: differences in {metric}\n\n"
+    chosen = {arm: (cells[(arm, point)].records_by_seed(), cells[(arm, point)].by_seed(value))
+              for arm in plan.arms if (arm, point) in cells}
+    comparisons = compare_arms(chosen, wanted_comparisons(plan, baseline, primary), primary)
+    if not comparisons:
+        return title + f"No comparison: no arm but `{baseline}` has a finished run at {point_label(point)}.\n"
+    return (title + "The same comparisons with every arm at this one setting instead of its tuned one, corrected as "
+            "a family of their own: a check on how much of a tuned difference comes from the setting each arm "
+            "chose.\n\n" + comparison_table(comparisons, baseline, primary, metric, mode, f" at {point_label(point)}"))
+
+
 def cross_fit_section(plan: Plan, cells: dict, baseline: str, primary, monitor: str, mode: str, has_test: bool) -> str:
     """Each arm's point chosen on one half of the seeds and scored on the other half, both ways: no seed
     both chooses a point and scores it."""
@@ -297,29 +323,42 @@ def success_section(plan: Plan, cells: dict, tuned: dict, threshold: float, moni
     return "## Runs that reached the threshold\n\n" + markdown(header, rows)
 
 
-def plot(path: Path, plan: Plan, cells: dict, tuned: dict, monitor: str) -> None:
-    """Validation curves (mean ± std over seeds) of each arm at its tuned point."""
+def plot(path: Path, plan: Plan, cells: dict, tuned: dict, monitor: str, baseline: str) -> None:
+    """Validation curves (mean ± std over seeds) of each arm at its tuned point and, beside them when the
+    baseline ran at several grid points, the baseline's at each: how the setting shapes its curve."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(figsize=(7.5, 4.6))
+    points = [p for p in plan.points_of(baseline) if (baseline, p) in cells]
+    panels = 2 if len(points) > 1 else 1
+    figure, axes = plt.subplots(1, panels, figsize=(7.5 * panels, 4.6), squeeze=False)
+    tuned_axes = axes[0][0]
     for arm in plan.arms:
-        if arm not in tuned:
-            continue
-        curves = [r["curve"] for r in cells[(arm, tuned[arm])].records if r["curve"]]
-        length = min((len(c) for c in curves), default=0)
-        if length == 0:
-            continue
-        steps = [curves[0][i][1] for i in range(length)]
-        stats = [mean_std([c[i][2] for c in curves]) for i in range(length)]
-        line, = axes.plot(steps, [m for m, _ in stats], label=f"{arm} ({point_label(tuned[arm])})")
-        axes.fill_between(steps, [m - s for m, s in stats], [m + s for m, s in stats], color=line.get_color(), alpha=0.2)
-    axes.set_xlabel("training step")
-    axes.set_ylabel(monitor)
-    axes.set_title("validation curves (mean ± std over seeds)")
-    axes.legend(fontsize=7)
+        if arm in tuned:
+            draw_curve(tuned_axes, cells[(arm, tuned[arm])].records, f"{arm} ({point_label(tuned[arm])})")
+    tuned_axes.set_title("validation curves (mean ± std over seeds)")
+    if panels == 2:
+        for point in points:
+            draw_curve(axes[0][1], cells[(baseline, point)].records, point_label(point))
+        axes[0][1].set_title(f"{baseline} at every grid point (mean ± std over seeds)")
+    for each in axes[0]:
+        each.set_xlabel("training step")
+        each.set_ylabel(monitor)
+        each.legend(fontsize=7)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
+
+
+def draw_curve(axes, records: list[dict], label: str) -> None:
+    """One line: the records' validation curves, mean ± std over seeds, up to the shortest."""
+    curves = [r["curve"] for r in records if r.get("curve")]
+    length = min((len(c) for c in curves), default=0)
+    if length == 0:
+        return
+    steps = [curves[0][i][1] for i in range(length)]
+    stats = [mean_std([c[i][2] for c in curves]) for i in range(length)]
+    line, = axes.plot(steps, [m for m, _ in stats], label=label)
+    axes.fill_between(steps, [m - s for m, s in stats], [m + s for m, s in stats], color=line.get_color(), alpha=0.2)

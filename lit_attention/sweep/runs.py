@@ -186,6 +186,17 @@ def parse_primary(plan: Plan, text: str | None, baseline: str) -> list[tuple[str
     return list(dict.fromkeys(pairs))
 
 
+def parse_point(plan: Plan, text: str | None) -> tuple | None:
+    """The grid point `--at` names, written as the tables write it (`lr=2e-3`); None without --at."""
+    if text is None:
+        return None
+    labels = {point_label(point): point for point in plan.points}
+    if text.strip() not in labels or len(plan.points) < 2:
+        choices = ", ".join(labels) if len(plan.points) > 1 else "none: it needs a --grid of two or more points"
+        raise ConfigError(f"--at {text!r} is not a point of this sweep's grid; choose one of: {choices}.")
+    return labels[text.strip()]
+
+
 def parse_arms(items: list[str], grid) -> list[tuple[str, str, tuple[str, ...]]]:
     """[(label, variant spec name, (--key=value, ...))] from `LABEL;VARIANT;KEY=VALUE;...` items."""
     arms = []
