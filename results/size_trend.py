@@ -1,5 +1,9 @@
 """The size trend of RESULTS.md: the same arms of a GPT at several sizes, each arm at its learning rate
-chosen on validation, scored on test, compared with `standard` seed by seed at every size.
+chosen on validation, scored on test, compared with `standard` seed by seed at every size; then whether
+that difference changes with size: the slope of the seed-by-seed differences against log2 of the
+baseline's non-embedding parameters (least squares over every seed of every size, t-interval), and the
+difference at the largest size minus the one at the smallest (Welch's interval and a label permutation:
+the sizes' seeds are separate models, so they are not paired).
 
     python results/size_trend.py results/gpt_stdlib_small results/gpt_stdlib_mid results/gpt_stdlib_large \
         --output results/size_trend
@@ -13,6 +17,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import statistics
 from pathlib import Path
 
@@ -21,9 +26,16 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import NullFormatter  # noqa: E402
+from scipy import stats  # noqa: E402
 
-from lit_attention.sweep.report import interval, markdown, p_value  # noqa: E402
-from lit_attention.sweep.statistics import mean_std, paired_difference, verdict, with_holm  # noqa: E402
+from lit_attention.sweep.statistics import (  # noqa: E402
+    mean_std,
+    paired_difference,
+    unpaired_difference,
+    verdict,
+    with_holm,
+)
+from lit_attention.sweep.tables import interval, markdown, p_value  # noqa: E402
 
 
 def load(folder: Path) -> tuple[list[dict], str, str]:
@@ -57,7 +69,7 @@ def main() -> None:
     loaded = {folder: load(folder) for folder in args.folders}
     # Only the arms every size has: each size's Holm and Bonferroni corrections then count the same arms.
     common = set.intersection(*({row["arm"] for row in rows} for rows, _, _ in loaded.values()))
-    sizes, table = [], []
+    sizes, table, per_seed = [], [], {}  # per_seed: {arm: [(baseline's parameters, {seed: difference})]}
     for folder, (rows, monitor, mode) in loaded.items():
         chosen = tuned([row for row in rows if row["arm"] in common], mode)
         test = {arm: {int(r["seed"]): float(r["test"]) for r in rs} for arm, rs in chosen.items()}
@@ -68,18 +80,25 @@ def main() -> None:
             values = [float(r["test"]) for r in rs]
             size["arms"][arm] = {"params": int(rs[0]["params_non_embedding"]), "flops": float(rs[0]["train_flops"]),
                                  "test": mean_std(values), "point": rs[0]["point"]}
+        for arm in arms:
+            seeds = sorted(set(test[arm]) & set(test[args.baseline]))
+            per_seed.setdefault(arm, []).append((size["arms"][args.baseline]["params"],
+                                                 {s: test[arm][s] - test[args.baseline][s] for s in seeds}))
         for arm, d in zip(arms, differences):
+            tokens = [float(r["tokens_seen"]) / int(r["params_non_embedding"]) for r in chosen[arm] if r["tokens_seen"]]
             table.append([folder.name, arm, size["arms"][arm]["point"], f"{size['arms'][arm]['params']:,}",
+                          f"{statistics.fmean(tokens):.2f}" if tokens else "n/a",
                           "{:.4f} ± {:.4f}".format(*size["arms"][arm]["test"]), f"{d.mean:+.4f}",
                           interval(d.low, d.high), interval(d.joint_low, d.joint_high), p_value(d.p_holm),
                           verdict(d, mode)])
         sizes.append(size)
     metric = monitor.replace("val/", "test/")
-    header = ["size", "arm", "lr chosen on validation", "non-embedding params", metric,
+    header = ["size", "arm", "lr chosen on validation", "non-embedding params", "training tokens per parameter", metric,
               f"difference vs {args.baseline}", "95% interval", "simultaneous 95% (per size)", "p (Holm, per size)",
               "verdict"]
     text = (f"# Size trend\n\n{metric} of each arm at its tuned learning rate (the arms every size has); "
-            f"differences with `{args.baseline}` are paired over seeds and corrected over the arms at each size.\n\n" + markdown(header, table) + "\n![trend](size_trend.png)\n")
+            f"differences with `{args.baseline}` are paired over seeds and corrected over the arms at each size.\n\n"
+            + markdown(header, table) + trend_section(per_seed, args.baseline, metric) + "\n![trend](size_trend.png)\n")
     (args.output / "results.md").write_text(text)
     print(text)
 
@@ -99,6 +118,33 @@ def main() -> None:
     figure.suptitle("the same arms at three sizes, each at its tuned learning rate")
     figure.tight_layout()
     figure.savefig(args.output / "size_trend.png", dpi=110)
+
+
+def trend_section(per_seed: dict[str, list[tuple[int, dict[int, float]]]], baseline: str, metric: str) -> str:
+    """Does each arm's difference from the baseline change with size? The least-squares slope of every
+    seed's difference against log2(parameters), and the largest size's mean difference minus the smallest's."""
+    rows = []
+    for arm, sizes in per_seed.items():
+        if len(sizes) < 2:
+            continue
+        x = [math.log2(params) for params, seeds in sizes for _ in seeds]
+        y = [value for _, seeds in sizes for value in seeds.values()]
+        fit = stats.linregress(x, y)
+        half = float(stats.t.ppf(0.975, len(x) - 2)) * fit.stderr
+        (small, first), (large, last) = sizes[0], sizes[-1]
+        change = unpaired_difference(last, first)
+        rows.append([arm, f"{fit.slope:+.4f}", interval(fit.slope - half, fit.slope + half), p_value(fit.pvalue),
+                     f"{large / small:.1f}x", f"{change.mean:+.4f}", interval(change.low, change.high),
+                     interval(change.boot_low, change.boot_high), p_value(change.p), p_value(change.p_exact)])
+    if not rows:
+        return ""
+    header = ["arm", "slope per doubling of parameters", "95% interval", "p", "largest / smallest size",
+              "largest minus smallest", "95% interval (Welch)", "bootstrap 95%", "p (Welch)", "exact p (permutation)"]
+    return (f"\n## Does the difference change with size?\n\nThe difference in {metric} from `{baseline}` (each seed's, "
+            "at each arm's tuned rate) against log2 of the baseline's non-embedding parameters: the least-squares "
+            "slope over every seed of every size, with its t-interval; and the mean difference at the largest size "
+            "minus the one at the smallest, unpaired (each size's seeds are other models). Neither is corrected "
+            "for the number of arms.\n\n" + markdown(header, rows))
 
 
 if __name__ == "__main__":

@@ -45,3 +45,20 @@ def test_the_committed_gpt_small_records_rebuild_the_committed_results_csv(tmp_p
     rebuilt, kept = ((path / "results.md").read_text().split("\n", 3)[3] for path in (output, committed))
     assert rebuilt == kept
     assert "**Paired:**" in kept and "## Provenance" in kept and "lr=1e-2 is the highest tried" in kept
+
+
+@pytest.mark.slow
+def test_the_size_trend_script_rebuilds_the_committed_trend_from_the_committed_sections(tmp_path, monkeypatch):
+    """results/size_trend.py (reproduce.sh's trend sections) reads only the sections' results.csv and one
+    record each: run over the committed GPT sections, it writes the committed results.md."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("size_trend", ROOT / "results" / "size_trend.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    folders = [str(ROOT / "results" / name) for name in ("gpt_stdlib_small", "gpt_stdlib_mid", "gpt_stdlib_large")]
+    monkeypatch.setattr("sys.argv", ["size_trend.py", *folders, "--output", str(tmp_path)])
+    script.main()
+    rebuilt = (tmp_path / "results.md").read_text()
+    assert rebuilt == (ROOT / "results" / "size_trend" / "results.md").read_text()
+    assert "## Does the difference change with size?" in rebuilt and (tmp_path / "size_trend.png").is_file()
