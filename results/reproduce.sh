@@ -32,10 +32,12 @@ PRESETS=standard,optimized,efficient,super,identity_query,residual_query,nonline
 
 digits_confirm() {  # 500 augmented digits, 400 steps: the four attention arms and standard at the parameter
                     # counts of efficient and of optimized; confirmatory: each arm against standard, and
-                    # efficient against standard at its parameters
+                    # efficient against standard at its parameters; the same comparisons with every arm at
+                    # the grid's lowest rate (--at): is a gain an arm's own, or its tolerance of a high rate?
     compare --config recipes/studies/vit_digits_500.yaml --variants standard,optimized,efficient,super \
         "${PARAMETER_CONTROLS[@]}" --grid $LR_VIT "${THIRD[@]}" \
-        --primary optimized,efficient,super,efficient:standard~efficient --output results/vit_digits_500_confirm
+        --primary optimized,efficient,super,efficient:standard~efficient --at lr=2e-3 \
+        --output results/vit_digits_500_confirm
 }
 digits_long() {     # the same data at 3x the steps (1,200), standard against super only: does super's gain
                     # outlast the short budget? (arms trimmed, not seeds, to fit the 3-hour budget)
