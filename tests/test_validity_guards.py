@@ -243,9 +243,24 @@ def test_at_compares_every_arm_at_one_grid_point_instead_of_its_tuned_one(tmp_pa
 @pytest.mark.parametrize("text", ["lr=5e-3", "1e-3"])
 def test_at_names_the_grid_points_when_it_names_none_of_them(text):
     plan = Plan(arms=["standard"], points=[point(lr="1e-3"), point(lr="3e-3")])
-    with pytest.raises(ConfigError, match=f"--at '{text}' is not a point of this sweep's grid; choose one of: "
+    with pytest.raises(ConfigError, match=f"--at '{text}' is not a point of this sweep's grid .*; choose one of: "
                                           "lr=1e-3, lr=3e-3"):
         parse_point(plan, text)
+    with pytest.raises(ConfigError, match="--at 'lr=1e-3' needs a --grid of two or more points"):
+        parse_point(Plan(arms=["standard"], points=[point(lr="1e-3")]), "lr=1e-3")
+
+
+def test_at_leaves_out_an_arm_with_no_finished_run_at_that_point(tmp_path):
+    low, high = point(lr="1e-3"), point(lr="3e-3")
+    plan, states = sweep({("standard", low): lambda s: (0.9, 0.80), ("standard", high): lambda s: (0.5, 0.5),
+                          ("super", high): lambda s: (0.95, 0.95), ("efficient", low): lambda s: (0.8, 0.82 + s / 100)})
+    text = write_report(plan, states, tmp_path, "compare ...", "standard", None, common_point=low)
+    section = text.split("## Every arm at lr=1e-3")[1]
+    assert "| efficient | 5 |" in section and "super" not in section
+    plan, states = sweep({("standard", high): lambda s: (0.5, 0.5), ("super", low): lambda s: (0.95, 0.95)})
+    plan.points = [low, high]
+    text = write_report(plan, states, tmp_path, "compare ...", "standard", None, common_point=low)
+    assert "No comparison: standard has no finished run at lr=1e-3." in text
 
 
 def test_the_report_counts_tuned_runs_whose_best_validation_came_late(tmp_path):
@@ -263,7 +278,8 @@ def test_the_report_counts_tuned_runs_whose_best_validation_came_late(tmp_path):
                          seeds=(0, 1, 2), make=make)
     plan.points.append(point(lr="3e-3"))  # a grid, so that there is a tuned table; nothing ran at 3e-3
     text = write_report(plan, states, tmp_path, "compare ...", "standard", None)
-    assert "last fifth of their steps (in brackets: at the very last evaluation): `standard` 2/3 (1/3), `super` 3/3 (3/3)." in text
+    assert "in the last fifth of their steps (in brackets: at the very last evaluation" in text
+    assert "only its last evaluation in that fifth): `standard` 2/3 (1/3), `super` 3/3 (3/3)." in text
 
 
 # ---------------------------------------------------------------------------------------------- one real round

@@ -33,7 +33,8 @@ def budget_note(plan: Plan, cells: dict, tuned: dict) -> str:
     if not parts:
         return ""
     return ("\n**Still improving when training stopped?** Tuned runs whose best validation value came in the last "
-            "fifth of their steps (in brackets: at the very last evaluation): " + ", ".join(parts) + ". Where most "
-            "did, more steps may change the ranking, and a difference may measure speed within this budget rather "
-            "than where the arms end; the curves are in results.png.\n")
+            "fifth of their steps (in brackets: at the very last evaluation; a run evaluated four times or fewer has "
+            "only its last evaluation in that fifth): " + ", ".join(parts) + ". Where most did, more steps may "
+            "change the ranking, and a difference may measure speed within this budget rather than where the arms "
+            "end; the curves are in results.png.\n")
 

@@ -263,14 +263,17 @@ def common_point_section(plan: Plan, cells: dict, point: tuple, baseline: str, p
     value = test_value if has_test else best_value
     metric = monitor.replace("val/", "test/") if has_test else f"best {monitor}"
     title = f"## Every arm at {point_label(point)}: differences in {metric}\n\n"
-    chosen = {arm: (cells[(arm, point)].records_by_seed(), cells[(arm, point)].by_seed(value))
-              for arm in plan.arms if (arm, point) in cells}
+    chosen = {arm: (cells[(arm, point)].records_by_seed(), values) for arm in plan.arms
+              if (arm, point) in cells and (values := cells[(arm, point)].by_seed(value))}  # finished runs only
     comparisons = compare_arms(chosen, wanted_comparisons(plan, baseline, primary), primary)
     if not comparisons:
-        return title + f"No comparison: no arm but `{baseline}` has a finished run at {point_label(point)}.\n"
-    return (title + "The same comparisons with every arm at this one setting instead of its tuned one, corrected as "
-            "a family of their own: a check on how much of a tuned difference comes from the setting each arm "
-            "chose.\n\n" + comparison_table(comparisons, baseline, primary, metric, mode, f" at {point_label(point)}"))
+        missing = baseline if baseline not in chosen else "any arm but the baseline"
+        return title + f"No comparison: {missing} has no finished run at {point_label(point)}.\n"
+    return (title + "The same comparisons with every arm at this one setting instead of its tuned one: a check on how "
+            "much of a tuned difference comes from the setting each arm chose. Corrected as a family of its own, "
+            "not together with the table above, so across both tables a false verdict is up to twice as likely "
+            "as either table's 5%.\n\n"
+            + comparison_table(comparisons, baseline, primary, metric, mode, f" at {point_label(point)}"))
 
 
 def cross_fit_section(plan: Plan, cells: dict, baseline: str, primary, monitor: str, mode: str, has_test: bool) -> str:
@@ -331,7 +334,7 @@ def plot(path: Path, plan: Plan, cells: dict, tuned: dict, monitor: str, baselin
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    points = [p for p in plan.points_of(baseline) if (baseline, p) in cells]
+    points = [p for p in plan.points_of(baseline) if (baseline, p) in cells and cells[(baseline, p)].records]
     panels = 2 if len(points) > 1 else 1
     figure, axes = plt.subplots(1, panels, figsize=(7.5 * panels, 4.6), squeeze=False)
     tuned_axes = axes[0][0]

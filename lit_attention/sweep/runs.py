@@ -190,10 +190,12 @@ def parse_point(plan: Plan, text: str | None) -> tuple | None:
     """The grid point `--at` names, written as the tables write it (`lr=2e-3`); None without --at."""
     if text is None:
         return None
+    if len(plan.points) < 2:
+        raise ConfigError(f"--at {text!r} needs a --grid of two or more points to choose from.")
     labels = {point_label(point): point for point in plan.points}
-    if text.strip() not in labels or len(plan.points) < 2:
-        choices = ", ".join(labels) if len(plan.points) > 1 else "none: it needs a --grid of two or more points"
-        raise ConfigError(f"--at {text!r} is not a point of this sweep's grid; choose one of: {choices}.")
+    if text.strip() not in labels:
+        raise ConfigError(f"--at {text!r} is not a point of this sweep's grid (points past its edges are not: not "
+                          f"every arm runs there); choose one of: {', '.join(labels)}.")
     return labels[text.strip()]
 
 
