@@ -127,6 +127,7 @@ def trend_section(per_seed: dict[str, list[tuple[int, dict[int, float]]]], basel
     for arm, sizes in per_seed.items():
         if len(sizes) < 2:
             continue
+        sizes = sorted(sizes, key=lambda size: size[0])  # by parameters, whatever order the folders came in
         x = [math.log2(params) for params, seeds in sizes for _ in seeds]
         y = [value for _, seeds in sizes for value in seeds.values()]
         fit = stats.linregress(x, y)
@@ -142,9 +143,12 @@ def trend_section(per_seed: dict[str, list[tuple[int, dict[int, float]]]], basel
               "largest minus smallest", "95% interval (Welch)", "bootstrap 95%", "p (Welch)", "exact p (permutation)"]
     return (f"\n## Does the difference change with size?\n\nThe difference in {metric} from `{baseline}` (each seed's, "
             "at each arm's tuned rate) against log2 of the baseline's non-embedding parameters: the least-squares "
-            "slope over every seed of every size, with its t-interval; and the mean difference at the largest size "
-            "minus the one at the smallest, unpaired (each size's seeds are other models). Neither is corrected "
-            "for the number of arms.\n\n" + markdown(header, rows))
+            "slope over every seed of every size, with its t-interval (which takes the seeds' spread to be the "
+            "same at every size); and the mean difference at the largest size minus the one at the smallest, "
+            "unpaired (each size's seeds are other models; Welch's interval allows each its own spread). Neither "
+            "is corrected for the number of arms. Size is not the only thing that changes between the sizes: each "
+            "has its own training budget (see the tokens per parameter above) and each arm its own tuned rate, "
+            "so a slope describes these sizes at these budgets and this grid.\n\n" + markdown(header, rows))
 
 
 if __name__ == "__main__":

@@ -62,3 +62,36 @@ def test_the_size_trend_script_rebuilds_the_committed_trend_from_the_committed_s
     rebuilt = (tmp_path / "results.md").read_text()
     assert rebuilt == (ROOT / "results" / "size_trend" / "results.md").read_text()
     assert "## Does the difference change with size?" in rebuilt and (tmp_path / "size_trend.png").is_file()
+
+
+@pytest.mark.slow
+def test_the_trend_table_is_least_squares_and_welch_on_hand_made_differences():
+    """Differences -0.1, 0, +0.1 (+/- noise) at 1k, 2k and 4k parameters, given largest first: a slope of
+    about +0.1 per doubling, as numpy's fit finds it, and the largest minus the smallest as Welch's."""
+    import importlib.util
+    import math
+
+    import numpy as np
+    from scipy import stats
+
+    from lit_attention.sweep.statistics import unpaired_difference
+
+    spec = importlib.util.spec_from_file_location("size_trend", ROOT / "results" / "size_trend.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    noise = [0.01, -0.02, 0.015, -0.005]
+    sizes = {params: {seed: mean + noise[(seed + k) % 4] for seed in range(4)}
+             for k, (params, mean) in enumerate([(1000, -0.1), (2000, 0.0), (4000, 0.1)])}
+    text = script.trend_section({"optimized": [(p, sizes[p]) for p in (4000, 2000, 1000)]}, "standard", "test/loss")
+    row = text.split("| optimized |")[1].split("\n")[0].split("|")
+    x = [math.log2(p) for p in sizes for _ in range(4)]
+    y = [v for p in sizes for v in sizes[p].values()]
+    slope, intercept = np.polyfit(x, y, 1)
+    residual = np.array(y) - (slope * np.array(x) + intercept)
+    error = math.sqrt(residual @ residual / (len(x) - 2) / np.sum((np.array(x) - np.mean(x)) ** 2))
+    half = stats.t.ppf(0.975, len(x) - 2) * error
+    assert row[0].strip() == f"{slope:+.4f}" and abs(slope - 0.1) < 0.01
+    assert row[1].strip() == f"[{slope - half:+.4f}, {slope + half:+.4f}]"
+    change = unpaired_difference(sizes[4000], sizes[1000])
+    assert row[3].strip() == "4.0x" and row[4].strip() == f"{change.mean:+.4f}" == "+0.2000"
+    assert row[5].strip() == f"[{change.low:+.4f}, {change.high:+.4f}]"
