@@ -76,6 +76,16 @@ def test_verification_section_sets_each_re_run_beside_its_record(tmp_path):
     assert "| torch | 2.5.1 | 2.5.1, 2.6.0 |" in text and "they differ in torch" in text
 
 
+def test_a_clean_tree_has_no_diff_hash_and_that_is_not_called_a_gap(tmp_path):
+    run = Run("standard", "standard", (), 0)
+    plan = Plan(runs=[run], arms=["standard"], points=[()], seeds=[0])
+    clean = {"commit": "abc", "dirty": False, "diff_sha256": None}
+    write(run.directory(tmp_path / "verify"), record(0.8, 0.75, [[0, 4, 0.8]], **clean))
+    text = verification_section(plan, [RunState(run, record=record(0.8, 0.75, [[0, 4, 0.8]], **clean))], tmp_path, None)
+    assert "| diff_sha256 | none (no uncommitted changes) | none (no uncommitted changes) |" in text
+    assert "diff_sha256" not in text.split("\n")[-2]  # the sentence under the table names no field as unrecorded
+
+
 def test_verify_asks_for_no_more_runs_than_are_finished_before_anything_trains(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit_:

@@ -150,8 +150,8 @@ def _provenance_part(before: list[dict], after: list[dict]) -> str:
     a sentence: the same place, or the fields that differ."""
     rows, differ, unknown = [], [], []
     for field in PROVENANCE_FIELDS:
-        old = [_show((r.get("provenance") or {}).get(field)) for r in before]
-        new = [_show((r.get("provenance") or {}).get(field)) for r in after]
+        old = [_field(r, field) for r in before]
+        new = [_field(r, field) for r in after]
         rows.append([field, ", ".join(sorted(set(old))), ", ".join(sorted(set(new)))])
         if "not recorded" in old + new:
             unknown.append(field)
@@ -164,6 +164,14 @@ def _provenance_part(before: list[dict], after: list[dict]) -> str:
     if unknown:
         sentence += f" ({', '.join(unknown)}: not recorded by every run)"
     return markdown(["provenance", "records", "re-runs"], rows) + "\n" + sentence + ".\n"
+
+
+def _field(record: dict, field: str) -> str:
+    """A provenance field as the table shows it; a clean tree has no diff to hash, which is not a gap."""
+    provenance = record.get("provenance") or {}
+    if field == "diff_sha256" and provenance.get(field) is None and provenance.get("dirty") is False:
+        return "none (no uncommitted changes)"
+    return _show(provenance.get(field))
 
 
 def _value(value) -> str:
