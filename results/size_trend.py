@@ -93,7 +93,7 @@ def main() -> None:
                           verdict(d, mode)])
         sizes.append(size)
     metric = monitor.replace("val/", "test/")
-    header = ["size", "arm", "lr chosen on validation", "non-embedding params", "training tokens per parameter", metric,
+    header = ["size", "arm", "lr chosen on validation", "non-embedding params", "training tokens per non-embedding parameter (this arm)", metric,
               f"difference vs {args.baseline}", "95% interval", "simultaneous 95% (per size)", "p (Holm, per size)",
               "verdict"]
     text = (f"# Size trend\n\n{metric} of each arm at its tuned learning rate (the arms every size has); "
