@@ -260,7 +260,7 @@ def test_at_leaves_out_an_arm_with_no_finished_run_at_that_point(tmp_path):
     plan, states = sweep({("standard", high): lambda s: (0.5, 0.5), ("super", low): lambda s: (0.95, 0.95)})
     plan.points = [low, high]
     text = write_report(plan, states, tmp_path, "compare ...", "standard", None, common_point=low)
-    assert "No comparison: standard has no finished run at lr=1e-3." in text
+    assert "No comparison: `standard` has no finished run at lr=1e-3." in text
 
 
 def test_the_report_counts_tuned_runs_whose_best_validation_came_late(tmp_path):

@@ -267,8 +267,8 @@ def common_point_section(plan: Plan, cells: dict, point: tuple, baseline: str, p
               if (arm, point) in cells and (values := cells[(arm, point)].by_seed(value))}  # finished runs only
     comparisons = compare_arms(chosen, wanted_comparisons(plan, baseline, primary), primary)
     if not comparisons:
-        missing = baseline if baseline not in chosen else "any arm but the baseline"
-        return title + f"No comparison: {missing} has no finished run at {point_label(point)}.\n"
+        who = f"`{baseline}` has no" if baseline not in chosen else f"no arm but `{baseline}` has a"
+        return title + f"No comparison: {who} finished run at {point_label(point)}.\n"
     return (title + "The same comparisons with every arm at this one setting instead of its tuned one: a check on how "
             "much of a tuned difference comes from the setting each arm chose. Corrected as a family of its own, "
             "not together with the table above, so across both tables a false verdict is up to twice as likely "
