@@ -47,15 +47,21 @@ def test_the_committed_gpt_small_records_rebuild_the_committed_results_csv(tmp_p
     assert "**Paired:**" in kept and "## Provenance" in kept and "lr=1e-2 is the highest tried" in kept
 
 
-@pytest.mark.slow
-def test_the_size_trend_script_rebuilds_the_committed_trend_from_the_committed_sections(tmp_path, monkeypatch):
-    """results/size_trend.py (reproduce.sh's trend sections) reads only the sections' results.csv and one
-    record each: run over the committed GPT sections, it writes the committed results.md."""
+def size_trend_script():
+    """results/size_trend.py as a module (it is a script, not part of the package)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("size_trend", ROOT / "results" / "size_trend.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
+    return script
+
+
+@pytest.mark.slow
+def test_the_size_trend_script_rebuilds_the_committed_trend_from_the_committed_sections(tmp_path, monkeypatch):
+    """results/size_trend.py (reproduce.sh's trend sections) reads only the sections' results.csv and one
+    record each: run over the committed GPT sections, it writes the committed results.md."""
+    script = size_trend_script()
     folders = [str(ROOT / "results" / name) for name in ("gpt_stdlib_small", "gpt_stdlib_mid", "gpt_stdlib_large")]
     monkeypatch.setattr("sys.argv", ["size_trend.py", *folders, "--output", str(tmp_path)])
     script.main()
@@ -68,7 +74,6 @@ def test_the_size_trend_script_rebuilds_the_committed_trend_from_the_committed_s
 def test_the_trend_table_is_least_squares_and_welch_on_hand_made_differences():
     """Differences -0.1, 0, +0.1 (+/- noise) at 1k, 2k and 4k parameters, given largest first: a slope of
     about +0.1 per doubling, as numpy's fit finds it, and the largest minus the smallest as Welch's."""
-    import importlib.util
     import math
 
     import numpy as np
@@ -76,9 +81,7 @@ def test_the_trend_table_is_least_squares_and_welch_on_hand_made_differences():
 
     from lit_attention.sweep.statistics import unpaired_difference
 
-    spec = importlib.util.spec_from_file_location("size_trend", ROOT / "results" / "size_trend.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = size_trend_script()
     noise = [0.01, -0.02, 0.015, -0.005]
     sizes = {params: {seed: mean + noise[(seed + k) % 4] for seed in range(4)}
              for k, (params, mean) in enumerate([(1000, -0.1), (2000, 0.0), (4000, 0.1)])}
