@@ -2,7 +2,7 @@
 effective multiplier against the baseline, with bootstrap intervals over seeds.
 
 How to read a multiplier. m at N is how many times more parameters the baseline needs to reach the
-loss the arm's law reaches at N: m = 1.3 says this arm at N = 10M does what the baseline would do at
+loss the arm's law reaches at N (m·N solves L_base(m·N) = L_arm(N), both laws fitted, so m is smooth in N): m = 1.3 says this arm at N = 10M does what the baseline would do at
 13M, m = 0.8 that it does what the baseline does at 8M. The compute multiplier says the same in
 training FLOPs. An interval wholly above 1 says the arm is worth more than its size in the baseline's
 currency; one that holds 1 says no difference is detectable at these seeds and sizes. Against a claim
@@ -160,8 +160,8 @@ def resampled_means(arms, sizes, values, resamples, seed, analysis) -> dict[str,
         present = {arm: v for arm in sorted(arms) if size in arms[arm] and (v := finite(getattr(arms[arm][size], values)))}
         for arm in sorted(arms):
             if arm not in present:
-                analysis.note(f"`{arm}` has no finished run at size {size}: its laws use its other sizes, and it has "
-                              "no multiplier there.")
+                analysis.note(f"`{arm}` has no finished run with a {values} value at size {size}: its laws use its "
+                              "other sizes, and it has no multiplier there.")
         common = sorted(set.intersection(*(set(v) for v in present.values()))) if present else []
         if common:
             dropped = sorted(arm for arm, v in present.items() if len(v) > len(common))
@@ -215,8 +215,11 @@ def fit_arm(arm: str, axis: str, means: dict[str, tuple[float, np.ndarray]], run
         return fit
     pure = len(labels) < FLOOR_SIZES
     if pure:
-        analysis.note(f"With {len(labels)} size(s), `{arm}` gets a pure power law L = A·x^(−α) (E = 0): "
-                      "three points cannot pin E, A and α together, and the law cannot level off.")
+        analysis.note(f"With {len(labels)} sizes, `{arm}` gets a pure power law L = A·x^(−α) (E = 0): three points "
+                      "fit any three-parameter law exactly, so they cannot pin E, A and α, and the law cannot level off.")
+    if len(labels) == 2:
+        analysis.note(f"`{arm}`'s law passes through its two sizes: its intervals count the seeds' noise, not how well "
+                      "a power law describes the sizes.")
     law = fit_law(x, y, pure)
     if not law.converged:
         analysis.note(f"The fit of `{arm}` against {AXIS_NAMES[axis]} did not converge: no law or multiplier "
@@ -242,8 +245,8 @@ def multipliers(arm_fit: ArmFit, base_fit: ArmFit, arms: dict[str, dict[str, Siz
     inverted at the arm's law's loss, on the point fit and on every resample (the same resample of
     both, so their seed noise is paired)."""
     if arm_fit.law is None or base_fit.law is None:
-        analysis.note(f"No {AXIS_NAMES[arm_fit.axis]} multiplier for `{arm_fit.arm}`: "
-                      f"{'its' if arm_fit.law is None else 'the baseline' + chr(39) + 's'} law is missing.")
+        whose = "its" if arm_fit.law is None else "the baseline's"
+        analysis.note(f"No multiplier against {AXIS_NAMES[arm_fit.axis]} for `{arm_fit.arm}`: {whose} law is missing.")
         return []
     points = [(s, x, False) for s, x in zip(arm_fit.sizes, arm_fit.x)]
     points += [(label, x, True) for label, x in extrapolation_points(float(arm_fit.x.max()))]
@@ -264,7 +267,7 @@ def multipliers(arm_fit: ArmFit, base_fit: ArmFit, arms: dict[str, dict[str, Siz
         rows.append(Multiplier(arm_fit.arm, arm_fit.axis, label, float(x), float(ratio), float(value[i]),
                                math.exp(low[i]), math.exp(high[i]), lowest / x, highest / x, extrapolated, not inside))
     if any(m.side(m.low) or m.side(m.high) for m in rows):
-        analysis.note(f"Some {AXIS_NAMES[arm_fit.axis]} intervals of `{arm_fit.arm}` reach 0 or infinity: on those "
-                      "resamples the baseline's law does not reach the arm's loss within 4× of the baseline's measured "
-                      "sizes, so that end of the interval is only a bound.")
+        analysis.note(f"Some of `{arm_fit.arm}`'s intervals against {AXIS_NAMES[arm_fit.axis]} reach 0 or infinity: on "
+                      "those resamples the baseline's law does not reach the arm's loss within 4× of the baseline's "
+                      "measured sizes, so that end of the interval is only a bound.")
     return rows
