@@ -140,8 +140,7 @@ def analyse(arms: dict[str, dict[str, SizeRuns]], baseline: str, mode: str = "mi
         if arm == baseline or baseline not in arms:
             continue
         for axis in axes:
-            analysis.multipliers += multipliers(analysis.fits[(arm, axis)], analysis.fits[(baseline, axis)],
-                                                arms, analysis)
+            analysis.multipliers += multipliers(analysis.fits[(arm, axis)], analysis.fits[(baseline, axis)], analysis)
     return analysis
 
 
@@ -240,11 +239,13 @@ def extrapolation_points(largest: float) -> list[tuple[str, float]]:
     return [(f"{k:g}× largest", k * largest) for k in EXTRAPOLATIONS]
 
 
-def multipliers(arm_fit: ArmFit, base_fit: ArmFit, arms: dict[str, dict[str, SizeRuns]], analysis: Analysis) -> list[Multiplier]:
+def multipliers(arm_fit: ArmFit, base_fit: ArmFit, analysis: Analysis) -> list[Multiplier]:
     """m at each of the arm's measured sizes and at the extrapolation points: the baseline's law
     inverted at the arm's law's loss, on the point fit and on every resample (the same resample of
     both, so their seed noise is paired)."""
     if arm_fit.law is None or base_fit.law is None:
+        if len(analysis.sizes) < 2:
+            return []  # the sweep's one size says it already
         whose = "its" if arm_fit.law is None else "the baseline's"
         analysis.note(f"No multiplier against {AXIS_NAMES[arm_fit.axis]} for `{arm_fit.arm}`: {whose} law is missing.")
         return []
