@@ -1,6 +1,7 @@
 """The scaling engine (lit_attention/sweep/scaling*.py) on synthetic sweeps drawn from a known law, on
 every degenerate case it must answer in a sentence, and on the committed GPT sizes."""
 
+import json
 import math
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 
 from lit_attention.sweep import scaling_laws
 from lit_attention.sweep.scaling import MAX_EXTRAPOLATION, SizeRuns, analyse
-from lit_attention.sweep.scaling_input import point_rate, sizes_from_folders
+from lit_attention.sweep.scaling_input import point_rate, size_runs, sizes_from_folders
 from lit_attention.sweep.scaling_laws import fit_law, fit_many, size_at
 from lit_attention.sweep.scaling_rates import rate_trend
 from lit_attention.sweep.scaling_report import scaling_section
@@ -249,3 +250,13 @@ def test_the_committed_gpt_sizes_give_a_section():
     assert section.count("pure power law |") == 8  # 2 arms × 2 axes × validation and test
     for size in ("gpt_ratio_49k", "gpt_ratio_111k", "gpt_ratio_197k"):
         assert f"| optimized | N | {size}" in section
+
+
+def test_the_input_from_records_matches_the_input_from_results_csv():
+    """compare's own route (a tuned cell's records) and the folders' route (results.csv) agree."""
+    folder = ROOT / "results" / "gpt_ratio_49k"
+    arms, _ = sizes_from_folders([folder])
+    records = {int(p.parts[-3].split("_")[1]): json.loads(p.read_text())
+               for p in folder.glob("runs/lr=1e-2/standard/seed_*/version_0/record.json")}
+    assert size_runs(records, (("model.init_args.lr", "1e-2"),)) == arms["standard"]["gpt_ratio_49k"]
+    assert size_runs({}, ()) is None

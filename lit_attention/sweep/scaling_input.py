@@ -1,6 +1,8 @@
-"""The scaling engine's input from folders `compare` wrote, one folder per size: each arm at the grid
-point with the best mean validation value (over points where every seed finished, as the report
-chooses), its N and C, each seed's validation and test value there, and the point's learning rate."""
+"""The scaling engine's input (scaling.SizeRuns per arm and size), built either from one tuned cell's
+records (`size_runs`, for compare itself) or from folders `compare` wrote, one folder per size
+(`sizes_from_folders`): each arm at the grid point with the best mean validation value (over points
+where every seed finished, as the report chooses), its N and C, each seed's validation and test value
+there, and the point's learning rate."""
 
 from __future__ import annotations
 
@@ -10,18 +12,38 @@ import statistics
 from pathlib import Path
 
 from lit_attention.sweep.scaling import SizeRuns
+from lit_attention.sweep.selection import best_value
 
 
-def point_rate(point: str) -> float | None:
-    """The learning rate of a point label such as "lr=1e-2" or "model.init_args.lr=3e-3,warmup=10"."""
-    for part in point.split(","):
-        key, _, value = part.partition("=")
+def point_rate(point: str | tuple) -> float | None:
+    """The learning rate of a point: a label such as "lr=1e-2" or "model.init_args.lr=3e-3,warmup=10",
+    or the (key, value) pairs of a grid point."""
+    pairs = [part.partition("=")[::2] for part in point.split(",")] if isinstance(point, str) else point
+    for key, value in pairs:
         if key.strip().split(".")[-1] == "lr":
             try:
                 return float(value)
             except ValueError:
                 return None
     return None
+
+
+def test_value(record: dict) -> float | None:
+    """The monitored metric's test value, as report.test_value reads it (not imported: report.py pulls
+    in torch, which this engine never needs)."""
+    return (record.get("test") or {}).get(record["monitor"].replace("val/", "test/"))
+
+
+def size_runs(records: dict[int, dict], point: tuple) -> SizeRuns | None:
+    """One arm at one size from its tuned point's records ({seed: record}, as selection.Cell's
+    records_by_seed gives them); None without a record."""
+    if not records:
+        return None
+    first = records[min(records)]
+    return SizeRuns(params=float(first["params"]["non_embedding"]), flops=float(first["train_flops"]),
+                    validation={s: v for s, r in records.items() if (v := best_value(r)) is not None},
+                    test={s: v for s, r in records.items() if (v := test_value(r)) is not None},
+                    lr=point_rate(point))
 
 
 def tuned_rows(rows: list[dict], mode: str) -> dict[str, list[dict]]:
