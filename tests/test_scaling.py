@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.optimize import curve_fit
 
 from lit_attention.sweep import scaling_laws
 from lit_attention.sweep.scaling import MAX_EXTRAPOLATION, SizeRuns, analyse
@@ -79,20 +80,30 @@ def test_three_sizes_fit_a_pure_power_law_and_say_why():
 
 
 def test_the_vectorised_bootstrap_fit_finds_the_minimum_scipy_finds():
-    """The resamples are fitted by the profile search, the point fit by scipy's least squares: both
-    minimise the same error within the same bounds, so they agree, and the profile is never worse."""
+    """The resamples are fitted by the profile search, not by scipy: on noisy sweeps it reaches an
+    error no higher than scipy's curve_fit from several starts within the same bounds, at the same α;
+    and fit_law, the point fit, agrees with it."""
     rng = np.random.default_rng(0)
     sizes = 1e5 * 2 ** np.arange(5)
     x = np.log(sizes / np.exp(np.log(sizes).mean()))
-    losses = true_loss(sizes) + rng.normal(0, 0.02, (40, 5))
+    losses = true_loss(sizes) + rng.normal(0, 0.02, (10, 5))
+    low, high = scaling_laws.ALPHA_BOUNDS
     for pure in (False, True):
         E_many, A_many, alpha_many = fit_many(x, losses, pure)
         for i in range(len(losses)):
-            law = fit_law(sizes, losses[i], pure)
-            assert law.converged
-            assert alpha_many[i] == pytest.approx(law.alpha, rel=1e-3)
-            profile = np.sum((E_many[i] + A_many[i] * np.exp(-alpha_many[i] * x) - losses[i]) ** 2)
-            assert profile <= np.sum((law(sizes) - losses[i]) ** 2) * (1 + 1e-6) + 1e-15
+            def law(x, E, A, alpha):
+                return (0.0 if pure else E) + A * np.exp(-alpha * x)
+            found = []
+            for start in (0.05, 0.3, 1.0):
+                (E, A, alpha), _ = curve_fit(law, x, losses[i], p0=[1.0, 0.5, start],
+                                              bounds=([0, 0, low], [np.inf, np.inf, high]))
+                found.append((np.sum((law(x, E, A, alpha) - losses[i]) ** 2), alpha))
+            error, alpha = min(found)
+            profile = np.sum((law(x, E_many[i], A_many[i], alpha_many[i]) - losses[i]) ** 2)
+            assert profile <= error * (1 + 1e-6) + 1e-15
+            assert alpha_many[i] == pytest.approx(alpha, rel=1e-3)
+            point = fit_law(sizes, losses[i], pure)
+            assert point.converged and point.alpha == pytest.approx(alpha_many[i], rel=1e-3)
 
 
 @pytest.mark.slow

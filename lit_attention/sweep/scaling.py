@@ -2,8 +2,9 @@
 effective multiplier against the baseline, with bootstrap intervals over seeds.
 
 How to read a multiplier. m at N is how many times more parameters the baseline needs to reach the
-loss the arm's law reaches at N (m·N solves L_base(m·N) = L_arm(N), both laws fitted, so m is smooth in N): m = 1.3 says this arm at N = 10M does what the baseline would do at
-13M, m = 0.8 that it does what the baseline does at 8M. The compute multiplier says the same in
+loss the arm's law reaches at N (m·N solves L_base(m·N) = L_arm(N), both laws fitted, so m is smooth
+in N): m = 1.3 says this arm at N = 10M does what the baseline would do at 13M, m = 0.8 that it does
+what the baseline does at 8M. The compute multiplier says the same in
 training FLOPs. An interval wholly above 1 says the arm is worth more than its size in the baseline's
 currency; one that holds 1 says no difference is detectable at these seeds and sizes. Against a claim
 such as "beats a standard model with 12.5% more parameters", read whether the interval lies above 1.125
@@ -156,7 +157,8 @@ def resampled_means(arms, sizes, values, resamples, seed, analysis) -> dict[str,
     generator = np.random.default_rng(seed)
     found = {arm: {} for arm in arms}
     for size in sizes:
-        present = {arm: v for arm in sorted(arms) if size in arms[arm] and (v := finite(getattr(arms[arm][size], values)))}
+        present = {arm: v for arm in sorted(arms)
+                   if size in arms[arm] and (v := finite(getattr(arms[arm][size], values)))}
         for arm in sorted(arms):
             if arm not in present:
                 analysis.note(f"`{arm}` has no finished run with a {values} value at size {size}: its laws use its "
@@ -214,8 +216,9 @@ def fit_arm(arm: str, axis: str, means: dict[str, tuple[float, np.ndarray]], run
         return fit
     pure = len(labels) < FLOOR_SIZES
     if pure:
-        analysis.note(f"With {len(labels)} sizes, `{arm}` gets a pure power law L = A·x^(−α) (E = 0): three points "
-                      "fit any three-parameter law exactly, so they cannot pin E, A and α, and the law cannot level off.")
+        analysis.note(f"With {len(labels)} sizes, `{arm}` gets a pure power law L = A·x^(−α) (E = 0): three "
+                      "points fit any three-parameter law exactly, so they cannot pin E, A and α, and the law "
+                      "cannot level off.")
     if len(labels) == 2:
         analysis.note(f"`{arm}`'s law passes through its two sizes: its intervals count the seeds' noise, not how well "
                       "a power law describes the sizes.")

@@ -10,7 +10,7 @@ A pure power law (E = 0) is the same fit with E held at 0.
 
 Two routes to the same minimum of the squared error:
 * `fit_law`, one fit: scipy's bounded least squares on (E, log A, log α), started from the profile
-  below (it reports whether it converged);
+  below on its coarse grid (it reports whether it converged);
 * `fit_many`, thousands of bootstrap fits at once: for a fixed α the law is linear in (E, A), so the
   best non-negative (E, A) has a closed form; the error is then minimised over log α on a grid, on
   three grids each 10× finer around the best point so far, and at the vertex of the parabola through
@@ -109,21 +109,23 @@ def best_pair(y: np.ndarray, z: np.ndarray, pure: bool) -> tuple[np.ndarray, np.
     return best_E, best_A, best_error
 
 
-def fit_many(x: np.ndarray, y: np.ndarray, pure: bool, rounds: int = REFINE_ROUNDS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def fit_many(x: np.ndarray, y: np.ndarray, pure: bool,
+             rounds: int = REFINE_ROUNDS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(E, amplitude, α) of each row of `y` (shape (B, S)) against the centred log sizes `x` (shape
     (S,), log(x / x_ref)): the profile least squares described above, with `rounds` finer grids."""
     y = np.asarray(y, dtype=float)[:, None, :]
     log_alpha = np.broadcast_to(np.log(np.geomspace(*ALPHA_BOUNDS, GRID_POINTS)), (y.shape[0], GRID_POINTS))
     lowest, highest = math.log(ALPHA_BOUNDS[0]), math.log(ALPHA_BOUNDS[1])
+    step = (highest - lowest) / (GRID_POINTS - 1)  # the spacing of the current grid (clipping aside)
+    offsets = np.linspace(-1.0, 1.0, REFINE_POINTS)
+    rows = np.arange(y.shape[0])
     for level in range(rounds + 1):
         E, A, errors = best_pair(y, np.exp(-np.exp(log_alpha)[..., None] * x), pure)
         best = errors.argmin(axis=1)
-        rows = np.arange(y.shape[0])
-        step = log_alpha[:, 1] - log_alpha[:, 0]
         centre = log_alpha[rows, best]
-        if level < rounds:  # a finer grid over the two steps around each row's best point
-            offsets = np.linspace(-1.0, 1.0, REFINE_POINTS)
-            log_alpha = np.clip(centre[:, None] + step[:, None] * offsets, lowest, highest)
+        if level < rounds:  # a finer grid over the two steps around each row's best point, kept in bounds
+            log_alpha = np.clip(centre[:, None] + step * offsets, lowest, highest)
+            step *= offsets[1] - offsets[0]
     # The vertex of the parabola through the best point and its neighbours, where it is interior.
     inner = (best > 0) & (best < log_alpha.shape[1] - 1)
     around = np.clip(best, 1, log_alpha.shape[1] - 2)
@@ -140,7 +142,10 @@ def fit_many(x: np.ndarray, y: np.ndarray, pure: bool, rounds: int = REFINE_ROUN
 
 def fit_law(sizes, losses, pure: bool) -> Law:
     """One law through (sizes, losses) by scipy's bounded least squares, started from the profile fit on
-    the coarse grid alone (so that scipy does the last steps, and says whether they converged)."""
+    the coarse grid alone, so that scipy does the last steps and says whether they converged. Where the
+    error is nearly flat along a valley (E traded against A and α), scipy may stop short of the
+    refined profile's minimum; the law is then the profile's, so the point fit and the resamples' fits
+    are the same estimator."""
     sizes, losses = np.asarray(sizes, dtype=float), np.asarray(losses, dtype=float)
     reference = float(np.exp(np.log(sizes).mean()))
     x = np.log(sizes / reference)
@@ -155,8 +160,11 @@ def fit_law(sizes, losses, pure: bool) -> Law:
         E = 0.0 if pure else theta[0]
         return E + np.exp(theta[-2] - np.exp(theta[-1]) * x) - losses
 
-    start = np.clip(start, low, high)
-    result = least_squares(residuals, start, bounds=(low, high), max_nfev=MAX_EVALUATIONS, x_scale="jac")
-    theta = result.x
-    return Law(0.0 if pure else float(theta[0]), float(math.exp(theta[-2])), float(math.exp(theta[-1])), reference,
-               pure, converged=bool(result.success and result.status > 0))
+    result = least_squares(residuals, np.clip(start, low, high), bounds=(low, high), max_nfev=MAX_EVALUATIONS,
+                           x_scale="jac")
+    converged = bool(result.success and result.status > 0)
+    law = Law(0.0 if pure else float(result.x[0]), float(math.exp(result.x[-2])), float(math.exp(result.x[-1])),
+              reference, pure, converged)
+    E, amplitude, alpha = (float(v[0]) for v in fit_many(x, losses[None], pure))
+    profile = Law(E, amplitude, alpha, reference, pure, converged)
+    return min((law, profile), key=lambda found: float(np.sum((found(sizes) - losses) ** 2)))

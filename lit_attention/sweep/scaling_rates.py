@@ -64,4 +64,5 @@ def rate_sentences(trends: list[RateTrend]) -> list[str]:
                  for t in trends if t.same_rate]
     return sentences + ["This trend describes the rates this grid chose at these sizes; it is no muP guarantee: under "
                         "the standard parameterisation the best rate need not follow a power law in N, so check a "
-                        "carried rate with a short sweep around it; a rate at an end of its grid is only a bound on the best one."]
+                        "carried rate with a short sweep around it; a rate at an end of its grid is only a bound on "
+                        "the best one."]

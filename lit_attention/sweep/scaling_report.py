@@ -49,10 +49,11 @@ def scaling_section(arms: dict[str, dict[str, SizeRuns]], baseline: str, mode: s
 
 def introduction(analysis: Analysis, has_test: bool) -> str:
     beside = " (test values beside them, chosen at the same points)" if has_test else ""
-    return (f"## Scaling with size\n\nEach arm's law L = E + A·x^(−α), against non-embedding parameters N and training "
-            f"FLOPs C, fitted by least squares to each size's mean tuned validation value{beside}; with fewer than "
-            f"{FLOOR_SIZES} sizes E is held at 0. Bounds: E ≥ 0, A ≥ 0, α in [{ALPHA_BOUNDS[0]:g}, {ALPHA_BOUNDS[1]:g}]. "
-            f"The multiplier m of an arm at x is how many times x the baseline `{analysis.baseline}` needs to reach the "
+    low, high = ALPHA_BOUNDS
+    return (f"## Scaling with size\n\nEach arm's law L = E + A·x^(−α), against non-embedding parameters N and "
+            f"training FLOPs C, fitted by least squares to each size's mean tuned validation value{beside}; with "
+            f"fewer than {FLOOR_SIZES} sizes E is held at 0. Bounds: E ≥ 0, A ≥ 0, α in [{low:g}, {high:g}]. The "
+            f"multiplier m of an arm at x is how many times x the baseline `{analysis.baseline}` needs to reach the "
             "loss the arm's law reaches at x: above 1, the arm is worth more than its size. Intervals "
             f"({analysis.confidence:.0%}): a percentile bootstrap over seeds ({analysis.resamples} resamples, each "
             "size's seeds drawn once for every arm, so arms stay paired; each resampled mean widened by √(n/(n−1)) "
@@ -76,7 +77,8 @@ def laws_table(validation: Analysis, test: Analysis | None) -> str:
             rows.append([arm, SYMBOLS[axis], analysis.values, str(len(fit.sizes)),
                          "pure power law" if law.pure else "with floor E",
                          "0 (held)" if law.pure else estimate(law.E, *fit.intervals["E"], ".4f"),
-                         estimate(law.A, *fit.intervals["A"], ".3g"), estimate(law.alpha, *fit.intervals["alpha"], ".3f")])
+                         estimate(law.A, *fit.intervals["A"], ".3g"),
+                         estimate(law.alpha, *fit.intervals["alpha"], ".3f")])
     if not rows:
         return ""
     header = ["arm", "against", "values", "sizes", "law", "E [95%]", "A [95%]", "α [95%]"]
@@ -112,9 +114,9 @@ def multipliers_table(validation: Analysis, test: Analysis | None) -> str:
             t = on_test.get((m.arm, m.axis, m.size))
             row.append("n/a" if t is None else f"{bound(t, t.value)} [{bound(t, t.low)}, {bound(t, t.high)}]")
         rows.append(row)
-    return (f"### Multipliers against `{validation.baseline}`\n\n\"≥\" and \"≤\": the baseline's law does not reach "
-            f"the arm's loss within {MAX_EXTRAPOLATION:g}× of its measured sizes, so that end is only a bound. \"vs 1\": "
-            "whether the interval lies above 1, below it, or holds it.\n\n" + markdown(header, rows))
+    return (f"### Multipliers against `{validation.baseline}`\n\n\"≥\" and \"≤\": the baseline's law does not "
+            f"reach the arm's loss within {MAX_EXTRAPOLATION:g}× of its measured sizes, so that end is only a bound. "
+            "\"vs 1\": whether the interval lies above 1, below it, or holds it.\n\n" + markdown(header, rows))
 
 
 def claims_paragraph(analysis: Analysis, claims) -> str:
@@ -142,7 +144,8 @@ def rates_table(arms: dict[str, dict[str, SizeRuns]]) -> str:
              f"{t.predicted:.3g}" if t.same_rate else estimate(t.predicted, t.predicted_low, t.predicted_high, ".3g")]
             for t in trends]
     header = ["arm", "sizes", "exponent b of lr* ∝ N^b [95%]", f"N ({NEXT_SIZE:g}× the largest)", "lr* there [95%]"]
-    return ("### Tuned learning rate against N\n\nLeast squares of log lr* on log N (t-intervals; none with two sizes).\n\n"
+    return ("### Tuned learning rate against N\n\nLeast squares of log lr* on log N (t-intervals; none with two "
+            "sizes).\n\n"
             + markdown(header, rows) + "\n" + " ".join(rate_sentences(trends)) + "\n")
 
 
