@@ -167,6 +167,13 @@ def test_an_arm_without_a_finished_run_at_a_size_is_fitted_on_the_others():
     assert analysis.fits[("better", "params")].sizes == ("size0", "size1", "size3", "size4")
     assert not analysis.fits[("better", "params")].law.pure  # four sizes left: the law with its floor
     assert [m.size for m in rows(analysis)] == ["size0", "size1", "size3", "size4"]
+    del arms["better"]["size2"]
+    arms["standard"].pop("size3")  # the baseline missing at another size: its law bridges it
+    analysis = analyse(arms, "standard", resamples=200)
+    assert "`standard` has no finished run with a validation value at size size3: its laws use its other sizes." \
+        in analysis.notes
+    at_size3 = [m for m in rows(analysis) if m.size == "size3"][0]
+    assert math.isnan(at_size3.ratio) and at_size3.value == pytest.approx(1.3, rel=0.2)
 
 
 def test_a_loss_that_does_not_fall_with_size_gets_no_law_and_no_multiplier():

@@ -161,8 +161,9 @@ def resampled_means(arms, sizes, values, resamples, seed, analysis) -> dict[str,
                    if size in arms[arm] and (v := finite(getattr(arms[arm][size], values)))}
         for arm in sorted(arms):
             if arm not in present:
+                after = "" if arm == analysis.baseline else ", and it has no multiplier there"
                 analysis.note(f"`{arm}` has no finished run with a {values} value at size {size}: its laws use its "
-                              "other sizes, and it has no multiplier there.")
+                              f"other sizes{after}.")
         common = sorted(set.intersection(*(set(v) for v in present.values()))) if present else []
         if common:
             dropped = sorted(arm for arm, v in present.items() if len(v) > len(common))
