@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 import yaml
+from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 import datamodules  # noqa: F401  (registers the DataModules for `--data <ShortName>`)
@@ -46,6 +47,9 @@ from lit_attention.training.cli_input import (
     nulls_as_mappings,
 )
 from lit_attention.errors import ConfigError
+from lit_attention.training.input_limits import check_path_lengths, check_seed, check_trainer_values, runs_on_cpu
+from lit_attention.training.library_errors import TrainerSettingsError
+from lit_attention.training.memory import check_fits_memory
 from lit_attention.training.lightning_internals import RecipeOverCheckpoint, subcommand_parser
 from lit_attention.training.parser_errors import abbreviation_sentence
 from lit_attention.training.recorder import finish_fit
@@ -71,6 +75,8 @@ DESCRIPTION = (
     "`lit-attention compare --help` runs a recipe over variants, seeds and a grid of settings."
 )
 PRINT_CONFIG = "--print_config"
+MEMORY_HINT = ("make it smaller: --model.net.dim, --model.net.depth, --model.net.mlp_ratio, or the lengths and "
+               "vocabulary it takes from the data (--data.max_len)")
 
 
 class FullNamesParser(LightningArgumentParser):
@@ -106,11 +112,13 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
         self.previous_record: dict | None = None  # the record of the finished run this fit resumes
         try:
             super().__init__(*args, **kwargs)
-        except BaseException:
+        except BaseException as error:
             if self.place is not None:  # no empty version_<k> for `--ckpt_path last` to find next time
                 trainer = getattr(self, "trainer", None)
                 trained = trainer is not None and trainer.fit_loop.epoch_loop.batch_progress.total.started > 0
                 remove_if_unused(self.place, trained)
+                if self.place.directory is not None and self.place.directory.is_dir():
+                    error.run_directory = self.place.directory  # where main writes a traceback
             raise
         finally:
             if self.lock is not None:
@@ -160,6 +168,8 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
             if sentence:
                 raise ConfigError(sentence) from None
             raise
+        subcommand = self.config.get("subcommand")
+        check_seed((self.config[subcommand] if subcommand else self.config).get("seed_everything"))
 
     def option_names(self, words: list[str]) -> set[str]:
         """The full option names of the command `words` runs: the parser's own, and the model's config
@@ -182,8 +192,10 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
             print(subcommand_parser(self, self.subcommand).dump(self.run_config, skip_none=skip_null), end="")
             raise SystemExit(0)
         check_trainer_settings(self.run_config.trainer)
+        check_trainer_values(self.run_config.trainer, runs_on_cpu(self.run_config.trainer))
         with torch.device("meta"):
             meta_model = instantiate_config(self.run_config.model)
+        check_fits_memory(meta_model, self.subcommand == "fit", runs_on_cpu(self.run_config.trainer), MEMORY_HINT)
         self._place_run(meta_model)
 
     def prepare_config(self) -> None:
@@ -209,6 +221,8 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
         the directory this command writes to."""
         config = self.run_config
         base = Path(config.run.root) / self.run_name() / self.variant_name() / f"seed_{config.seed_everything}"
+        check_path_lengths(Path(config.run.root), "--run.root")
+        check_path_lengths(base, "--run.name" if config.run.name is not None else "The recipe's file name")
         checkpoint = resolve_checkpoint(config.get("ckpt_path"), base, self.subcommand)
         if self.subcommand == "predict" and checkpoint is None:
             raise ConfigError("predict needs a trained model: pass --ckpt_path best, last or a checkpoint's path.")
@@ -287,7 +301,10 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
         kwargs["plugins"] = with_atomic_checkpoints(user.get("plugins"))
         # Without a logger, checkpoints still go to the run directory (not the working directory).
         kwargs.setdefault("default_root_dir", str(self.place.directory or self.place.base))
-        return super().instantiate_trainer(**kwargs)
+        try:
+            return super().instantiate_trainer(**kwargs)
+        except (MisconfigurationException, ValueError, TypeError) as error:  # the Trainer checks the values as given
+            raise TrainerSettingsError.of(error) from error
 
     def logger_facts(self) -> dict[str, Any]:
         """The HParams table of TensorBoard: what a comparison reads first, nothing more (the rest is in
