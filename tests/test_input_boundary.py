@@ -220,3 +220,28 @@ def test_the_traceback_setting_still_shows_everything(in_tmp, capsys, monkeypatc
     with pytest.raises(Exception, match="num_nodes"):  # a user error too: the exception itself
         main(["fit", "--config", VIT, *TINY, "--trainer.num_nodes=0", "--run.root", str(in_tmp / "runs")])
     assert os.environ["LIT_ATTENTION_TRACEBACK"] == "1"
+
+
+# ------------------------------------------------------------------ an unknown field of the model's config
+
+
+@pytest.mark.parametrize("given, field, guess", [
+    (["--model.net.bogus", "3"], "bogus", None),
+    (["--model.net.heads", "4"], "heads", "num_heads"),
+    (["--model.net.hidden_dim=128"], "hidden_dim", None),
+    (["--model.net.heads", "4", "--print_config"], "heads", "num_heads"),
+])
+def test_an_unknown_model_config_field_names_the_option_the_fields_and_the_closest(given, field, guess, in_tmp, capsys):
+    sentence = refused(["fit", "--config", VIT, *given], capsys)
+    assert sentence.startswith(f"error: Unknown option `--model.net.{field}`; the valid fields of ViTConfig are "
+                               "num_classes, image_size, in_channels, patch_size, dim, depth, num_heads, mlp_ratio,")
+    assert sentence.endswith(f"; did you mean `{guess}`?" if guess else "norm_eps.")
+    assert "NestedArg" not in sentence
+
+
+def test_an_unknown_model_config_field_in_a_recipe_names_the_tasks_config(in_tmp, capsys):
+    recipe = in_tmp / "bogus.yaml"
+    recipe.write_text("model:\n  init_args:\n    net:\n      num_head: 3\n")
+    sentence = refused(["fit", "--config", GPT, "--config", str(recipe)], capsys)
+    assert sentence.startswith("error: Unknown option `--model.net.num_head`; the valid fields of GPTConfig are ")
+    assert "; did you mean `num_heads`?" in sentence

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
+import re
 import sys
 import warnings
 from argparse import ArgumentError
@@ -51,7 +52,7 @@ from lit_attention.training.input_limits import check_path_lengths, check_seed, 
 from lit_attention.training.library_errors import TrainerSettingsError
 from lit_attention.training.memory import check_fits_memory
 from lit_attention.training.lightning_internals import RecipeOverCheckpoint, subcommand_parser
-from lit_attention.training.parser_errors import abbreviation_sentence
+from lit_attention.training.parser_errors import abbreviation_sentence, unknown_field_sentence, unknown_net_field
 from lit_attention.training.recorder import finish_fit
 from lit_attention.training.records import finished_record, run_config
 from lit_attention.training.run_dirs import (
@@ -167,9 +168,25 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
             sentence = abbreviation_sentence(kept, self.option_names(kept), str(error))
             if sentence:
                 raise ConfigError(sentence) from None
+            field = unknown_net_field(str(error))
+            if field is not None:
+                raise ConfigError(unknown_field_sentence(field, self.config_class_without(parser, kept, field))) from None
             raise
         subcommand = self.config.get("subcommand")
         check_seed((self.config[subcommand] if subcommand else self.config).get("seed_everything"))
+
+    @staticmethod
+    def config_class_without(parser, words: list[str], field: str) -> type | None:
+        """The task's config class, from the command line parsed again without `--model.net.<field>`."""
+        option = re.compile(rf"--model\.(?:init_args\.)?net\.{field}(=|$)")
+        kept = [w for i, w in enumerate(words)
+                if not option.match(w) and not (i and option.fullmatch(words[i - 1]) and not w.startswith("--"))]
+        try:
+            config = parser.parse_args(kept)
+            subcommand = config.get("subcommand")
+            return class_of((config[subcommand] if subcommand else config).model.class_path).config_class
+        except (ArgumentError, AttributeError, TypeError, ImportError):
+            return None
 
     def option_names(self, words: list[str]) -> set[str]:
         """The full option names of the command `words` runs: the parser's own, and the model's config
