@@ -63,6 +63,7 @@ from lit_attention.training.run_dirs import (
     check_writable,
     launched_as_rank_zero,
     place_run,
+    recipe_name,
     remove_if_unused,
     run_logger,
     version_of_checkpoint,
@@ -149,6 +150,9 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
                             help="After fit, score the best checkpoint on the test split; the result goes to record.json.")
         parser.add_argument("--run.settings", type=dict[str, str] | None, default=None,
                             help="Labels kept in the run's record.json (compare names its grid settings here).")
+        parser.add_argument("--run.recipe", type=str | None, default=None,
+                            help="The recipe's name in record.json and TensorBoard (default: --run.name); compare "
+                                 "sets it, since its --run.name is the grid point's folder.")
 
     # ------------------------------------------------------------------ configuration
 
@@ -285,6 +289,11 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
         run = self.run_config.run
         return check_run_name(run.name) if run.name is not None else recipe_name(self.run_config.get("config"))
 
+    def recipe(self) -> str:
+        """The recipe's name as the record and TensorBoard keep it: `--run.recipe` (which compare sets, its
+        --run.name being the grid point's folder), else the run's name."""
+        return self.run_config.run.get("recipe") or self.run_name()
+
     def variant_name(self) -> str:
         return resolve_spec(self.run_config.model.init_args.attention).name
 
@@ -324,12 +333,13 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
             raise TrainerSettingsError.of(error) from error
 
     def logger_facts(self) -> dict[str, Any]:
-        """The HParams table of TensorBoard: what a comparison reads first, nothing more (the rest is in
-        config.yaml): variant, seed, recipe, learning rate and parameter counts."""
-        counts = self.model.param_counts
-        return {"variant": self.variant_name(), "seed": self.run_config.seed_everything, "recipe": self.run_name(),
-                "lr": self.run_config.model.init_args.get("lr"), "params/non_embedding": counts["non_embedding"],
-                "params/total": counts["total"], "params/attention": counts["attention"]}
+        """The HParams table of TensorBoard: what a comparison reads, five columns, since TensorBoard shows
+        only the first five (by name) without a click: variant, seed, recipe, the settings that label the
+        run (compare's grid point and arm) and the non-embedding parameter count. The rest is in
+        config.yaml, hparams.yaml and record.json."""
+        return {"variant": self.variant_name(), "seed": self.run_config.seed_everything, "recipe": self.recipe(),
+                "settings": settings_label(self.run_config.run.settings, self.variant_name()),
+                "params/non_embedding": self.model.param_counts["non_embedding"]}
 
     def logger_details(self) -> dict[str, Any]:
         """What hparams.yaml keeps besides the facts and the module's hyper-parameters: the data's settings."""
@@ -344,7 +354,7 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
     def after_fit(self) -> None:
         config = self.run_config
         facts = {"variant": self.variant_name(), "attention": resolve_spec(config.model.init_args.attention).to_dict(),
-                 "seed": config.seed_everything, "recipe": self.run_name(), "settings": config.run.settings or {},
+                 "seed": config.seed_everything, "recipe": self.recipe(), "settings": config.run.settings or {},
                  "data_seed": config.data.init_args.get("data_seed"),
                  "run_dir": str(self.place.directory), "config": resolved(subcommand_parser(self, self.subcommand), config)}
         finish_fit(self.trainer, self.model, self.datamodule, self.place.directory, facts, test=config.run.test,
@@ -372,6 +382,13 @@ def resolved(parser, config) -> dict:
     return run_config(yaml.safe_load(parser.dump(config, skip_none=False)))
 
 
+def settings_label(settings: dict | None, variant: str) -> str:
+    """`lr=0.004,arm=standard~efficient`: a run's labels in one HParams cell (the last part of each key, as
+    compare's tables write a grid point); the arm only where it is not the variant; `default` for none."""
+    shown = {key: value for key, value in (settings or {}).items() if not (key == "arm" and value == variant)}
+    return ",".join(f"{key.split('.')[-1]}={value}" for key, value in shown.items()) or "default"
+
+
 def class_of(class_path: str) -> type:
     module_name, class_name = class_path.rsplit(".", 1)
     return getattr(importlib.import_module(module_name), class_name)
@@ -381,17 +398,6 @@ def instantiate_config(config):
     """The class a `class_path` / `init_args` config names, built from it (nested configs as dicts)."""
     init_args = config.get("init_args")
     return class_of(config.class_path)(**(init_args.as_dict() if init_args else {}))
-
-
-def recipe_name(config_paths) -> str:
-    """The recipe is the last --config file outside recipes/trainer/, e.g. `quickstart/vit_digits`."""
-    for path in reversed(config_paths or []):
-        path = Path(str(path))
-        if path.parent.name == "trainer":
-            continue
-        parts = path.with_suffix("").parts
-        return "/".join(parts[parts.index("recipes") + 1 :]) if "recipes" in parts else path.stem
-    return "default"
 
 
 def registered_classes() -> dict[str, list[str]]:

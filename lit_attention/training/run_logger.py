@@ -1,9 +1,10 @@
 """The TensorBoard logger of a run: a small, deliberate HParams table, and the run's results as its metrics.
 
-TensorBoard's HParams table shows every hyper-parameter it is given, sorted by name, and a comparison
-drowns in 40 columns; so it gets only what a comparison reads (variant, seed, recipe, learning rate,
-parameter counts: seven columns, all in view). Everything else stays in the run's config.yaml (and
-hparams.yaml keeps the module's full set).
+TensorBoard's HParams table sorts the hyper-parameters by name and shows only the first five without a
+click, and a comparison drowns in 40 columns; so it gets exactly five, what a comparison reads (variant,
+seed, recipe, the run's settings, the non-embedding parameter count: cli.LitAttentionCLI.logger_facts),
+all in view. Everything else stays in the run's config.yaml and record.json (and hparams.yaml keeps the
+module's full set).
 Its metrics are the run's results, as the tables of `compare` use them: the best value of the
 monitored validation metric (`best/val/acc`, logged when fit ends) and the best checkpoint's test value
 (`test/acc`, logged by `--run.test`), each named with its direction. Lightning's placeholder
