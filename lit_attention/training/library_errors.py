@@ -9,13 +9,11 @@ Running out of memory is a size the user chose. Anything else is not the user's 
 
 from __future__ import annotations
 
-import traceback
-from pathlib import Path
-
 import torch
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 
 from lit_attention.errors import ConfigError
+from lit_attention.training.lightning_internals import raised_checking_the_epoch
 
 HELP = "`lit-attention fit --help` lists the trainer options"
 
@@ -33,21 +31,13 @@ def library_error_sentence(error: BaseException) -> str | None:
     """One sentence for a library exception caused by the input, or None for one that is not."""
     if isinstance(error, MisconfigurationException):
         return f"Lightning refused a setting: {words(error)}; change the option it names ({HELP})."
-    if isinstance(error, ValueError) and raised_in(error, "lightning/pytorch/loops/fit_loop.py", "setup_data"):
-        # Where Lightning checks the settings against the training data's length (`val_check_interval`),
-        # before the first batch: known only once the data is read.
+    if isinstance(error, ValueError) and raised_checking_the_epoch(error):  # known only once the data is read
         return (f"Lightning refused a setting for this data: {first_sentence(error)}; change the option it names "
                 f"({HELP}).")
     if isinstance(error, (torch.OutOfMemoryError, MemoryError)):
         return (f"The run ran out of memory ({type(error).__name__}: {words(error) or 'no details'}); lower "
                 "--data.batch_size, the model's size (--model.net.dim, --model.net.depth) or the sequence length.")
     return None
-
-
-def raised_in(error: BaseException, file: str, function: str) -> bool:
-    """Whether `error` was raised (its innermost frame) in `function` of a file whose path ends in `file`."""
-    frames = traceback.extract_tb(error.__traceback__)
-    return bool(frames) and frames[-1].name == function and Path(frames[-1].filename).as_posix().endswith(file)
 
 
 def first_sentence(error: BaseException) -> str:
