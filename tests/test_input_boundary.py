@@ -160,6 +160,21 @@ def test_a_misconfiguration_raised_while_training_is_one_sentence(in_tmp, capsys
                         "option it names (`lit-attention fit --help` lists the trainer options).")
 
 
+def test_running_out_of_memory_is_said_as_the_sizes_to_lower(in_tmp, capsys, monkeypatch):
+    """Injected: the training step raises torch's OutOfMemoryError, as the allocator does."""
+    import torch
+
+    from lit_attention.training.tasks.image_classification import ImageClassifier
+
+    def allocate(self, batch, batch_idx):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 51.20 GiB.")
+
+    monkeypatch.setattr(ImageClassifier, "training_step", allocate)
+    sentence = refused(["fit", "--config", VIT, *TINY, "--run.root", str(in_tmp / "runs")], capsys)
+    assert "ran out of memory (OutOfMemoryError: CUDA out of memory. Tried to allocate 51.20 GiB)" in sentence
+    assert "--data.batch_size" in sentence
+
+
 def internal_failure(monkeypatch, where: Path) -> None:
     """Injected: torch's attention kernel fails inside a real training forward pass (the validation
     sanity check, without gradients, passes), as a broken install would. Fallback logs go to `where`."""
