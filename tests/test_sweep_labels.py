@@ -38,7 +38,7 @@ def test_a_sweep_run_keeps_the_recipe_and_its_grid_point_apart(in_tmp, capsys):
 
 
 def test_a_control_arm_is_named_in_the_settings_column(in_tmp):
-    from lit_attention.training.cli import settings_label
+    from lit_attention.training.run_logger import settings_label
 
     assert settings_label({"model.init_args.lr": "0.004", "arm": "standard~efficient"}, "standard") == (
         "lr=0.004,arm=standard~efficient")

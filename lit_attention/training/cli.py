@@ -15,10 +15,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import logging
-import re
 import sys
-import warnings
 from argparse import ArgumentError
 from pathlib import Path
 from typing import Any
@@ -52,7 +49,12 @@ from lit_attention.training.input_limits import check_path_lengths, check_seed, 
 from lit_attention.training.library_errors import TrainerSettingsError
 from lit_attention.training.memory import check_fits_memory
 from lit_attention.training.lightning_internals import RecipeOverCheckpoint, subcommand_parser
-from lit_attention.training.parser_errors import abbreviation_sentence, unknown_field_sentence, unknown_net_field
+from lit_attention.training.parser_errors import (
+    abbreviation_sentence,
+    config_class_without,
+    unknown_field_sentence,
+    unknown_net_field,
+)
 from lit_attention.training.recorder import finish_fit
 from lit_attention.training.records import finished_record, run_config
 from lit_attention.training.run_dirs import (
@@ -69,7 +71,8 @@ from lit_attention.training.run_dirs import (
     version_of_checkpoint,
 )
 from lit_attention.training.run_config import RunConfigSaver
-from lit_attention.training.run_logger import hparams_metrics
+from lit_attention.training.quiet import quiet_lightning
+from lit_attention.training.run_logger import hparams_metrics, settings_label
 from lit_attention.training.tasks.base import TaskModule
 
 DESCRIPTION = (
@@ -77,8 +80,6 @@ DESCRIPTION = (
     "`lit-attention compare --help` runs a recipe over variants, seeds and a grid of settings."
 )
 PRINT_CONFIG = "--print_config"
-MEMORY_HINT = ("make it smaller: --model.net.dim, --model.net.depth, --model.net.mlp_ratio, or the lengths and "
-               "vocabulary it takes from the data (--data.max_len)")
 
 
 class FullNamesParser(LightningArgumentParser):
@@ -174,23 +175,10 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
                 raise ConfigError(sentence) from None
             field = unknown_net_field(str(error))
             if field is not None:
-                raise ConfigError(unknown_field_sentence(field, self.config_class_without(parser, kept, field))) from None
+                raise ConfigError(unknown_field_sentence(field, config_class_without(parser, kept, field))) from None
             raise
         subcommand = self.config.get("subcommand")
         check_seed((self.config[subcommand] if subcommand else self.config).get("seed_everything"))
-
-    @staticmethod
-    def config_class_without(parser, words: list[str], field: str) -> type | None:
-        """The task's config class, from the command line parsed again without `--model.net.<field>`."""
-        option = re.compile(rf"--model\.(?:init_args\.)?net\.{field}(=|$)")
-        kept = [w for i, w in enumerate(words)
-                if not option.match(w) and not (i and option.fullmatch(words[i - 1]) and not w.startswith("--"))]
-        try:
-            config = parser.parse_args(kept)
-            subcommand = config.get("subcommand")
-            return class_of((config[subcommand] if subcommand else config).model.class_path).config_class
-        except (ArgumentError, AttributeError, TypeError, ImportError):
-            return None
 
     def option_names(self, words: list[str]) -> set[str]:
         """The full option names of the command `words` runs: the parser's own, and the model's config
@@ -216,7 +204,7 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
         check_trainer_values(self.run_config.trainer, runs_on_cpu(self.run_config.trainer))
         with torch.device("meta"):
             meta_model = instantiate_config(self.run_config.model)
-        check_fits_memory(meta_model, self.subcommand == "fit", runs_on_cpu(self.run_config.trainer), MEMORY_HINT)
+        check_fits_memory(meta_model, self.subcommand == "fit", runs_on_cpu(self.run_config.trainer))
         self._place_run(meta_model)
 
     def prepare_config(self) -> None:
@@ -382,13 +370,6 @@ def resolved(parser, config) -> dict:
     return run_config(yaml.safe_load(parser.dump(config, skip_none=False)))
 
 
-def settings_label(settings: dict | None, variant: str) -> str:
-    """`lr=0.004,arm=standard~efficient`: a run's labels in one HParams cell (the last part of each key, as
-    compare's tables write a grid point); the arm only where it is not the variant; `default` for none."""
-    shown = {key: value for key, value in (settings or {}).items() if not (key == "arm" and value == variant)}
-    return ",".join(f"{key.split('.')[-1]}={value}" for key, value in shown.items()) or "default"
-
-
 def class_of(class_path: str) -> type:
     module_name, class_name = class_path.rsplit(".", 1)
     return getattr(importlib.import_module(module_name), class_name)
@@ -403,26 +384,6 @@ def instantiate_config(config):
 def registered_classes() -> dict[str, list[str]]:
     """Short names `--model` and `--data` accept, for error messages."""
     return {"model": list(lit_attention.training.tasks.__all__), "data": [n for n in datamodules.__all__ if n != "DataModule"]}
-
-
-class NotTheUsersBusiness(logging.Filter):
-    """Drops Lightning's advertisements for its cloud products ("💡 Tip: ... litlogger / litmodels")."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("💡 Tip")
-
-
-def quiet_lightning() -> None:
-    """Silence what Lightning prints on every command that a user can do nothing about: the cloud tips;
-    "Be aware that when using `ckpt_path`, callbacks ... need to be provided" (validate, test and predict
-    load a training checkpoint without the training-only callbacks on purpose); and the deprecation
-    warning Lightning's own `_pytree` module raises under this torch version."""
-    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, NotTheUsersBusiness) for f in logger.filters):
-            logger.addFilter(NotTheUsersBusiness())
-    warnings.filterwarnings("ignore", message="Be aware that when using `ckpt_path`, callbacks used to create")
-    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
 
 
 def run(argv: list[str] | None) -> None:

@@ -15,6 +15,8 @@ from lit_attention.errors import ConfigError
 # two moments. Activations come on top, so the estimate is a lower bound.
 TRAINING_BYTES = 16
 WEIGHT_BYTES = 4
+HINT = ("make it smaller: --model.net.dim, --model.net.depth, --model.net.mlp_ratio, or the lengths and vocabulary "
+        "it takes from the data (--data.max_len)")
 
 
 def machine_memory(on_cpu: bool) -> tuple[int, str] | None:
@@ -27,7 +29,7 @@ def machine_memory(on_cpu: bool) -> tuple[int, str] | None:
         return None
 
 
-def check_fits_memory(model: nn.Module, training: bool, on_cpu: bool, hint: str) -> None:
+def check_fits_memory(model: nn.Module, training: bool, on_cpu: bool, hint: str = HINT) -> None:
     """Refuse a model whose parameters alone (with gradients and optimizer state when `training`) need
     more than the device has; `hint` says which settings make it large."""
     parameters = sum(p.numel() for p in model.parameters())

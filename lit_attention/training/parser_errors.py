@@ -12,6 +12,7 @@ import dataclasses
 import difflib
 import importlib
 import re
+from argparse import ArgumentError
 from lit_attention.modeling import CONFIG_FIELDS
 
 _KEY = re.compile(r'Parser key "([^"]+)"')
@@ -118,6 +119,21 @@ def parser_error_sentence(message: str, classes: dict[str, list[str]] | None = N
         wanted = " or ".join(_TYPE_WORDS.get(name, f"a {name}") for name in types)
         return f"{flag} {given!r} is invalid; it must be {wanted}."
     return f"{flag} is invalid: {flat.rstrip('.')}."
+
+
+def config_class_without(parser, words: list[str], field: str) -> type | None:
+    """The task's config class, from the command line `words` parsed again without `--model.net.<field>`
+    (None when that still fails: the choices are then every family's fields)."""
+    option = re.compile(rf"--model\.(?:init_args\.)?net\.{field}(=|$)")
+    kept = [w for i, w in enumerate(words)
+            if not option.match(w) and not (i and option.fullmatch(words[i - 1]) and not w.startswith("--"))]
+    try:
+        config = parser.parse_args(kept)
+    except ArgumentError:
+        return None
+    subcommand = config.get("subcommand")
+    model = (config[subcommand] if subcommand else config).get("model")
+    return config_class_of(model.class_path) if model is not None and model.get("class_path") else None
 
 
 def config_class_of(task_path: str) -> type | None:

@@ -36,6 +36,13 @@ def hparams_metrics(monitor: str, mode: str) -> dict[str, str]:
             test: f"{test} of the best checkpoint ({direction})"}
 
 
+def settings_label(settings: dict | None, variant: str) -> str:
+    """`lr=0.004,arm=standard~efficient`: a run's labels in one HParams cell (the last part of each key, as
+    compare's tables write a grid point); the arm only where it is not the variant; `default` for none."""
+    shown = {key: value for key, value in (settings or {}).items() if not (key == "arm" and value == variant)}
+    return ",".join(f"{key.split('.')[-1]}={value}" for key, value in shown.items()) or "default"
+
+
 def test_tag(monitor: str) -> str:
     """The test metric that matches a validation metric: `val/acc` -> `test/acc`."""
     return "test/" + monitor.split("/", 1)[-1]
