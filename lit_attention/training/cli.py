@@ -330,8 +330,10 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
                 "params/non_embedding": self.model.param_counts["non_embedding"]}
 
     def logger_details(self) -> dict[str, Any]:
-        """What hparams.yaml keeps besides the facts and the module's hyper-parameters: the data's settings."""
-        return {f"data/{k}": v for k, v in self.built_datamodule.hparams.items()}
+        """What hparams.yaml keeps besides the facts and the module's hyper-parameters: every parameter
+        count and the data's settings."""
+        counts = {f"params/{k}": v for k, v in self.model.param_counts.items()}
+        return {**counts, **{f"data/{k}": v for k, v in self.built_datamodule.hparams.items()}}
 
     # ------------------------------------------------------------------ running
 
