@@ -8,7 +8,7 @@ Exit status: 0 done, 2 bad input (one sentence on stderr, no traceback unless
 LIT_ATTENTION_TRACEBACK=1), 3 the training loss became NaN or infinite, 1 a failure that is not the
 input's doing (a defect, a broken install): its traceback goes to a log file whose path is printed,
 the run directory's `traceback.log` when the run has one, else a file in the temporary directory
-(compare exits 1 too when one of its runs failed), 130 interrupted.
+(compare exits 1 too when one of its runs failed).
 """
 
 from __future__ import annotations
