@@ -46,6 +46,7 @@ class DataModule(L.LightningDataModule):
         super().__init__()
         check_positive("batch_size", batch_size)
         check_positive("num_workers", num_workers, minimum=0)
+        check_seed("data_seed", data_seed)
         # The arguments of every __init__ of the subclass chain; the run's logger shows them under "data/"
         # (logged as they are, they would clash with the model's image_size, max_len...).
         self.save_hyperparameters(logger=False)
@@ -135,6 +136,15 @@ def lines_of(paths: list[str]) -> list[str]:
 def check_positive(name: str, value: int, minimum: int = 1) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise ConfigError(f"{name}={value!r} is invalid; it must be an integer >= {minimum}.")
+
+
+SEED_MAX = 2**32 - 1  # the range of the run's seed (numpy's seeding), kept for every seed of the data too
+
+
+def check_seed(name: str, value: int | None) -> None:
+    """A seed of the data (its order, a split) is a whole number from 0 to 2**32 - 1, like the run's."""
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= SEED_MAX):
+        raise ConfigError(f"{name}={value!r} is invalid; a seed is a whole number from 0 to {SEED_MAX}.")
 
 
 def check_fraction(name: str, value: float) -> None:

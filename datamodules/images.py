@@ -23,7 +23,7 @@ from torchvision.transforms import v2
 from lit_attention.errors import ConfigError, brief
 
 from .augmentation import AugmentedSubset
-from .base import DataModule, check_choice, check_fraction, check_positive, predict_paths
+from .base import DataModule, check_seed, check_choice, check_fraction, check_positive, predict_paths
 from .fingerprints import fingerprint
 from .loaders import global_seed
 
@@ -116,6 +116,7 @@ class ImageDataModule(DataModule):
     ) -> None:
         loading.setdefault("batch_size", 64)
         super().__init__(**loading)
+        check_seed("split_seed", split_seed)
         if (train_size is not None or random_affine) and dataset != "digits":
             raise ConfigError("train_size and random_affine apply to the digits only; leave them unset for "
                               f"dataset={dataset!r}.")
@@ -393,4 +394,7 @@ def _class_folders(train_dir: Path) -> list[str]:
     classes = sorted(entry.name for entry in os.scandir(train_dir) if entry.is_dir())
     if not classes:
         raise ConfigError(f"{str(train_dir)!r} has no class folders; put each class's images in train/<class>/.")
+    if len(classes) == 1:
+        raise ConfigError(f"{str(train_dir)!r} holds one class folder ({classes[0]!r}), and classification needs at "
+                          "least two; put each class's images in a folder of its own under train/.")
     return classes

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import shutil
 import sys
@@ -23,7 +24,7 @@ from datasets import DatasetDict
 
 from lit_attention.errors import ConfigError
 
-from .base import DataModule, check_choice, check_fraction, check_positive, lines_of, predict_paths
+from .base import DataModule, check_seed, check_choice, check_fraction, check_positive, lines_of, predict_paths
 from .fingerprints import file_sha256, fingerprint
 from .hub import (
     DataFiles,
@@ -85,6 +86,19 @@ class EncodeRows:
         return {"ids": [ids.astype(self.dtype) for ids in encoded]}
 
 
+def smallest_splittable(fraction: float, carves: int) -> int:
+    """The fewest rows from which `carves` held-out splits of `fraction` each (rounded up, as `datasets`
+    splits) leave every split, training too, at least one row."""
+    rows = 1
+    while True:
+        left = rows
+        for _ in range(carves):
+            left -= max(1, math.ceil(fraction * left))
+        if left >= 1:
+            return rows
+        rows += 1
+
+
 class LanguageModelingDataModule(DataModule):
     """Causal language modelling on windows of ``max_len + 1`` tokens.
 
@@ -134,6 +148,7 @@ class LanguageModelingDataModule(DataModule):
         **loading,
     ) -> None:
         super().__init__(**loading)
+        check_seed("split_seed", split_seed)
         for name, value in (("max_len", max_len), ("train_windows_per_epoch", train_windows_per_epoch)):
             check_positive(name, value)
         for name, value in (("val_windows", val_windows), ("num_proc", num_proc), ("max_files", max_files)):
@@ -142,6 +157,9 @@ class LanguageModelingDataModule(DataModule):
         check_fraction("val_fraction", val_fraction)
         check_choice("val_split", val_split, ("last", "random"))
         check_tokenizer_args(tokenizer, vocab_size)
+        if os.path.exists(data_dir) and not os.path.isdir(data_dir):  # the token files go in a folder under it
+            raise ConfigError(f"data_dir={data_dir!r} is a file, not a folder; give the folder the token files are "
+                              "kept in (it is made if it does not exist).")
         if data_files is None and not dataset:
             raise ConfigError("No corpus given; set dataset ('stdlib' or a hub name) or data_files.")
         if max_files is not None and (data_files is not None or dataset != "stdlib"):
@@ -308,6 +326,15 @@ class LanguageModelingDataModule(DataModule):
             raise ConfigError(f"{source} has no text column {hp.text_column!r} (its columns are "
                               f"{loaded['train'].column_names}); set text_column.")
         splits = {name: loaded[name] for name in SPLITS if name in loaded}
+        carves = sum(name not in splits for name in ("validation", "test"))
+        smallest = smallest_splittable(hp.val_fraction, carves)
+        if len(splits["train"]) < smallest:
+            unit = "lines" if self.file_format == "text" else "rows"
+            rows = len(splits["train"])
+            raise ConfigError(f"{source} holds {rows} {unit if rows != 1 else unit[:-1]}, too few to carve validation and test "
+                              f"from (val_fraction={hp.val_fraction} each, at least one {unit[:-1]} per split): the "
+                              f"smallest corpus that splits has {smallest} {unit}; give more text, or give the splits "
+                              "as data_files={train: ..., validation: ..., test: ...}.")
         # Missing held-out splits are carved from training, validation first and then test, the same
         # share each: a test split is never the validation split, whatever the source ships.
         for held_out, offset in (("validation", 0), ("test", 1)):

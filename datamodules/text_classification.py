@@ -18,7 +18,7 @@ from datasets import ClassLabel, Dataset, Value
 
 from lit_attention.errors import ConfigError
 
-from .base import DataModule, check_fraction, check_positive, lines_of, predict_paths
+from .base import DataModule, check_seed, check_fraction, check_positive, lines_of, predict_paths
 from .hub import (
     DataFiles,
     check_local_files,
@@ -136,6 +136,7 @@ class TextClassificationDataModule(DataModule):
         **loading,
     ) -> None:
         super().__init__(**loading)
+        check_seed("split_seed", split_seed)
         check_positive("max_len", max_len)
         check_fraction("val_fraction", val_fraction)
         check_tokenizer_args(tokenizer, vocab_size)

@@ -18,7 +18,7 @@ from datasets import Dataset, DatasetDict
 
 from lit_attention.errors import ConfigError
 
-from .base import DataModule, check_choice, check_fraction, check_positive, lines_of, predict_paths
+from .base import DataModule, check_seed, check_choice, check_fraction, check_positive, lines_of, predict_paths
 from .hub import (
     DataFiles,
     check_local_files,
@@ -117,6 +117,7 @@ class TranslationDataModule(DataModule):
         **loading,
     ) -> None:
         super().__init__(**loading)
+        check_seed("split_seed", split_seed)
         check_choice("tokenizer", tokenizer, ("bpe", "bytes"))
         check_tokenizer_args(tokenizer, vocab_size)
         for name, value in (("max_src_len", max_src_len), ("max_tgt_len", max_tgt_len)):

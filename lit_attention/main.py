@@ -5,7 +5,10 @@
     lit-attention inspect ...                      what a trained run learned (lit_attention/analysis/)
 
 Exit status: 0 done, 2 bad input (one sentence on stderr, no traceback unless
-LIT_ATTENTION_TRACEBACK=1), 3 the training loss became NaN or infinite.
+LIT_ATTENTION_TRACEBACK=1), 3 the training loss became NaN or infinite, 1 a failure that is not the
+input's doing (a defect, a broken install): its traceback goes to a log file whose path is printed,
+the run directory's `traceback.log` when the run has one, else a file in the temporary directory
+(compare exits 1 too when one of its runs failed).
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ import contextlib
 import io
 import os
 import sys
+import tempfile
+import time
+import traceback
 from argparse import ArgumentError
 from pathlib import Path
 
@@ -52,8 +58,10 @@ def main(argv: list[str] | None = None) -> None:
             fit_validate_test_predict(words)
     except BaseException as error:  # noqa: BLE001  (sorted below: only user errors become one sentence)
         status, sentence = explain(error)
-        if status is None or os.environ.get(TRACEBACK_ENV):
-            raise
+        if os.environ.get(TRACEBACK_ENV) or (status is None and not isinstance(error, Exception)):
+            raise  # asked for, or an exit or Ctrl-C: as Python reports it
+        if status is None:
+            status, sentence = INTERNAL_ERROR, internal_error_sentence(error)
         print(f"error: {sentence}\n(set {TRACEBACK_ENV}=1 to see the traceback)", file=sys.stderr)
         sys.exit(status)
 
@@ -109,7 +117,42 @@ def explain(error: BaseException) -> tuple[int | None, str]:
         from lit_attention.training.parser_errors import parser_error_sentence
 
         return 2, parser_error_sentence(str(error), registered_classes()) + " `lit-attention <command> --help` lists the options."
+    if "lightning" in sys.modules:  # a library's exception that names an input (Lightning's, torch's)
+        from lit_attention.training.library_errors import library_error_sentence
+
+        sentence = library_error_sentence(error)
+        if sentence is not None:
+            return 2, sentence
     return None, ""
+
+
+INTERNAL_ERROR = 1
+TRACEBACK_LOG = "traceback.log"
+
+
+def internal_error_sentence(error: BaseException) -> str:
+    """For a failure that is not the input's doing: say so, and where its traceback was written (the run
+    directory the CLI attached to it, when that survived the failure, else a new file in the temporary
+    directory), so that a report of the defect has it."""
+    directory = getattr(error, "run_directory", None)
+    text = f"{time.strftime('%Y-%m-%d %H:%M:%S')} lit-attention {' '.join(sys.argv[1:])}\n" + "".join(
+        traceback.format_exception(error))
+    try:
+        if directory is not None and Path(directory).is_dir():
+            log = Path(directory) / TRACEBACK_LOG
+            with open(log, "a", encoding="utf-8") as file:
+                file.write(text)
+        else:
+            handle, name = tempfile.mkstemp(prefix="lit-attention-traceback-", suffix=".log")
+            with os.fdopen(handle, "w", encoding="utf-8") as file:
+                file.write(text)
+            log = Path(name)
+        where = f"its traceback is in {log}"
+    except OSError as unwritable:
+        where = f"its traceback could not be written ({unwritable.strerror})"
+    first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return (f"lit-attention failed for a reason that is not in your input ({type(error).__name__}"
+            f"{': ' + first if first else ''}); {where}; please report it with that file.")
 
 
 def last_sentence(message: str) -> str:
@@ -136,8 +179,9 @@ def check_command_line(words: list[str]) -> None:
             raise ConfigError(_NO_OPTIMIZER.format(option=option))
         if option == "--seed_everything":
             value = value or (words[i + 1] if i + 1 < len(words) else "")
-            if value.lstrip("-").isdigit() and int(value) < 0:
-                raise ConfigError(f"--seed_everything {value} is invalid; seeds are whole numbers from 0.")
+            if value.lstrip("-").isdigit() and not 0 <= int(value) <= 2**32 - 1:  # numpy's seeding range
+                raise ConfigError(f"--seed_everything {value} is invalid; a seed is a whole number from 0 to "
+                                  f"{2**32 - 1} (2**32 - 1, the range numpy's seeding takes).")
     for path in config_files(words):
         file = Path(path)
         if not file.is_file():

@@ -64,11 +64,11 @@ def test_vit_quickstart_writes_checkpoints_config_and_readable_scalars(in_tmp, c
     hparams = yaml.safe_load((run_dir / "hparams.yaml").read_text())
     assert hparams["variant"] == "super" and hparams["params/attention"] > 0
     assert hparams["data/dataset"] == "digits"
-    # The HParams tab: the facts a comparison needs come first (TensorBoard shows the first few),
+    # The HParams tab: the five facts a comparison needs (TensorBoard shows the first five),
     # and the monitored metric says which way is better.
     experiment, session = hparams_summaries(run_dir)
     names = [info.name for info in experiment.hparam_infos]
-    assert names == ["variant", "seed", "recipe", "lr", "params/non_embedding", "params/total", "params/attention"]
+    assert names == ["variant", "seed", "recipe", "settings", "params/non_embedding"]
     assert [m.name.tag for m in experiment.metric_infos] == ["best/val/acc", "test/acc"]
     assert session.hparams["seed"].number_value == 0 and session.hparams["recipe"].string_value == "quickstart/vit_digits"
     assert f"Run directory: {Path('runs/quickstart/vit_digits/super/seed_0') / run_dir.name}" in result.out

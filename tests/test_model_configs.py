@@ -76,7 +76,7 @@ def test_an_earlier_flat_argument_is_told_where_it_went():
     message = "Parser key \"model\": Problem with given class_path 'x': Option 'dim' is not accepted by ImageClassifier"
     assert "write --model.net.dim" in parser_error_sentence(message)
     other = "Group 'net' does not accept option 'patch_size' ... accepted by CausalLanguageModel"
-    assert parser_error_sentence(other).startswith("Option 'net.patch_size' is not accepted")
+    assert parser_error_sentence(other).startswith("Unknown option `--model.net.patch_size`; the valid fields of")
 
 
 def test_a_config_field_set_to_null_on_the_command_line(capsys):

@@ -9,6 +9,7 @@ the task takes it whole (`--model.net.dim 64`), and its docstring is what `--hel
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
@@ -24,7 +25,7 @@ LIMITS = {
     **{name: (_positive_int, "a positive integer") for name in (
         "dim", "depth", "encoder_depth", "decoder_depth", "num_heads", "patch_size", "num_classes", "image_size",
         "in_channels", "vocab_size", "max_len", "max_src_len", "max_tgt_len")},
-    "mlp_ratio": (lambda v: v > 0, "> 0"),
+    "mlp_ratio": (lambda v: 0 < v < math.inf, "a finite number > 0"),
     "dropout": (lambda v: 0 <= v < 1, "in [0, 1)"),
     "drop_path": (lambda v: 0 <= v < 1, "in [0, 1)"),
     "norm_eps": (lambda v: v > 0, "> 0"),
@@ -49,6 +50,10 @@ class ModelConfig:
                 valid, rule = LIMITS[field.name]
                 if not valid(value):
                     raise ConfigError(f"{field.name}={value!r} is invalid; it must be {rule}.")
+        dim, ratio = getattr(self, "dim", None), getattr(self, "mlp_ratio", None)
+        if isinstance(dim, int) and ratio is not None and int(dim * ratio) < 1:  # the width blocks.py builds
+            raise ConfigError(f"mlp_ratio={ratio!r} gives an MLP hidden width of int(dim * mlp_ratio) = "
+                              f"{int(dim * ratio)} with dim={dim}; it must be at least 1, so mlp_ratio >= 1/{dim}.")
 
     @classmethod
     def of(cls, value: Any):

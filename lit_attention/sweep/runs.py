@@ -3,9 +3,10 @@ where each run lives on disk, the `lit-attention fit` command that trains it (`R
 `Run.arguments`, which compare also checks the run with before the sweep starts), and its state.
 
 A run's directory is `<output>/runs/<grid point>[/<arm>]/<variant>/seed_<n>/version_<k>/` (the
-ordinary run layout with the grid point as the recipe name). A run is finished when its newest
-version holds a record.json; otherwise re-running the sweep resumes it from its last.ckpt
-(`fit --ckpt_path last`, which starts it afresh when it has none).
+ordinary run layout with the grid point as the run name; `--run.recipe` keeps the recipe's own name
+in the record and TensorBoard). A run is finished when its newest version holds a record.json;
+otherwise re-running the sweep resumes it from its last.ckpt (`fit --ckpt_path last`, which starts it
+afresh when it has none).
 """
 
 from __future__ import annotations
@@ -20,14 +21,14 @@ from pathlib import Path
 from lit_attention.modeling.attention import list_presets, resolve_spec
 from lit_attention.errors import ConfigError
 from lit_attention.training.records import RECORD, config_differences, read_record
-from lit_attention.training.run_dirs import versions, version_dir
+from lit_attention.training.run_dirs import recipe_name, versions, version_dir
 
 FAILURE = "failure.json"
 LIT_ATTENTION = [sys.executable, "-m", "lit_attention"]  # how every run's command starts
 # Settings the sweep itself sets for every run, and the compare option to use instead.
 CONTROLLED = {
     "model.attention": "--variants", "model.init_args.attention": "--variants", "seed_everything": "--seeds",
-    "run.root": "--output", "run.name": "--output", "run.settings": "--grid", "run.test": "--test",
+    "run.root": "--output", "run.name": "--output", "run.recipe": "--config", "run.settings": "--grid", "run.test": "--test",
     "ckpt_path": "nothing: compare resumes interrupted runs itself", "model": "--config to choose the task",
 }
 
@@ -68,7 +69,7 @@ class Run:
         checkpoint."""
         settings = {**dict(self.point), "arm": self.arm}
         return [*LIT_ATTENTION, "fit", *self.arguments(configs, extra), f"--run.root={Path(output) / 'runs'}",
-                f"--run.name={self.run_name}", f"--run.test={str(test).lower()}",
+                f"--run.name={self.run_name}", f"--run.recipe={recipe_name(configs)}", f"--run.test={str(test).lower()}",
                 f"--run.settings={json.dumps(settings)}", "--ckpt_path=last"]
 
 

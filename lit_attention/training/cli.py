@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import logging
 import sys
-import warnings
 from argparse import ArgumentError
 from pathlib import Path
 from typing import Any
 
 import torch
 import yaml
+from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 import datamodules  # noqa: F401  (registers the DataModules for `--data <ShortName>`)
@@ -46,8 +45,16 @@ from lit_attention.training.cli_input import (
     nulls_as_mappings,
 )
 from lit_attention.errors import ConfigError
+from lit_attention.training.input_limits import check_path_lengths, check_seed, check_trainer_values, runs_on_cpu
+from lit_attention.training.library_errors import TrainerSettingsError
+from lit_attention.training.memory import check_fits_memory
 from lit_attention.training.lightning_internals import RecipeOverCheckpoint, subcommand_parser
-from lit_attention.training.parser_errors import abbreviation_sentence
+from lit_attention.training.parser_errors import (
+    abbreviation_sentence,
+    config_class_without,
+    unknown_field_sentence,
+    unknown_net_field,
+)
 from lit_attention.training.recorder import finish_fit
 from lit_attention.training.records import finished_record, run_config
 from lit_attention.training.run_dirs import (
@@ -58,12 +65,14 @@ from lit_attention.training.run_dirs import (
     check_writable,
     launched_as_rank_zero,
     place_run,
+    recipe_name,
     remove_if_unused,
     run_logger,
     version_of_checkpoint,
 )
 from lit_attention.training.run_config import RunConfigSaver
-from lit_attention.training.run_logger import hparams_metrics
+from lit_attention.training.quiet import quiet_lightning
+from lit_attention.training.run_logger import hparams_metrics, settings_label
 from lit_attention.training.tasks.base import TaskModule
 
 DESCRIPTION = (
@@ -106,11 +115,13 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
         self.previous_record: dict | None = None  # the record of the finished run this fit resumes
         try:
             super().__init__(*args, **kwargs)
-        except BaseException:
+        except BaseException as error:
             if self.place is not None:  # no empty version_<k> for `--ckpt_path last` to find next time
                 trainer = getattr(self, "trainer", None)
                 trained = trainer is not None and trainer.fit_loop.epoch_loop.batch_progress.total.started > 0
                 remove_if_unused(self.place, trained)
+                if self.place.directory is not None and self.place.directory.is_dir():
+                    error.run_directory = self.place.directory  # where main writes a traceback
             raise
         finally:
             if self.lock is not None:
@@ -140,6 +151,9 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
                             help="After fit, score the best checkpoint on the test split; the result goes to record.json.")
         parser.add_argument("--run.settings", type=dict[str, str] | None, default=None,
                             help="Labels kept in the run's record.json (compare names its grid settings here).")
+        parser.add_argument("--run.recipe", type=str | None, default=None,
+                            help="The recipe's name in record.json and TensorBoard (default: --run.name); compare "
+                                 "sets it, since its --run.name is the grid point's folder.")
 
     # ------------------------------------------------------------------ configuration
 
@@ -159,7 +173,12 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
             sentence = abbreviation_sentence(kept, self.option_names(kept), str(error))
             if sentence:
                 raise ConfigError(sentence) from None
+            field = unknown_net_field(str(error))
+            if field is not None:
+                raise ConfigError(unknown_field_sentence(field, config_class_without(parser, kept, field))) from None
             raise
+        subcommand = self.config.get("subcommand")
+        check_seed((self.config[subcommand] if subcommand else self.config).get("seed_everything"))
 
     def option_names(self, words: list[str]) -> set[str]:
         """The full option names of the command `words` runs: the parser's own, and the model's config
@@ -182,8 +201,10 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
             print(subcommand_parser(self, self.subcommand).dump(self.run_config, skip_none=skip_null), end="")
             raise SystemExit(0)
         check_trainer_settings(self.run_config.trainer)
+        check_trainer_values(self.run_config.trainer, runs_on_cpu(self.run_config.trainer))
         with torch.device("meta"):
             meta_model = instantiate_config(self.run_config.model)
+        check_fits_memory(meta_model, self.subcommand == "fit", runs_on_cpu(self.run_config.trainer))
         self._place_run(meta_model)
 
     def prepare_config(self) -> None:
@@ -209,6 +230,8 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
         the directory this command writes to."""
         config = self.run_config
         base = Path(config.run.root) / self.run_name() / self.variant_name() / f"seed_{config.seed_everything}"
+        check_path_lengths(Path(config.run.root), "--run.root")
+        check_path_lengths(base, "--run.name" if config.run.name is not None else "The recipe's file name")
         checkpoint = resolve_checkpoint(config.get("ckpt_path"), base, self.subcommand)
         if self.subcommand == "predict" and checkpoint is None:
             raise ConfigError("predict needs a trained model: pass --ckpt_path best, last or a checkpoint's path.")
@@ -254,6 +277,11 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
         run = self.run_config.run
         return check_run_name(run.name) if run.name is not None else recipe_name(self.run_config.get("config"))
 
+    def recipe(self) -> str:
+        """The recipe's name as the record and TensorBoard keep it: `--run.recipe` (which compare sets, its
+        --run.name being the grid point's folder), else the run's name."""
+        return self.run_config.run.get("recipe") or self.run_name()
+
     def variant_name(self) -> str:
         return resolve_spec(self.run_config.model.init_args.attention).name
 
@@ -287,19 +315,25 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
         kwargs["plugins"] = with_atomic_checkpoints(user.get("plugins"))
         # Without a logger, checkpoints still go to the run directory (not the working directory).
         kwargs.setdefault("default_root_dir", str(self.place.directory or self.place.base))
-        return super().instantiate_trainer(**kwargs)
+        try:
+            return super().instantiate_trainer(**kwargs)
+        except (MisconfigurationException, ValueError, TypeError) as error:  # the Trainer checks the values as given
+            raise TrainerSettingsError.of(error) from error
 
     def logger_facts(self) -> dict[str, Any]:
-        """The HParams table of TensorBoard: what a comparison reads first, nothing more (the rest is in
-        config.yaml): variant, seed, recipe, learning rate and parameter counts."""
-        counts = self.model.param_counts
-        return {"variant": self.variant_name(), "seed": self.run_config.seed_everything, "recipe": self.run_name(),
-                "lr": self.run_config.model.init_args.get("lr"), "params/non_embedding": counts["non_embedding"],
-                "params/total": counts["total"], "params/attention": counts["attention"]}
+        """The HParams table of TensorBoard: what a comparison reads, five columns, since TensorBoard shows
+        only the first five (by name) without a click: variant, seed, recipe, the settings that label the
+        run (compare's grid point and arm) and the non-embedding parameter count. The rest is in
+        config.yaml, hparams.yaml and record.json."""
+        return {"variant": self.variant_name(), "seed": self.run_config.seed_everything, "recipe": self.recipe(),
+                "settings": settings_label(self.run_config.run.settings, self.variant_name()),
+                "params/non_embedding": self.model.param_counts["non_embedding"]}
 
     def logger_details(self) -> dict[str, Any]:
-        """What hparams.yaml keeps besides the facts and the module's hyper-parameters: the data's settings."""
-        return {f"data/{k}": v for k, v in self.built_datamodule.hparams.items()}
+        """What hparams.yaml keeps besides the facts and the module's hyper-parameters: every parameter
+        count and the data's settings."""
+        counts = {f"params/{k}": v for k, v in self.model.param_counts.items()}
+        return {**counts, **{f"data/{k}": v for k, v in self.built_datamodule.hparams.items()}}
 
     # ------------------------------------------------------------------ running
 
@@ -310,7 +344,7 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
     def after_fit(self) -> None:
         config = self.run_config
         facts = {"variant": self.variant_name(), "attention": resolve_spec(config.model.init_args.attention).to_dict(),
-                 "seed": config.seed_everything, "recipe": self.run_name(), "settings": config.run.settings or {},
+                 "seed": config.seed_everything, "recipe": self.recipe(), "settings": config.run.settings or {},
                  "data_seed": config.data.init_args.get("data_seed"),
                  "run_dir": str(self.place.directory), "config": resolved(subcommand_parser(self, self.subcommand), config)}
         finish_fit(self.trainer, self.model, self.datamodule, self.place.directory, facts, test=config.run.test,
@@ -349,40 +383,9 @@ def instantiate_config(config):
     return class_of(config.class_path)(**(init_args.as_dict() if init_args else {}))
 
 
-def recipe_name(config_paths) -> str:
-    """The recipe is the last --config file outside recipes/trainer/, e.g. `quickstart/vit_digits`."""
-    for path in reversed(config_paths or []):
-        path = Path(str(path))
-        if path.parent.name == "trainer":
-            continue
-        parts = path.with_suffix("").parts
-        return "/".join(parts[parts.index("recipes") + 1 :]) if "recipes" in parts else path.stem
-    return "default"
-
-
 def registered_classes() -> dict[str, list[str]]:
     """Short names `--model` and `--data` accept, for error messages."""
     return {"model": list(lit_attention.training.tasks.__all__), "data": [n for n in datamodules.__all__ if n != "DataModule"]}
-
-
-class NotTheUsersBusiness(logging.Filter):
-    """Drops Lightning's advertisements for its cloud products ("💡 Tip: ... litlogger / litmodels")."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("💡 Tip")
-
-
-def quiet_lightning() -> None:
-    """Silence what Lightning prints on every command that a user can do nothing about: the cloud tips;
-    "Be aware that when using `ckpt_path`, callbacks ... need to be provided" (validate, test and predict
-    load a training checkpoint without the training-only callbacks on purpose); and the deprecation
-    warning Lightning's own `_pytree` module raises under this torch version."""
-    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, NotTheUsersBusiness) for f in logger.filters):
-            logger.addFilter(NotTheUsersBusiness())
-    warnings.filterwarnings("ignore", message="Be aware that when using `ckpt_path`, callbacks used to create")
-    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
 
 
 def run(argv: list[str] | None) -> None:

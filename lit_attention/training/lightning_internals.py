@@ -8,10 +8,12 @@ tests/test_lightning_internals.py fails first, naming it.
 
 from __future__ import annotations
 
+import traceback
 from typing import Any
 
 import lightning as L
 from lightning.fabric.utilities.logger import _convert_params, _flatten_dict, _sanitize_params
+from lightning.pytorch.loops.fit_loop import _FitLoop
 
 # (object path, attribute) pairs this module relies on; the test checks each exists.
 REQUIRED = (
@@ -19,6 +21,7 @@ REQUIRED = (
     ("lightning.pytorch.loops.fit_loop._FitLoop", "_load_combined_loader_states"),
     ("lightning.pytorch.cli.LightningCLI", "_parser"),
     ("lightning.pytorch.cli.LightningCLI", "_parse_ckpt_path"),
+    ("lightning.pytorch.loops.fit_loop._FitLoop", "setup_data"),
 )
 
 
@@ -60,3 +63,11 @@ def flat_hyperparameters(params: Any) -> dict[str, Any]:
 def summary_writer(experiment):
     """The file writer under a torch SummaryWriter (where HParams summaries are added)."""
     return experiment._get_file_writer()
+
+
+def raised_checking_the_epoch(error: BaseException) -> bool:
+    """Whether `error` was raised by the fit loop's `setup_data`, where Lightning checks the settings
+    against the training data's length (`val_check_interval` longer than the epoch) before any batch."""
+    frames = traceback.extract_tb(error.__traceback__)
+    fit_loop = _FitLoop.setup_data.__code__
+    return bool(frames) and frames[-1].name == fit_loop.co_name and frames[-1].filename == fit_loop.co_filename

@@ -8,7 +8,11 @@ the innermost part: which flag, which value, what is valid.
 from __future__ import annotations
 
 import ast
+import dataclasses
+import difflib
+import importlib
 import re
+from argparse import ArgumentError
 from lit_attention.modeling import CONFIG_FIELDS
 
 _KEY = re.compile(r'Parser key "([^"]+)"')
@@ -52,6 +56,26 @@ def abbreviation_sentence(words: list[str], known: set[str], message: str | None
     return None
 
 
+_NESTED_KEY = re.compile(r"NestedArg\(key='net\.(\w+)'")
+
+
+def unknown_net_field(message: str) -> str | None:
+    """The field of `--model.net.<field>` that jsonargparse could not place (it reports the value as a
+    NestedArg that no type takes), or None for another error."""
+    found = _NESTED_KEY.search(message)
+    return found.group(1) if found else None
+
+
+def unknown_field_sentence(field: str, config_class: type | None) -> str:
+    """`--model.net.<field>` is no field of `config_class` (None: the task is unknown, so every family's
+    fields are the choices): the valid fields, and the closest one when a name is near."""
+    names = [f.name for f in dataclasses.fields(config_class)] if config_class is not None else sorted(CONFIG_FIELDS)
+    owner = f"of {config_class.__name__}" if config_class is not None else "of the model configs"
+    close = difflib.get_close_matches(field, names, n=1)
+    guess = f"; did you mean `{close[0]}`?" if close else "."
+    return f"Unknown option `--model.net.{field}`; the valid fields {owner} are {', '.join(names)}{guess}"
+
+
 def parser_error_sentence(message: str, classes: dict[str, list[str]] | None = None) -> str:
     """One sentence for a jsonargparse error `message`; `classes` maps `model`/`data` to their valid
     short class names, for a class name that does not exist."""
@@ -62,7 +86,7 @@ def parser_error_sentence(message: str, classes: dict[str, list[str]] | None = N
         where = f" by {owner.group(1)}" if owner else ""
         option = unknown.group(1) or unknown.group(2)
         if "Group 'net' does not accept" in flat:  # a field of another family's config
-            return f"Option 'net.{option}' is not accepted{where}: its model config has no field {option!r}."
+            return unknown_field_sentence(option, config_class_of(owner.group(1)) if owner else None)
         if option in CONFIG_FIELDS:  # the flat arguments of earlier versions
             return (f"Option {option!r} is not accepted{where}: the model's architecture is its config `net`, so "
                     f"write --model.net.{option} (in a recipe, under model.init_args.net).")
@@ -95,6 +119,30 @@ def parser_error_sentence(message: str, classes: dict[str, list[str]] | None = N
         wanted = " or ".join(_TYPE_WORDS.get(name, f"a {name}") for name in types)
         return f"{flag} {given!r} is invalid; it must be {wanted}."
     return f"{flag} is invalid: {flat.rstrip('.')}."
+
+
+def config_class_without(parser, words: list[str], field: str) -> type | None:
+    """The task's config class, from the command line `words` parsed again without `--model.net.<field>`
+    (None when that still fails: the choices are then every family's fields)."""
+    option = re.compile(rf"--model\.(?:init_args\.)?net\.{field}(=|$)")
+    kept = [w for i, w in enumerate(words)
+            if not option.match(w) and not (i and option.fullmatch(words[i - 1]) and not w.startswith("--"))]
+    try:
+        config = parser.parse_args(kept)
+    except ArgumentError:
+        return None
+    subcommand = config.get("subcommand")
+    model = (config[subcommand] if subcommand else config).get("model")
+    return config_class_of(model.class_path) if model is not None and model.get("class_path") else None
+
+
+def config_class_of(task_path: str) -> type | None:
+    """The config dataclass of the task class at `task_path` (`lit_attention.training.tasks.GPT...`)."""
+    module, _, name = task_path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name).config_class
+    except (ImportError, AttributeError, ValueError):
+        return None
 
 
 def _leaf(given: str | None, path: list[str]) -> str | None:

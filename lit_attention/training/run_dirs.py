@@ -97,6 +97,17 @@ def training_run_of(checkpoint: str | os.PathLike) -> Path | None:
     return parent.parent if parent.name == CHECKPOINTS and _VERSION.match(parent.parent.name) else None
 
 
+def recipe_name(config_paths) -> str:
+    """The recipe is the last --config file outside recipes/trainer/, e.g. `quickstart/vit_digits`."""
+    for path in reversed(config_paths or []):
+        path = Path(str(path))
+        if path.parent.name == "trainer":
+            continue
+        parts = path.with_suffix("").parts
+        return "/".join(parts[parts.index("recipes") + 1 :]) if "recipes" in parts else path.stem
+    return "default"
+
+
 def check_run_name(name: str) -> str:
     """A run name is a relative path inside the run root (`quickstart/vit_digits`): no `..`, no absolute
     path and no empty component, so that no run is written outside the root."""

@@ -1,9 +1,10 @@
 """The TensorBoard logger of a run: a small, deliberate HParams table, and the run's results as its metrics.
 
-TensorBoard's HParams table shows every hyper-parameter it is given, sorted by name, and a comparison
-drowns in 40 columns; so it gets only what a comparison reads (variant, seed, recipe, learning rate,
-parameter counts: seven columns, all in view). Everything else stays in the run's config.yaml (and
-hparams.yaml keeps the module's full set).
+TensorBoard's HParams table sorts the hyper-parameters by name and shows only the first five without a
+click, and a comparison drowns in 40 columns; so it gets exactly five, what a comparison reads (variant,
+seed, recipe, the run's settings, the non-embedding parameter count: cli.LitAttentionCLI.logger_facts),
+all in view. Everything else stays in the run's config.yaml and record.json (and hparams.yaml keeps the
+module's full set).
 Its metrics are the run's results, as the tables of `compare` use them: the best value of the
 monitored validation metric (`best/val/acc`, logged when fit ends) and the best checkpoint's test value
 (`test/acc`, logged by `--run.test`), each named with its direction. Lightning's placeholder
@@ -33,6 +34,13 @@ def hparams_metrics(monitor: str, mode: str) -> dict[str, str]:
     test = test_tag(monitor)
     return {BEST + monitor: f"{monitor}, best of the run ({direction})",
             test: f"{test} of the best checkpoint ({direction})"}
+
+
+def settings_label(settings: dict | None, variant: str) -> str:
+    """`lr=0.004,arm=standard~efficient`: a run's labels in one HParams cell (the last part of each key, as
+    compare's tables write a grid point); the arm only where it is not the variant; `default` for none."""
+    shown = {key: value for key, value in (settings or {}).items() if not (key == "arm" and value == variant)}
+    return ",".join(f"{key.split('.')[-1]}={value}" for key, value in shown.items()) or "default"
 
 
 def test_tag(monitor: str) -> str:
