@@ -5,7 +5,7 @@
   checkpoint intact, never a truncated one.
 * `LastCheckpoint`: keeps `last.ckpt` current: every N optimizer steps, after every validation and
   at the end of every epoch.
-* `ExactResume`: the global random states (torch, CUDA, numpy, Python) travel with every checkpoint
+* `ExactResume`: the global random states (random_states.py) travel with every checkpoint
   and are restored when training resumes, and so does the data position in a case Lightning misses.
 * `read_checkpoint` / `checkpoint_mismatch`: a checkpoint passed to `--ckpt_path` is read and
   compared with the configured model before any data is prepared.
@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import inspect
 import os
-import random
 from pathlib import Path
 from typing import Any
 
 import lightning as L
-import numpy as np
 import torch
 from lightning.fabric.plugins import CheckpointIO, TorchCheckpointIO
 from lightning.pytorch.callbacks import Checkpoint
@@ -33,6 +31,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from lit_attention.modeling.attention import resolve_spec
 from lit_attention.errors import ConfigError
 from lit_attention.training.lightning_internals import load_pending_loader_states, validation_follows
+from lit_attention.training.random_states import random_states, set_random_states
 from lit_attention.training.run_dirs import CHECKPOINTS, LAST, newest_version
 from lit_attention.training.tasks.base import TaskModule
 
@@ -187,34 +186,12 @@ class ExactResume(L.Callback):
         return random_states()
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        set_random_states(state_dict)
+        note = set_random_states(state_dict)
+        if note:
+            rank_zero_info(note)
 
     def on_train_start(self, trainer, pl_module) -> None:
         load_pending_loader_states(trainer)
-
-
-def random_states() -> dict[str, Any]:
-    """torch, CUDA, numpy and Python random states as tensors and plain values (so that Lightning's
-    `weights_only` checkpoint loading accepts them)."""
-    _, keys, position, has_gauss, gauss = np.random.get_state()
-    version, python_state, python_gauss = random.getstate()
-    return {
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-        "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(position),
-                  "has_gauss": int(has_gauss), "gauss": float(gauss)},
-        "python": [version, list(python_state), python_gauss],
-    }
-
-
-def set_random_states(states: dict[str, Any]) -> None:
-    torch.set_rng_state(states["torch"])
-    if states["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
-    numpy = states["numpy"]
-    np.random.set_state(("MT19937", numpy["keys"].numpy().astype(np.uint32), numpy["pos"], numpy["has_gauss"], numpy["gauss"]))
-    version, python_state, python_gauss = states["python"]
-    random.setstate((version, tuple(python_state), python_gauss))
 
 
 # ---------------------------------------------------------------------------------------- finding
