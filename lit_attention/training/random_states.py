@@ -47,7 +47,7 @@ def set_cuda_states(saved: list[torch.Tensor]) -> str | None:
         torch.cuda.set_rng_state(state, device)
     if len(saved) <= visible:
         return None
-    missing = f"{visible}" if len(saved) == visible + 1 else f"s {visible}-{len(saved) - 1}"
+    missing = f" {visible}" if len(saved) == visible + 1 else f"s {visible}-{len(saved) - 1}"
     return (f"Resumed without the CUDA random states of device{missing}: the checkpoint holds "
             f"{len(saved)} CUDA devices' states and {visible} are visible here, so the random draws (dropout) "
             "on those devices are not the ones an uninterrupted run would make.")
