@@ -225,6 +225,8 @@ def resolve_checkpoint(ckpt_path: str | None, base: Path, command: str) -> str |
                               "train the run first, or pass a checkpoint's path.")
         return str(found[-1])
     last = newest / CHECKPOINTS / LAST if newest else None
+    if last is not None and last.is_dir():
+        raise ConfigError(directory_sentence(last))
     if last is not None and last.is_file():
         rank_zero_info(f"--ckpt_path last: {last}")
         return str(last)
@@ -238,8 +240,15 @@ def resolve_checkpoint(ckpt_path: str | None, base: Path, command: str) -> str |
 # ---------------------------------------------------------------------------------------- reading
 
 
+def directory_sentence(path: str | os.PathLike) -> str:
+    return (f"Checkpoint {str(path)!r} is a directory (a sharded checkpoint, as FSDP's state_dict_type 'sharded' writes), "
+            "which lit-attention neither writes nor reads; pass a .ckpt file.")
+
+
 def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     """The checkpoint at `path`, memory-mapped (cheap even for big models), or a ConfigError saying why not."""
+    if Path(path).is_dir():
+        raise ConfigError(directory_sentence(path))
     if not Path(path).is_file():
         raise ConfigError(f"Checkpoint {str(path)!r} does not exist; pass the path of a .ckpt file, or 'last' to resume the latest run of this recipe.")
     try:

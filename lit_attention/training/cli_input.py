@@ -81,6 +81,14 @@ def check_trainer_settings(trainer) -> None:
     if limit is not None and not isinstance(limit, bool) and (limit <= 0):
         raise ConfigError(f"--trainer.limit_train_batches {limit} is invalid: the run would train nothing; give a "
                           "number of batches (e.g. 10), a fraction of the epoch in (0, 1], or leave it unset.")
+    strategy = trainer.get("strategy")
+    options = strategy.get("init_args") if hasattr(strategy, "get") else None
+    if options is not None and str(options.get("state_dict_type")) == "sharded":
+        # A sharded checkpoint is a directory: the atomic writer, `--ckpt_path last` and reading a
+        # checkpoint before the run starts all take one file.
+        raise ConfigError("--trainer.strategy.state_dict_type 'sharded' is not supported: a run's checkpoints are single "
+                          "files that resume and load everywhere; use state_dict_type 'full' (the default), which gathers "
+                          "them on rank 0.")
     devices = trainer.get("devices")
     if str(devices).strip() in ("0", "[]", "") or (isinstance(devices, (list, tuple)) and not devices):
         raise ConfigError(f"--trainer.devices {devices!r} is invalid; give a number of devices (e.g. 1), a list of "
