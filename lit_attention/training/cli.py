@@ -40,6 +40,7 @@ from lit_attention.training.checkpointing import (
     with_atomic_checkpoints,
 )
 from lit_attention.training.cli_input import (
+    check_data_prepared,
     check_trainer_settings,
     copy_data_sizes,
     joined_negative_values,
@@ -182,6 +183,8 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
             print(subcommand_parser(self, self.subcommand).dump(self.run_config, skip_none=skip_null), end="")
             raise SystemExit(0)
         check_trainer_settings(self.run_config.trainer)
+        if self.subcommand != "predict":
+            check_data_prepared(self.run_config.trainer, self.built_datamodule)
         with torch.device("meta"):
             meta_model = instantiate_config(self.run_config.model)
         self._place_run(meta_model)

@@ -105,3 +105,31 @@ def check_trainer_settings(trainer) -> None:
             f"--trainer.accelerator {accelerator} asks for a GPU but none is visible here (torch.cuda.is_available() "
             "is False); use --trainer.accelerator cpu, or stack recipes/trainer/cpu_debug.yaml instead of a GPU preset."
         )
+
+
+def processes_in_run(trainer) -> int:
+    """How many training processes the trainer settings start (devices per node x nodes), as Lightning counts them."""
+    devices = trainer.get("devices") if trainer.get("devices") is not None else "auto"
+    accelerator = str(trainer.get("accelerator") or "auto")
+    on_cpu = accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())
+    text = str(devices).strip()
+    if isinstance(devices, (list, tuple)):
+        per_node = len(devices)
+    elif text in ("auto", "-1"):  # every visible GPU; one process on CPU for auto, a core each for -1
+        per_node = (os.cpu_count() or 1) if on_cpu and text == "-1" else 1 if on_cpu else torch.cuda.device_count()
+    elif "," in text:  # "0,1": device indices
+        per_node = len([index for index in text.split(",") if index.strip()])
+    else:
+        per_node = int(text) if text.isdigit() else 1
+    return per_node * int(trainer.get("num_nodes") or 1)
+
+
+def check_data_prepared(trainer, datamodule) -> None:
+    """A run of several processes on data whose preparing takes long is refused: Lightning prepares it
+    on local rank 0 while the other ranks wait at a barrier that gives up after 30 minutes."""
+    processes = processes_in_run(trainer)
+    unprepared = datamodule.unprepared() if processes > 1 else None
+    if unprepared:
+        raise ConfigError(f"{unprepared} are not prepared yet, and a run of {processes} processes would make them on one "
+                          "while the others wait at a barrier that times out; prepare them once with `lit-attention "
+                          "prepare` and this command's --config and --data options, then start the run again.")
