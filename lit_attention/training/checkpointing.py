@@ -31,7 +31,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from lit_attention.modeling.attention import resolve_spec
 from lit_attention.errors import ConfigError
 from lit_attention.training.lightning_internals import load_pending_loader_states, validation_follows
-from lit_attention.training.random_states import random_states, set_random_states
+from lit_attention.training.random_states import gathered_random_states, restore_own_states, seed_own_stream
 from lit_attention.training.run_dirs import CHECKPOINTS, LAST, newest_version
 from lit_attention.training.tasks.base import TaskModule
 
@@ -175,7 +175,9 @@ class ExactResume(L.Callback):
       back the moment Lightning restores the callbacks, before anything of the resumed run draws from
       them: the sanity check draws inside Lightning's `isolate_rng`, and the first training batch
       (fetched ahead when the loop sets up its data) then gets the augmentation the uninterrupted run
-      gave it. Under DDP the checkpoint holds rank 0's states; every rank resumes from them.
+      gave it. Under DDP the checkpoint holds every rank's states, and each rank resumes from its own.
+    * A new run's ranks draw their own dropout masks (`seed_own_stream`, at fit start: after the
+      model is built and sharded alike on every rank; a resumed run's states come from the checkpoint).
     * The training DataLoader's position: Lightning loads it only while it builds the loader during
       `fit`, but `trainer.estimated_stepping_batches` (read in `configure_optimizers` when no
       `max_steps` is given) builds the loader before the checkpoint is restored. The saved position
@@ -183,12 +185,15 @@ class ExactResume(L.Callback):
     """
 
     def state_dict(self) -> dict[str, Any]:
-        return random_states()
+        return gathered_random_states()
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        note = set_random_states(state_dict)
-        if note:
+        for note in restore_own_states(state_dict):
             rank_zero_info(note)
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        if trainer.ckpt_path is None:
+            seed_own_stream(trainer.global_rank)
 
     def on_train_start(self, trainer, pl_module) -> None:
         load_pending_loader_states(trainer)
