@@ -18,6 +18,9 @@ from lit_attention.training.cli import LitAttentionCLI, quiet_lightning
 class _Preparer(LitAttentionCLI):
     def before_instantiate_classes(self) -> None:
         self.prepare_config()  # the DataModule, as the fit builds it
+        if self.print_config_request is not None:
+            print(self.parser.dump(self.run_config, skip_none="skip_null" in self.print_config_request), end="")
+            raise SystemExit(0)
 
     def instantiate_classes(self) -> None:
         """Nothing: preparing data needs no model, trainer or run directory."""
