@@ -128,7 +128,8 @@ def check_data_prepared(trainer, datamodule) -> None:
     """A run of several processes on data whose preparing takes long is refused: Lightning prepares it
     on local rank 0 while the other ranks wait at a barrier that gives up after 30 minutes."""
     processes = processes_in_run(trainer)
-    unprepared = datamodule.unprepared() if processes > 1 else None
+    # A DataModule from outside the suite (a plain LightningDataModule) says nothing: it is not refused.
+    unprepared = getattr(datamodule, "unprepared", lambda: None)() if processes > 1 else None
     if unprepared:
         raise ConfigError(f"{unprepared} are not prepared yet, and a run of {processes} processes would make them on one "
                           "while the others wait at a barrier that times out; prepare them once with `lit-attention "

@@ -32,7 +32,7 @@ def run(argv: list[str]) -> None:
     data = _Preparer(args=argv, run=False, parser_kwargs=parser).built_datamodule
     data.prepare_data()
     data.setup("fit")  # whatever setup caches besides (hub datasets' tokenized splits)
-    where = data.prepared_at()
+    where = getattr(data, "prepared_at", lambda: None)()
     name = type(data).__name__
     print(f"Prepared data: {os.path.abspath(where)}" if where else
           f"Prepared data: {name} is ready; it has no token files of its own, so a multi-device run needs nothing more.",
