@@ -63,6 +63,15 @@ class DataModule(L.LightningDataModule):
         Cheap: reads no more than metadata, and raises ConfigError in one sentence when it cannot."""
         raise NotImplementedError
 
+    def unprepared(self) -> str | None:
+        """What `prepare_data` would still make that takes long (tokenizing a corpus), in words; None
+        when nothing. A multi-device run refuses to start while it is not None (cli_input.py)."""
+        return None
+
+    def prepared_at(self) -> str | None:
+        """Where this DataModule keeps what `prepare_data` made (None: nothing kept on disk)."""
+        return None
+
     def fingerprints(self) -> dict[str, str | None]:
         """{"train", "validation", "test"}: a short content hash of each split as the run sees it (what
         it holds, not its order; None for a split that does not exist); fingerprints.py. Computed once."""

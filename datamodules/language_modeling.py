@@ -200,6 +200,12 @@ class LanguageModelingDataModule(DataModule):
         if not self._meta_path.exists():
             self._build_token_files()
 
+    def unprepared(self) -> str | None:
+        return None if self._meta_path.exists() else f"The token files of {self.hparams.dataset or 'data_files'}"
+
+    def prepared_at(self) -> str:
+        return str(self.cache_dir)
+
     def setup(self, stage: str | None = None) -> None:
         if stage == "predict":
             self.tokenizer = self._tokenizer()

@@ -1,6 +1,7 @@
 """The `lit-attention` command: which subcommand runs, and how every error a user can fix is said.
 
     lit-attention fit|validate|test|predict ...   one run (lit_attention/training/cli.py)
+    lit-attention prepare ...                      a run's data, before a multi-GPU run (training/prepare.py)
     lit-attention compare ...                      a sweep of runs (lit_attention/sweep/compare.py)
     lit-attention inspect ...                      what a trained run learned (lit_attention/analysis/)
 
@@ -30,7 +31,7 @@ from lit_attention.sweep import die_with_parent
 
 TRACEBACK_ENV = "LIT_ATTENTION_TRACEBACK"
 RUN_COMMANDS = ("fit", "validate", "test", "predict")
-COMMANDS = (*RUN_COMMANDS, "compare", "inspect")
+COMMANDS = (*RUN_COMMANDS, "prepare", "compare", "inspect")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -48,6 +49,10 @@ def main(argv: list[str] | None = None) -> None:
             from lit_attention.sweep.compare import run as compare
 
             compare(words[1:])
+        elif words and words[0] == "prepare":
+            from lit_attention.training.prepare import run as prepare
+
+            prepare(words[1:])
         elif words and words[0] == "inspect":
             from lit_attention.analysis.command import run as inspect
 
@@ -87,7 +92,7 @@ def run_command_help(command: str) -> str:
     return text
 
 
-OVERVIEW = """usage: lit-attention {fit,validate,test,predict,compare,inspect} [options]
+OVERVIEW = """usage: lit-attention {fit,validate,test,predict,prepare,compare,inspect} [options]
 
 Train and compare attention variants with PyTorch Lightning.
 
@@ -96,6 +101,7 @@ commands:
   validate   score a trained run's checkpoint on the validation split (--ckpt_path best, last or a path)
   test       score a trained run's checkpoint on the test split
   predict    run a trained model on your own files (--data.predict_files)
+  prepare    tokenize a recipe's corpus once, before a multi-GPU fit (the fit's --config and options)
   compare    train a recipe over variants, seeds and a grid of settings, and report paired statistics
   inspect    what a trained run's attention learned (patterns, W_A, spectra, CKA): --ckpt_path <run dir>
 

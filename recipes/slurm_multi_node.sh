@@ -11,5 +11,8 @@
 set -euo pipefail
 RECIPE=${1:?usage: sbatch recipes/slurm_multi_node.sh <recipe.yaml> [extra lit-attention arguments]}
 shift
+# Tokenize the corpus once, in this one process, before the tasks start: they would wait for it at a
+# barrier that gives up after 30 minutes (a prepared corpus is found at once).
+.venv/bin/lit-attention prepare --config "$RECIPE" "$@"
 srun .venv/bin/lit-attention fit --config "$RECIPE" --config recipes/trainer/multi_node.yaml \
     --trainer.num_nodes "$SLURM_NNODES" --trainer.devices "$SLURM_GPUS_PER_NODE" "$@"

@@ -181,6 +181,13 @@ def write(path: Path, text: str) -> str:
     return str(path)
 
 
+def sharded_checkpoint(path: Path) -> str:
+    """A directory where a checkpoint file is expected, as FSDP's sharded checkpoints are written."""
+    path.mkdir()
+    (path / ".metadata").write_bytes(b"")
+    return str(path)
+
+
 def image_tree(root: Path, empty_class: bool = False, corrupt: bool = False) -> str:
     for name in ("cat", "dog"):
         (root / "train" / name).mkdir(parents=True)
@@ -228,6 +235,11 @@ BAD_INPUTS = {
     "predict without a checkpoint": (lambda d: ["predict", *TINY_VIT], "predict needs a trained model"),
     "predict without files": (lambda d: ["predict", *TINY_VIT, "--ckpt_path=last"], "nothing to predict on"),
     "optimizer override": (lambda d: [*TINY_VIT, "--optimizer=SGD"], "--optimizer is not available"),
+    "sharded FSDP checkpoints": (lambda d: [*TINY_VIT, "--trainer.strategy=lightning.pytorch.strategies.FSDPStrategy",
+                                            "--trainer.strategy.state_dict_type=sharded"],
+                                 "--trainer.strategy.state_dict_type 'sharded' is not supported"),
+    "a checkpoint directory": (lambda d: [*TINY_VIT, f"--ckpt_path={sharded_checkpoint(d / 'model.ckpt')}"],
+                               "model.ckpt' is a directory"),
 }
 FOUND_LATE = {"corrupt image mid-training"}  # a file is only read when its batch comes
 
@@ -251,6 +263,18 @@ def test_bad_input_is_one_sentence_and_nothing_written_changes(case, in_tmp, fin
     if case not in FOUND_LATE:
         assert set(after) == set(before), "a failed start left files behind"
     assert not [p for p in (in_tmp / "runs").rglob("version_*") if p.is_dir() and not any(p.iterdir())]
+
+
+@pytest.mark.parametrize("command", ["fit", "validate"])
+def test_ckpt_path_last_on_a_checkpoint_directory_is_one_sentence(command, in_tmp, finished_run, capsys):
+    [last] = copy_runs(finished_run(TINY_VIT), in_tmp).glob("**/checkpoints/last.ckpt")
+    last.unlink()
+    sharded_checkpoint(last)
+    before = checksums(in_tmp / "runs")
+    capsys.readouterr()
+    assert run_main([command, *TINY_VIT, "--ckpt_path=last"]) == 2
+    assert "last.ckpt' is a directory" in capsys.readouterr().err  # not a new run beside it
+    assert checksums(in_tmp / "runs") == before
 
 
 def test_compare_into_an_unwritable_output_is_one_sentence(in_tmp, capsys):

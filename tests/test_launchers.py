@@ -68,3 +68,23 @@ def test_a_forked_ddp_run_starts_its_second_rank(tmp_path, monkeypatch):
     assert status == 0 and kind is FORKED, line
     found = record(tmp_path)
     assert found["optimizer_steps"] == 2 * 4 and found["samples_seen"] == 2 * 4 * 64 * 2  # both ranks' batches
+
+
+# What sbatch and srun set in a job step of one task on one node: Lightning's SLURM environment takes
+# a process with these for one of SLURM's tasks, and refuses a 2-device run in it.
+ONE_SLURM_TASK = {"SLURM_NTASKS": "1", "SLURM_NTASKS_PER_NODE": "1", "SLURM_NNODES": "1", "SLURM_JOB_NAME": "sweep",
+                  "SLURM_JOB_ID": "4242", "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0",
+                  "SLURM_NODELIST": "node1"}
+SHOW_SLURM = "import json, os; print(json.dumps({k: v for k, v in os.environ.items() if k.startswith('SLURM_')}))"
+
+
+@pytest.mark.slow
+def test_a_local_ddp_run_inside_a_slurm_allocation_is_not_taken_for_a_slurm_task(tmp_path, monkeypatch):
+    for name, value in ONE_SLURM_TASK.items():
+        monkeypatch.setenv(name, value)
+    commands = [fit(tmp_path, "--trainer.devices=2", "--trainer.strategy=ddp"), [sys.executable, "-c", SHOW_SLURM]]
+    [(status, line, kind), (shown, seen, started)] = launch(LocalLauncher(parallel=1), commands, tmp_path / "logs", monkeypatch)
+    assert status == 0 and kind is FORKED, line
+    assert record(tmp_path)["optimizer_steps"] == 2 * 4
+    # A fresh process gets the same environment: only the job's id, nothing that makes it a task.
+    assert shown == 0 and started is subprocess.Popen and json.loads(seen) == {"SLURM_JOB_ID": "4242"}, seen

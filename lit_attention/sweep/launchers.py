@@ -12,7 +12,8 @@ each finished run (its exit status and the last line it printed) through a callb
   imports not to matter) with its own `devices_per_run` of the visible GPUs (CUDA_VISIBLE_DEVICES) and
   `--trainer.devices` to match, so a run may itself be DDP; `fresh=True` (--fresh-processes) starts CPU
   runs that way too. Every process of a local sweep dies with its parent (`die_with_parent`), so a
-  killed sweep leaves no run behind holding its directory.
+  killed sweep leaves no run behind holding its directory. Inside a SLURM allocation a local run is
+  not one of SLURM's tasks, so its environment loses the SLURM variables (`local_environment`).
 * `SlurmLauncher`: one SLURM job per run through submitit; a multi-node run is one job of
   `nodes x gpus_per_node` tasks, each running the command, which Lightning's SLURM environment joins
   into one DDP run. `cluster="local"` runs the same jobs with submitit's local executor (tests, CI).
@@ -36,6 +37,9 @@ from lit_attention.errors import ConfigError
 
 Done = Callable[["Job", int, str], None]  # (job, exit status, last line of its output)
 PARENT = "LIT_ATTENTION_PARENT"  # in the processes of a local sweep: the pid of the process each dies with
+# The one SLURM variable a local run keeps: it names the allocation the sweep ran in, and Lightning reads
+# it only once it has taken the process for a SLURM task, which it no longer does without the others.
+SLURM_KEPT = ("SLURM_JOB_ID",)
 
 
 @dataclass
@@ -69,6 +73,14 @@ def die_with_parent() -> None:
         print("error: the sweep this process belongs to has ended.", file=sys.stderr, flush=True)
         os._exit(1)
     os.environ[PARENT] = str(os.getpid())
+
+
+def local_environment(environment: dict[str, str]) -> dict[str, str]:
+    """The environment of a run this machine starts itself: without SLURM's variables (but its job
+    id), since Lightning takes a process that has SLURM_NTASKS for one of SLURM's tasks and then takes
+    its rank, node and device count from SLURM (a 2-device run in a 1-task step is refused), and
+    reads a rank from SLURM_PROCID."""
+    return {name: value for name, value in environment.items() if not name.startswith("SLURM_") or name in SLURM_KEPT}
 
 
 def run_forked(command: list[str], log: str, threads: int, environment: dict[str, str]) -> None:
@@ -142,10 +154,10 @@ class LocalLauncher:
     def start(self, job: Job, slot: int):
         if self.fork and job.command[:2] == [sys.executable, "-m"]:
             process = multiprocessing.get_context("forkserver").Process(
-                target=run_forked, args=(job.command, str(job.log), self.threads(), dict(os.environ)))
+                target=run_forked, args=(job.command, str(job.log), self.threads(), local_environment(dict(os.environ))))
             process.start()
             return process
-        env = {**os.environ, PARENT: str(os.getpid())}
+        env = {**local_environment(dict(os.environ)), PARENT: str(os.getpid())}
         if self.gpus:
             first = slot * self.devices_per_run
             env["CUDA_VISIBLE_DEVICES"] = ",".join(self.gpus[first : first + self.devices_per_run])

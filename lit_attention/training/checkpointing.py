@@ -5,7 +5,7 @@
   checkpoint intact, never a truncated one.
 * `LastCheckpoint`: keeps `last.ckpt` current: every N optimizer steps, after every validation and
   at the end of every epoch.
-* `ExactResume`: the global random states (torch, CUDA, numpy, Python) travel with every checkpoint
+* `ExactResume`: the global random states (random_states.py) travel with every checkpoint
   and are restored when training resumes, and so does the data position in a case Lightning misses.
 * `read_checkpoint` / `checkpoint_mismatch`: a checkpoint passed to `--ckpt_path` is read and
   compared with the configured model before any data is prepared.
@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import inspect
 import os
-import random
 from pathlib import Path
 from typing import Any
 
 import lightning as L
-import numpy as np
 import torch
 from lightning.fabric.plugins import CheckpointIO, TorchCheckpointIO
 from lightning.pytorch.callbacks import Checkpoint
@@ -33,6 +31,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from lit_attention.modeling.attention import resolve_spec
 from lit_attention.errors import ConfigError
 from lit_attention.training.lightning_internals import load_pending_loader_states, validation_follows
+from lit_attention.training.random_states import gathered_random_states, restore_own_states, seed_own_stream
 from lit_attention.training.run_dirs import CHECKPOINTS, LAST, newest_version
 from lit_attention.training.tasks.base import TaskModule
 
@@ -176,7 +175,9 @@ class ExactResume(L.Callback):
       back the moment Lightning restores the callbacks, before anything of the resumed run draws from
       them: the sanity check draws inside Lightning's `isolate_rng`, and the first training batch
       (fetched ahead when the loop sets up its data) then gets the augmentation the uninterrupted run
-      gave it. Under DDP the checkpoint holds rank 0's states; every rank resumes from them.
+      gave it. Under DDP the checkpoint holds every rank's states, and each rank resumes from its own.
+    * A new run's ranks draw their own dropout masks (`seed_own_stream`, at fit start: after the
+      model is built and sharded alike on every rank; a resumed run's states come from the checkpoint).
     * The training DataLoader's position: Lightning loads it only while it builds the loader during
       `fit`, but `trainer.estimated_stepping_batches` (read in `configure_optimizers` when no
       `max_steps` is given) builds the loader before the checkpoint is restored. The saved position
@@ -184,37 +185,18 @@ class ExactResume(L.Callback):
     """
 
     def state_dict(self) -> dict[str, Any]:
-        return random_states()
+        return gathered_random_states()
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        set_random_states(state_dict)
+        for note in restore_own_states(state_dict):
+            rank_zero_info(note)
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        if trainer.ckpt_path is None:
+            seed_own_stream(trainer.global_rank)
 
     def on_train_start(self, trainer, pl_module) -> None:
         load_pending_loader_states(trainer)
-
-
-def random_states() -> dict[str, Any]:
-    """torch, CUDA, numpy and Python random states as tensors and plain values (so that Lightning's
-    `weights_only` checkpoint loading accepts them)."""
-    _, keys, position, has_gauss, gauss = np.random.get_state()
-    version, python_state, python_gauss = random.getstate()
-    return {
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-        "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(position),
-                  "has_gauss": int(has_gauss), "gauss": float(gauss)},
-        "python": [version, list(python_state), python_gauss],
-    }
-
-
-def set_random_states(states: dict[str, Any]) -> None:
-    torch.set_rng_state(states["torch"])
-    if states["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
-    numpy = states["numpy"]
-    np.random.set_state(("MT19937", numpy["keys"].numpy().astype(np.uint32), numpy["pos"], numpy["has_gauss"], numpy["gauss"]))
-    version, python_state, python_gauss = states["python"]
-    random.setstate((version, tuple(python_state), python_gauss))
 
 
 # ---------------------------------------------------------------------------------------- finding
@@ -248,6 +230,8 @@ def resolve_checkpoint(ckpt_path: str | None, base: Path, command: str) -> str |
                               "train the run first, or pass a checkpoint's path.")
         return str(found[-1])
     last = newest / CHECKPOINTS / LAST if newest else None
+    if last is not None and last.is_dir():
+        raise ConfigError(directory_sentence(last))
     if last is not None and last.is_file():
         rank_zero_info(f"--ckpt_path last: {last}")
         return str(last)
@@ -261,8 +245,15 @@ def resolve_checkpoint(ckpt_path: str | None, base: Path, command: str) -> str |
 # ---------------------------------------------------------------------------------------- reading
 
 
+def directory_sentence(path: str | os.PathLike) -> str:
+    return (f"Checkpoint {str(path)!r} is a directory (a sharded checkpoint, as FSDP's state_dict_type 'sharded' writes), "
+            "which lit-attention neither writes nor reads; pass a .ckpt file.")
+
+
 def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     """The checkpoint at `path`, memory-mapped (cheap even for big models), or a ConfigError saying why not."""
+    if Path(path).is_dir():
+        raise ConfigError(directory_sentence(path))
     if not Path(path).is_file():
         raise ConfigError(f"Checkpoint {str(path)!r} does not exist; pass the path of a .ckpt file, or 'last' to resume the latest run of this recipe.")
     try:

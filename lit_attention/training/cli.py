@@ -39,6 +39,7 @@ from lit_attention.training.checkpointing import (
     with_atomic_checkpoints,
 )
 from lit_attention.training.cli_input import (
+    check_data_prepared,
     check_trainer_settings,
     copy_data_sizes,
     joined_negative_values,
@@ -202,6 +203,8 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
             raise SystemExit(0)
         check_trainer_settings(self.run_config.trainer)
         check_trainer_values(self.run_config.trainer, runs_on_cpu(self.run_config.trainer))
+        if self.subcommand != "predict":
+            check_data_prepared(self.run_config.trainer, self.built_datamodule)
         with torch.device("meta"):
             meta_model = instantiate_config(self.run_config.model)
         check_fits_memory(meta_model, self.subcommand == "fit", runs_on_cpu(self.run_config.trainer))

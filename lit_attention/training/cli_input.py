@@ -81,6 +81,14 @@ def check_trainer_settings(trainer) -> None:
     if limit is not None and not isinstance(limit, bool) and (limit <= 0):
         raise ConfigError(f"--trainer.limit_train_batches {limit} is invalid: the run would train nothing; give a "
                           "number of batches (e.g. 10), a fraction of the epoch in (0, 1], or leave it unset.")
+    strategy = trainer.get("strategy")
+    options = strategy.get("init_args") if hasattr(strategy, "get") else None
+    if options is not None and str(options.get("state_dict_type")) == "sharded":
+        # A sharded checkpoint is a directory: the atomic writer, `--ckpt_path last` and reading a
+        # checkpoint before the run starts all take one file.
+        raise ConfigError("--trainer.strategy.state_dict_type 'sharded' is not supported: a run's checkpoints are single "
+                          "files that resume and load everywhere; use state_dict_type 'full' (the default), which gathers "
+                          "them on rank 0.")
     devices = trainer.get("devices")
     if str(devices).strip() in ("0", "[]", "") or (isinstance(devices, (list, tuple)) and not devices):
         raise ConfigError(f"--trainer.devices {devices!r} is invalid; give a number of devices (e.g. 1), a list of "
@@ -97,3 +105,32 @@ def check_trainer_settings(trainer) -> None:
             f"--trainer.accelerator {accelerator} asks for a GPU but none is visible here (torch.cuda.is_available() "
             "is False); use --trainer.accelerator cpu, or stack recipes/trainer/cpu_debug.yaml instead of a GPU preset."
         )
+
+
+def processes_in_run(trainer) -> int:
+    """How many training processes the trainer settings start (devices per node x nodes), as Lightning counts them."""
+    devices = trainer.get("devices") if trainer.get("devices") is not None else "auto"
+    accelerator = str(trainer.get("accelerator") or "auto")
+    on_cpu = accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())
+    text = str(devices).strip()
+    if isinstance(devices, (list, tuple)):
+        per_node = len(devices)
+    elif text in ("auto", "-1"):  # every visible GPU; one process on CPU for auto, a core each for -1
+        per_node = (os.cpu_count() or 1) if on_cpu and text == "-1" else 1 if on_cpu else torch.cuda.device_count()
+    elif "," in text:  # "0,1": device indices
+        per_node = len([index for index in text.split(",") if index.strip()])
+    else:
+        per_node = int(text) if text.isdigit() else 1
+    return per_node * int(trainer.get("num_nodes") or 1)
+
+
+def check_data_prepared(trainer, datamodule) -> None:
+    """A run of several processes on data whose preparing takes long is refused: Lightning prepares it
+    on local rank 0 while the other ranks wait at a barrier that gives up after 30 minutes."""
+    processes = processes_in_run(trainer)
+    # A DataModule from outside the suite (a plain LightningDataModule) says nothing: it is not refused.
+    unprepared = getattr(datamodule, "unprepared", lambda: None)() if processes > 1 else None
+    if unprepared:
+        raise ConfigError(f"{unprepared} are not prepared yet, and a run of {processes} processes would make them on one "
+                          "while the others wait at a barrier that times out; prepare them once with `lit-attention "
+                          "prepare` and this command's --config and --data options, then start the run again.")
