@@ -5,7 +5,10 @@
     lit-attention inspect ...                      what a trained run learned (lit_attention/analysis/)
 
 Exit status: 0 done, 2 bad input (one sentence on stderr, no traceback unless
-LIT_ATTENTION_TRACEBACK=1), 3 the training loss became NaN or infinite.
+LIT_ATTENTION_TRACEBACK=1), 3 the training loss became NaN or infinite, 143 (128 + SIGTERM) stopped
+by SIGTERM: a preempted or timed-out job; fit wrote last.ckpt at the step it stopped, and the sentence
+it printed is the `--ckpt_path last` command that resumes it (training/preemption.py). A SLURM job
+script can requeue on 143 (`scontrol requeue`, or slurm.conf's RequeueExit=143).
 """
 
 from __future__ import annotations

@@ -68,3 +68,12 @@ def test_a_forked_ddp_run_starts_its_second_rank(tmp_path, monkeypatch):
     assert status == 0 and kind is FORKED, line
     found = record(tmp_path)
     assert found["optimizer_steps"] == 2 * 4 and found["samples_seen"] == 2 * 4 * 64 * 2  # both ranks' batches
+
+
+def test_a_run_ended_by_sigterm_is_reported_with_its_non_zero_status(tmp_path, monkeypatch):
+    """compare counts a run as done only by its record; the launcher hands on the status of a run that
+    SIGTERM stopped (lit-attention's 143, or -15 for a process the signal killed) so the run is FAILED."""
+    commands = [["sh", "-c", "kill -TERM $$"], ["sh", "-c", "echo 'fit stopped on SIGTERM at step 6'; exit 143"]]
+    results = launch(LocalLauncher(parallel=2, fresh=True), commands, tmp_path, monkeypatch)
+    assert [(status, line) for status, line, _ in results] == [(-15, "$ sh -c kill -TERM $$"),
+                                                                (143, "fit stopped on SIGTERM at step 6")]

@@ -18,6 +18,7 @@ import lightning as L
 import torch
 from lightning.fabric.utilities.apply_func import apply_to_collection
 from lightning.pytorch.callbacks import BasePredictionWriter, ModelCheckpoint, ThroughputMonitor, TQDMProgressBar
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from lit_attention.modeling.attention import MultiHeadAttention
 from lit_attention.training.checkpointing import ExactResume, LastCheckpoint
@@ -102,19 +103,25 @@ class BestCheckpoint(ModelCheckpoint):
 
 class PredictionWriter(BasePredictionWriter):
     """Writes what `predict_step` returns (a list of JSON-able rows per batch) to a JSON-lines file,
-    batch by batch, so a long prediction run keeps what it has done."""
+    batch by batch, so a long prediction run keeps what it has done. Lightning's prediction loop never
+    looks at `trainer.received_sigterm`; this stops it after the batch just written (preemption.py)."""
 
     def __init__(self, path: str | Path) -> None:
         super().__init__(write_interval="batch")
         self.path = Path(path)
+        self.rows = 0
 
     def on_predict_start(self, trainer, pl_module) -> None:
         self.path.write_text("")
+        self.rows = 0
 
     def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch, batch_idx, dataloader_idx) -> None:
         with open(self.path, "a", encoding="utf-8") as file:
             for row in prediction:
                 file.write(json.dumps(row, ensure_ascii=False) + "\n")
+        self.rows += len(prediction)
+        if trainer.received_sigterm:
+            raise SIGTERMException
 
 
 class ProgressBar(TQDMProgressBar):

@@ -3,8 +3,8 @@
 * `atomic_save` / `AtomicCheckpointIO`: every checkpoint is written to a temporary file in its own
   directory, flushed to disk, then renamed over the old one, so a kill mid-write leaves the previous
   checkpoint intact, never a truncated one.
-* `LastCheckpoint`: keeps `last.ckpt` current: every N optimizer steps, after every validation and
-  at the end of every epoch.
+* `LastCheckpoint`: keeps `last.ckpt` current: every N optimizer steps, after every validation, at
+  the end of every epoch, and when SIGTERM stops training (preemption.py).
 * `ExactResume`: the global random states (torch, CUDA, numpy, Python) travel with every checkpoint
   and are restored when training resumes, and so does the data position in a case Lightning misses.
 * `read_checkpoint` / `checkpoint_mismatch`: a checkpoint passed to `--ckpt_path` is read and
@@ -29,6 +29,7 @@ from lightning.fabric.plugins import CheckpointIO, TorchCheckpointIO
 from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from lit_attention.modeling.attention import resolve_spec
 from lit_attention.errors import ConfigError
@@ -149,6 +150,15 @@ class LastCheckpoint(Checkpoint):
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
         if not _step_based(trainer):
+            self.save(trainer)
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        """SIGTERM: Lightning stops after the step in progress and the validation it triggered, and that
+        point is kept. Not when the signal stopped a validation midway or came on an epoch's last batch of
+        an epoch-based run: Lightning resumes neither exactly, so last.ckpt stays at the save before."""
+        if not isinstance(exception, SIGTERMException) or trainer.state.fn != TrainerFn.FITTING:
+            return
+        if trainer.training and trainer.global_step > 0 and (_step_based(trainer) or not _epoch_over(trainer)):
             self.save(trainer)
 
 

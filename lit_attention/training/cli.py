@@ -46,6 +46,7 @@ from lit_attention.training.cli_input import (
     nulls_as_mappings,
 )
 from lit_attention.errors import ConfigError
+from lit_attention.training import preemption
 from lit_attention.training.lightning_internals import RecipeOverCheckpoint, subcommand_parser
 from lit_attention.training.parser_errors import abbreviation_sentence
 from lit_attention.training.recorder import finish_fit
@@ -106,11 +107,16 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
         self.previous_record: dict | None = None  # the record of the finished run this fit resumes
         try:
             super().__init__(*args, **kwargs)
-        except BaseException:
+        except BaseException as error:
+            trainer = getattr(self, "trainer", None)
+            writer = next((c for c in trainer.callbacks if isinstance(c, PredictionWriter)), None) if trainer else None
+            predicted = writer.rows if writer is not None else None
             if self.place is not None:  # no empty version_<k> for `--ckpt_path last` to find next time
-                trainer = getattr(self, "trainer", None)
                 trained = trainer is not None and trainer.fit_loop.epoch_loop.batch_progress.total.started > 0
-                remove_if_unused(self.place, trained)
+                remove_if_unused(self.place, trained or bool(predicted))
+            if isinstance(error, preemption.SIGTERMException):  # a SystemExit whose status would be 0
+                words = list(sys.argv[1:] if kwargs.get("args") is None else kwargs["args"])
+                preemption.stop(self.subcommand, words, trainer, self.place.directory if self.place else None, predicted)
             raise
         finally:
             if self.lock is not None:
