@@ -33,8 +33,10 @@ COMMANDS = (*RUN_COMMANDS, "compare", "inspect")
 def main(argv: list[str] | None = None) -> None:
     die_with_parent()  # in a process of a run that compare started: it ends with the sweep
     words = list(sys.argv[1:] if argv is None else argv)
-    if words in (["--help"], ["-h"]):  # without loading Lightning, which each command's own --help needs
+    if words in ([], ["--help"], ["-h"]):  # without loading Lightning, which each command's own --help needs
         print(OVERVIEW, end="")
+        if not words:  # a command is needed: a script that lost its arguments must not read success
+            sys.exit(2)
         return
     if len(words) == 2 and words[0] in RUN_COMMANDS and words[1] in ("--help", "-h"):
         print(run_command_help(words[0]), end="")
@@ -143,6 +145,9 @@ def check_command_line(words: list[str]) -> None:
                 raise ConfigError(f"--seed_everything {value} is invalid; seeds are whole numbers from 0.")
     for path in config_files(words):
         file = Path(path)
+        if file.is_dir():
+            raise ConfigError(f"Recipe {path!r} is a directory; pass one YAML file in it, such as "
+                              "recipes/quickstart/vit_digits.yaml.")
         if not file.is_file():
             raise ConfigError(f"Recipe {path!r} does not exist; pass a YAML file such as recipes/quickstart/vit_digits.yaml.")
         recipe = read_recipe(path)

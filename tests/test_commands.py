@@ -228,6 +228,13 @@ BAD_INPUTS = {
     "predict without a checkpoint": (lambda d: ["predict", *TINY_VIT], "predict needs a trained model"),
     "predict without files": (lambda d: ["predict", *TINY_VIT, "--ckpt_path=last"], "nothing to predict on"),
     "optimizer override": (lambda d: [*TINY_VIT, "--optimizer=SGD"], "--optimizer is not available"),
+    "attention setting given twice": (
+        lambda d: [*TINY_VIT, "--model.attention=super,value_mix_init=xavier,value_mix_init=normal"],
+        "sets value_mix_init twice (value_mix_init=xavier and value_mix_init=normal); give each axis or setting once."),
+    "recipe that is a directory": (lambda d: ["--config", str(ROOT / "recipes")],
+                                   "recipes' is a directory; pass one YAML file in it, such as recipes/quickstart"),
+    "checkpoint that is a directory": (lambda d: [*TINY_VIT, f"--ckpt_path={d / 'runs'}"],
+                                       "runs' is a directory; pass a checkpoint file, such as"),
 }
 FOUND_LATE = {"corrupt image mid-training"}  # a file is only read when its batch comes
 

@@ -273,6 +273,11 @@ def resolve_checkpoint(ckpt_path: str | None, base: Path, command: str) -> str |
 
 def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     """The checkpoint at `path`, memory-mapped (cheap even for big models), or a ConfigError saying why not."""
+    if Path(path).is_dir():
+        inside = sorted(Path(path).glob("**/checkpoints/last.ckpt")) or sorted(Path(path).glob("**/*.ckpt"))
+        example = str(inside[0]) if inside else f"{Path(path) / 'checkpoints' / LAST}"
+        raise ConfigError(f"Checkpoint {str(path)!r} is a directory; pass a checkpoint file, such as {example!r}, "
+                          "or last or best for this recipe's newest run.")
     if not Path(path).is_file():
         raise ConfigError(f"Checkpoint {str(path)!r} does not exist; pass the path of a .ckpt file, or 'last' to resume the latest run of this recipe.")
     try:
