@@ -235,6 +235,10 @@ BAD_INPUTS = {
                                    "recipes' is a directory; pass one YAML file in it, such as recipes/quickstart"),
     "checkpoint that is a directory": (lambda d: [*TINY_VIT, f"--ckpt_path={d / 'runs'}"],
                                        "runs' is a directory; pass a checkpoint file, such as"),
+    "validate over no batches": (lambda d: ["validate", *TINY_VIT, "--ckpt_path=last", "--trainer.limit_val_batches=0"],
+                                 "--trainer.limit_val_batches 0 leaves validate nothing to do"),
+    "fit testing no batches": (lambda d: [*TINY_VIT, "--run.test=true", "--trainer.limit_test_batches=0"],
+                               "--trainer.limit_test_batches 0 leaves --run.test nothing to do"),
 }
 FOUND_LATE = {"corrupt image mid-training"}  # a file is only read when its batch comes
 
@@ -247,7 +251,7 @@ def test_bad_input_is_one_sentence_and_nothing_written_changes(case, in_tmp, fin
     capsys.readouterr()
     make_args, message = BAD_INPUTS[case]
     args = make_args(in_tmp)
-    command = args if args[0] in ("predict", "fit") else ["fit", *args]
+    command = args if args[0] in ("predict", "fit", "validate") else ["fit", *args]
     assert run_main(command) == 2
     stderr = capsys.readouterr().err
     assert message in stderr and "Traceback" not in stderr, stderr[-2000:]

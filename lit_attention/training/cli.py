@@ -187,7 +187,7 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
             skip_null = "skip_null" in self.print_config_request
             print(subcommand_parser(self, self.subcommand).dump(self.run_config, skip_none=skip_null), end="")
             raise SystemExit(0)
-        check_trainer_settings(self.run_config.trainer)
+        check_trainer_settings(self.run_config.trainer, self.subcommand, self.run_config.run.test)
         with torch.device("meta"):
             meta_model = instantiate_config(self.run_config.model)
         self._place_run(meta_model)
