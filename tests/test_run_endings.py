@@ -41,9 +41,10 @@ def test_an_epoch_the_validation_interval_skips_is_validated_when_it_is_the_last
     assert [point[:2] for point in record["curve"]] == [[1, 4], [2, 6]]  # epoch 2 by the interval, 3 at the end
 
 
-def test_a_run_with_validation_switched_off_tests_its_final_weights_and_says_so(in_tmp):
+def test_a_run_with_validation_switched_off_tests_its_final_weights_and_says_so(in_tmp, capsys):
     record, run = fit("--trainer.max_epochs=1", "--trainer.limit_val_batches=0", "--run.test=true",
                       "--trainer.limit_test_batches=1")
     assert record["curve"] == [] and record["best"] is None  # no validation is added where none is asked for
     assert not list((run / "checkpoints").glob("best-*.ckpt"))
     assert record["test_checkpoint"] == "last" and "test/acc" in record["test"]
+    assert "so --run.test scores the final weights (record.json: test_checkpoint \"last\")" in capsys.readouterr().err

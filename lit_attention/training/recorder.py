@@ -8,6 +8,7 @@ record as one that never stopped (timings aside: they are wall-clock, summed ove
 from __future__ import annotations
 
 import hashlib
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -141,6 +142,9 @@ def finish_fit(trainer: L.Trainer, model, datamodule, directory: Path | None, fa
         # A run that never validated (limit_val_batches=0) has no best checkpoint: its final weights are
         # tested, and the record says so.
         best = getattr(trainer.checkpoint_callback, "best_model_path", None)
+        if not best and trainer.is_global_zero:
+            print("warning: no validation chose a best checkpoint, so --run.test scores the final weights "
+                  "(record.json: test_checkpoint \"last\").", file=sys.stderr, flush=True)
         results = trainer.test(model, datamodule=datamodule, ckpt_path=best or None, verbose=False)
         if record is not None:
             record["test"] = {k: float(v) for k, v in (results[0] if results else {}).items() if k.startswith("test/")}
