@@ -360,3 +360,11 @@ def test_progress_shows_the_step_and_no_negative_epoch_count(in_tmp, capsys):
     assert run_main(["fit", *TINY_GPT, f"--data.data_dir={in_tmp / 'data'}", "--trainer.enable_progress_bar=true"]) == 0
     shown = capsys.readouterr().out  # Lightning's bars write to stdout
     assert "step 4/4" in shown and "/-2" not in shown and "v_num" not in shown
+
+
+def test_a_run_directory_as_checkpoint_names_its_last_checkpoint(in_tmp, finished_run, capsys):
+    copy_runs(finished_run(TINY_VIT), in_tmp)
+    [run] = (in_tmp / "runs").glob("**/version_0")
+    assert run_main(["validate", *TINY_VIT, f"--ckpt_path={run}"]) == 2
+    assert (f"Checkpoint {str(run)!r} is a directory; pass a checkpoint file, such as "
+            f"{str(run / 'checkpoints/last.ckpt')!r}, or last or best") in capsys.readouterr().err

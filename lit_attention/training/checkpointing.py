@@ -154,8 +154,9 @@ class LastCheckpoint(Checkpoint):
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
         """SIGTERM: Lightning stops after the step in progress and the validation it triggered, and that
-        point is kept. Not when the signal stopped a validation midway or came on an epoch's last batch of
-        an epoch-based run: Lightning resumes neither exactly, so last.ckpt stays at the save before."""
+        point is kept. Not when the signal stopped a validation midway, nor after the last batch of an
+        epoch of an epoch-based run (a point this class never saves at, see above): last.ckpt then stays
+        at the save before."""
         if not isinstance(exception, SIGTERMException) or trainer.state.fn != TrainerFn.FITTING:
             return
         if trainer.training and trainer.global_step > 0 and (_step_based(trainer) or not _epoch_over(trainer)):
@@ -273,10 +274,11 @@ def resolve_checkpoint(ckpt_path: str | None, base: Path, command: str) -> str |
 
 def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     """The checkpoint at `path`, memory-mapped (cheap even for big models), or a ConfigError saying why not."""
-    if Path(path).is_dir():
-        inside = sorted(Path(path).glob("**/checkpoints/last.ckpt")) or sorted(Path(path).glob("**/*.ckpt"))
-        example = str(inside[0]) if inside else f"{Path(path) / 'checkpoints' / LAST}"
-        raise ConfigError(f"Checkpoint {str(path)!r} is a directory; pass a checkpoint file, such as {example!r}, "
+    if Path(path).is_dir():  # a run directory, most likely: name its last.ckpt (without walking a big tree)
+        inside = [Path(path) / CHECKPOINTS / LAST, Path(path) / LAST, *sorted(Path(path).glob("*.ckpt"))]
+        found = next((file for file in inside if file.is_file()), None)
+        example = repr(str(found)) if found else "a run directory's checkpoints/last.ckpt"
+        raise ConfigError(f"Checkpoint {str(path)!r} is a directory; pass a checkpoint file, such as {example}, "
                           "or last or best for this recipe's newest run.")
     if not Path(path).is_file():
         raise ConfigError(f"Checkpoint {str(path)!r} does not exist; pass the path of a .ckpt file, or 'last' to resume the latest run of this recipe.")

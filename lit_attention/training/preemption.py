@@ -16,6 +16,7 @@ import signal
 import sys
 from pathlib import Path
 
+import torch
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from lit_attention.training.run_dirs import CHECKPOINTS, LAST
@@ -27,7 +28,8 @@ __all__ = ["SIGTERMException", "SIGTERM_STATUS", "resume_command", "stop"]
 
 
 def resume_command(words: list[str]) -> str:
-    """`lit-attention <words>` (the command line, its subcommand first) with `--ckpt_path last` in place of any --ckpt_path given."""
+    """`lit-attention <words>` (the command line, its subcommand first) with `--ckpt_path last` in place
+    of any --ckpt_path given."""
     kept, skip = [], False
     for word in words:
         if skip:
@@ -40,8 +42,6 @@ def resume_command(words: list[str]) -> str:
 
 
 def checkpoint_step(path: Path) -> int | None:
-    import torch
-
     try:
         return int(torch.load(path, map_location="cpu", mmap=True, weights_only=True).get("global_step"))
     except Exception:  # noqa: BLE001  (unreadable: the sentence then names no step)
