@@ -12,6 +12,7 @@ from __future__ import annotations
 import glob
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -132,11 +133,23 @@ def predict_paths(patterns: str | list[str], extensions: tuple[str, ...] | None 
 
 
 def lines_of(paths: list[str]) -> list[str]:
-    """The non-empty lines of text files, in order (one prompt, text or source sentence per line)."""
+    """The non-empty lines of text files, in order (one prompt, text or source sentence per line). A file
+    that is not UTF-8 text (an image, an archive) is refused: decoded anyway, it would be predicted on
+    as garbage without a word."""
     lines = []
     for path in paths:
-        with open(path, encoding="utf-8", errors="replace") as file:
-            lines += [line.rstrip("\n") for line in file if line.strip()]
+        data = Path(path).read_bytes()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            line = data[: error.start].count(b"\n") + 1
+            raise ConfigError(f"predict_files {path!r} is not UTF-8 text (byte 0x{data[error.start]:02x} at line {line}); "
+                              "give text files with one input per line.") from None
+        if "\x00" in text:
+            raise ConfigError(f"predict_files {path!r} holds NUL bytes, so it is a binary file, not text; "
+                              "give text files with one input per line.")
+        # the lines a file opened as text gives (universal newlines: \n, \r\n and \r end a line)
+        lines += [line for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n") if line.strip()]
     if not lines:
         raise ConfigError(f"predict_files {paths} hold no text; put one input per line.")
     return lines

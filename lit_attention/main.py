@@ -9,7 +9,10 @@ Exit status: 0 done, 2 bad input (one sentence on stderr, no traceback unless
 LIT_ATTENTION_TRACEBACK=1), 3 the training loss became NaN or infinite, 1 a failure that is not the
 input's doing (a defect, a broken install): its traceback goes to a log file whose path is printed,
 the run directory's `traceback.log` when the run has one, else a file in the temporary directory
-(compare exits 1 too when one of its runs failed).
+(compare exits 1 too when one of its runs failed), 143 (128 + SIGTERM) stopped by SIGTERM: a
+preempted or timed-out job; fit wrote last.ckpt at the step it stopped, and the sentence it printed
+is the `--ckpt_path last` command that resumes it (training/preemption.py). A SLURM job script can
+requeue on 143 (`scontrol requeue`, or slurm.conf's RequeueExit=143).
 """
 
 from __future__ import annotations
@@ -37,8 +40,10 @@ COMMANDS = (*RUN_COMMANDS, "prepare", "compare", "inspect")
 def main(argv: list[str] | None = None) -> None:
     die_with_parent()  # in a process of a run that compare started: it ends with the sweep
     words = list(sys.argv[1:] if argv is None else argv)
-    if words in (["--help"], ["-h"]):  # without loading Lightning, which each command's own --help needs
+    if words in ([], ["--help"], ["-h"]):  # without loading Lightning, which each command's own --help needs
         print(OVERVIEW, end="")
+        if not words:  # a command is needed: a script that lost its arguments must not read success
+            sys.exit(2)
         return
     if len(words) == 2 and words[0] in RUN_COMMANDS and words[1] in ("--help", "-h"):
         print(run_command_help(words[0]), end="")
@@ -190,6 +195,9 @@ def check_command_line(words: list[str]) -> None:
                                   f"{2**32 - 1} (2**32 - 1, the range numpy's seeding takes).")
     for path in config_files(words):
         file = Path(path)
+        if file.is_dir():
+            raise ConfigError(f"Recipe {path!r} is a directory; pass one YAML file in it, such as "
+                              "recipes/quickstart/vit_digits.yaml.")
         if not file.is_file():
             raise ConfigError(f"Recipe {path!r} does not exist; pass a YAML file such as recipes/quickstart/vit_digits.yaml.")
         recipe = read_recipe(path)

@@ -317,6 +317,8 @@ def test_every_variant_runs_through_scaled_dot_product_attention(variant, causal
         (lambda: MultiHeadAttention(DIM, HEADS, "super"), "max_len=None is invalid: variant 'super' mixes values with W_A"),
         (lambda: MultiHeadAttention(DIM, HEADS, "super,value_mix_init=zeros", max_len=8), "Unknown value_mix_init option 'zeros'; valid value_mix_init options are identity, xavier, orthogonal, normal"),
         (lambda: MultiHeadAttention(DIM, HEADS, "query=residual_mlp,key"), "Malformed attention spec 'query=residual_mlp,key': 'key' is not an axis=option pair"),
+        (lambda: MultiHeadAttention(DIM, HEADS, "super,value_mix_init=xavier,value_mix_init=normal", max_len=8),
+         "sets value_mix_init twice (value_mix_init=xavier and value_mix_init=normal)"),
         (lambda: MultiHeadAttention(DIM, HEADS, "standard,query_scale=third"), "Unknown query_scale option 'third'; valid query_scale options are standard, half"),
         (lambda: MultiHeadAttention(DIM, HEADS, "nonlinear_query,query_hidden=0"), "query_hidden=0 is invalid; give a positive width r"),
         (lambda: MultiHeadAttention(DIM, HEADS, causal=True, cross_attention=True), "causal=True is for self-attention"),

@@ -240,6 +240,17 @@ BAD_INPUTS = {
                                  "--trainer.strategy.state_dict_type 'sharded' is not supported"),
     "a checkpoint directory": (lambda d: [*TINY_VIT, f"--ckpt_path={sharded_checkpoint(d / 'model.ckpt')}"],
                                "model.ckpt' is a directory"),
+    "attention setting given twice": (
+        lambda d: [*TINY_VIT, "--model.attention=super,value_mix_init=xavier,value_mix_init=normal"],
+        "sets value_mix_init twice (value_mix_init=xavier and value_mix_init=normal); give each axis or setting once."),
+    "recipe that is a directory": (lambda d: ["--config", str(ROOT / "recipes")],
+                                   "recipes' is a directory; pass one YAML file in it, such as recipes/quickstart"),
+    "checkpoint that is a directory": (lambda d: [*TINY_VIT, f"--ckpt_path={d / 'runs'}"],
+                                       "runs' is a directory; pass a checkpoint file, such as"),
+    "validate over no batches": (lambda d: ["validate", *TINY_VIT, "--ckpt_path=last", "--trainer.limit_val_batches=0"],
+                                 "--trainer.limit_val_batches 0 leaves validate nothing to do"),
+    "fit testing no batches": (lambda d: [*TINY_VIT, "--run.test=true", "--trainer.limit_test_batches=0"],
+                               "--trainer.limit_test_batches 0 leaves --run.test nothing to do"),
 }
 FOUND_LATE = {"corrupt image mid-training"}  # a file is only read when its batch comes
 
@@ -252,7 +263,7 @@ def test_bad_input_is_one_sentence_and_nothing_written_changes(case, in_tmp, fin
     capsys.readouterr()
     make_args, message = BAD_INPUTS[case]
     args = make_args(in_tmp)
-    command = args if args[0] in ("predict", "fit") else ["fit", *args]
+    command = args if args[0] in ("predict", "fit", "validate") else ["fit", *args]
     assert run_main(command) == 2
     stderr = capsys.readouterr().err
     assert message in stderr and "Traceback" not in stderr, stderr[-2000:]
@@ -373,3 +384,11 @@ def test_progress_shows_the_step_and_no_negative_epoch_count(in_tmp, capsys):
     assert run_main(["fit", *TINY_GPT, f"--data.data_dir={in_tmp / 'data'}", "--trainer.enable_progress_bar=true"]) == 0
     shown = capsys.readouterr().out  # Lightning's bars write to stdout
     assert "step 4/4" in shown and "/-2" not in shown and "v_num" not in shown
+
+
+def test_a_run_directory_as_checkpoint_names_its_last_checkpoint(in_tmp, finished_run, capsys):
+    copy_runs(finished_run(TINY_VIT), in_tmp)
+    [run] = (in_tmp / "runs").glob("**/version_0")
+    assert run_main(["validate", *TINY_VIT, f"--ckpt_path={run}"]) == 2
+    assert (f"Checkpoint {str(run)!r} is a directory; pass a checkpoint file, such as "
+            f"{str(run / 'checkpoints/last.ckpt')!r}, or last or best") in capsys.readouterr().err

@@ -264,3 +264,21 @@ def test_worker_processes_read_the_same_windows(tmp_path, text_files):
     assert loaders[1].persistent_workers and not loaders[0].persistent_workers
     for (a_in, a_tgt), (b_in, b_tgt) in zip(*loaders, strict=True):
         assert torch.equal(a_in, b_in) and torch.equal(a_tgt, b_tgt)
+
+
+@pytest.mark.parametrize("content, words", [
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "is not UTF-8 text (byte 0x89 at line 1)"),
+    (b"a prompt\nthen\x00\x01binary\n", "holds NUL bytes, so it is a binary file, not text"),
+], ids=["png", "nul-bytes"])
+def test_a_binary_predict_file_is_refused_naming_it(tmp_path, text_files, content, words):
+    binary = tmp_path / "picture.png"
+    binary.write_bytes(content)
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("def f(x):\r\nclass A:\n", encoding="utf-8")
+    module = make_dm(tmp_path, text_files, tokenizer="bytes", predict_files=[str(prompts), str(binary)])
+    with pytest.raises(ConfigError) as refused:
+        module.setup("predict")
+    assert f"predict_files {str(binary)!r} {words}; give text files with one input per line." == str(refused.value)
+    text = make_dm(tmp_path, text_files, tokenizer="bytes", predict_files=str(prompts))
+    text.setup("predict")
+    assert text.predict_set == ["def f(x):", "class A:"]

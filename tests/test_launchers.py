@@ -88,3 +88,43 @@ def test_a_local_ddp_run_inside_a_slurm_allocation_is_not_taken_for_a_slurm_task
     assert record(tmp_path)["optimizer_steps"] == 2 * 4
     # A fresh process gets the same environment: only the job's id, nothing that makes it a task.
     assert shown == 0 and started is subprocess.Popen and json.loads(seen) == {"SLURM_JOB_ID": "4242"}, seen
+
+
+def test_a_run_ended_by_sigterm_is_reported_with_its_non_zero_status(tmp_path, monkeypatch):
+    """compare counts a run as done only by its record; the launcher hands on the status of a run that
+    SIGTERM stopped (lit-attention's 143, or -15 for a process the signal killed) so the run is FAILED."""
+    commands = [["sh", "-c", "kill -TERM $$"], ["sh", "-c", "echo 'fit stopped on SIGTERM at step 6'; exit 143"]]
+    results = launch(LocalLauncher(parallel=2, fresh=True), commands, tmp_path, monkeypatch)
+    assert [(status, line) for status, line, _ in results] == [(-15, "$ sh -c kill -TERM $$"),
+                                                                (143, "fit stopped on SIGTERM at step 6")]
+
+
+def test_sigterm_to_the_sweep_reaches_its_runs_which_are_reported_as_they_end(tmp_path):
+    """A preempted local sweep passes SIGTERM on to the runs in progress and waits for them (a run
+    finishes its step and writes last.ckpt, then exits 143), reports each, and exits 143 itself."""
+    import os
+    import signal
+    import threading
+    import time
+
+    # A run that saves and exits 143 on SIGTERM, and ends by itself (exit 0) after about 10 s without one.
+    run = "trap 'echo saved at step 6; exit 143' TERM; touch {0}; i=0; while [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done"
+    commands = [["sh", "-c", run.format(tmp_path / f"started_{i}")] for i in range(2)]
+
+    def terminate_when_started() -> None:
+        deadline = time.monotonic() + 60
+        while not all((tmp_path / f"started_{i}").exists() for i in range(2)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        handler = getattr(signal.getsignal(signal.SIGTERM), "__qualname__", "")
+        if handler.startswith("_raise_on_sigterm"):  # never into pytest itself, if the launcher set no handler
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    before = signal.getsignal(signal.SIGTERM)
+    threading.Thread(target=terminate_when_started, daemon=True).start()
+    reported = {}
+    jobs = [Job(i, command, tmp_path / f"{i}.log") for i, command in enumerate(commands)]
+    with pytest.raises(SystemExit) as exit_:
+        LocalLauncher(parallel=2, fresh=True).run(jobs, lambda job, status, line: reported.__setitem__(job.key, (status, line)))
+    assert exit_.value.code == 143
+    assert reported == {0: (143, "saved at step 6"), 1: (143, "saved at step 6")}  # FAILED in compare's table
+    assert signal.getsignal(signal.SIGTERM) == before

@@ -172,8 +172,9 @@ def test_refitting_a_finished_run_for_its_test_scores_adds_only_them(runs, capsy
                                     "--run.test=true"], capsys)
     assert status == 0, err[-2000:]
     record = json.loads((runs / RUN / "record.json").read_text())
-    assert set(record["test"]) >= {"test/acc", "test/loss"}
-    assert {k: v for k, v in record.items() if k != "test"} == {k: v for k, v in first.items() if k != "test"}
+    assert set(record["test"]) >= {"test/acc", "test/loss"} and record["test_checkpoint"] == "best"
+    tested = ("test", "test_checkpoint")  # the scores and which weights they are of
+    assert {k: v for k, v in record.items() if k not in tested} == {k: v for k, v in first.items() if k not in tested}
 
 
 @pytest.mark.parametrize("name", ["../../escaped_run", "/tmp/absolute_run", "a//b", "a/./b", ""])
@@ -467,17 +468,22 @@ def test_the_tensorboard_hint_is_quoted_for_a_path_with_spaces(tmp_path, capsys,
 
 @pytest.mark.slow  # a fresh interpreter
 def test_help_and_compare_help_do_not_load_lightning(tmp_path):
-    """A fresh interpreter (what is imported is what is tested): the overview and compare's options come
-    without Lightning; `fit --help` needs it (the options are the Trainer's)."""
+    """A fresh interpreter (what is imported is what is tested): the overview (also for no arguments at
+    all, which exits 2: a command is needed) and compare's options come without Lightning; `fit --help`
+    needs it (the options are the Trainer's)."""
     import subprocess
     import sys
 
-    code = ("import sys\nfrom lit_attention.main import main\nfor words in (['--help'], ['compare', '--help']):\n"
-            "    try:\n        main(words)\n    except SystemExit as exit_:\n        assert exit_.code in (0, None), exit_\n"
+    code = ("import sys\nfrom lit_attention.main import main\n"
+            "for words, status in (([], 2), (['--help'], None), (['compare', '--help'], 0)):\n"
+            "    try:\n        main(words)\n        assert status is None, words\n"
+            "    except SystemExit as exit_:\n        assert exit_.code == status, (words, exit_.code)\n"
             "print('lightning loaded:', 'lightning' in sys.modules)\n")
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "commands:" in result.stdout and "--variants" in result.stdout
+    assert result.stdout.count("commands:") == 2 and "--variants" in result.stdout
+    for command in ("fit", "validate", "test", "predict", "compare", "inspect"):
+        assert f"\n  {command} " in result.stdout
     assert "lightning loaded: False" in result.stdout
 
 

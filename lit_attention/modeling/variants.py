@@ -246,6 +246,9 @@ def resolve_spec(variant: str | dict | AttentionSpec | Variant) -> AttentionSpec
                     f"write for example {SPEC_EXAMPLES}."
                 )
             key, value = (part.strip() for part in item.split("=", 1))
+            if key in settings:  # the second would silently win, as a YAML key given twice would
+                raise ConfigError(f"Attention spec {variant!r} sets {key} twice ({key}={settings[key]} and {key}={value}); "
+                                  "give each axis or setting once.")
             settings[key] = value
         return resolve_spec(settings)
     raise ConfigError(

@@ -14,6 +14,8 @@ each finished run (its exit status and the last line it printed) through a callb
   runs that way too. Every process of a local sweep dies with its parent (`die_with_parent`), so a
   killed sweep leaves no run behind holding its directory. Inside a SLURM allocation a local run is
   not one of SLURM's tasks, so its environment loses the SLURM variables (`local_environment`).
+  SIGTERM (a preempted sweep) is passed on to the runs in progress, which save their step and exit
+  143; the sweep reports them and exits 143 too.
 * `SlurmLauncher`: one SLURM job per run through submitit; a multi-node run is one job of
   `nodes x gpus_per_node` tasks, each running the command, which Lightning's SLURM environment joins
   into one DDP run. `cluster="local"` runs the same jobs with submitit's local executor (tests, CI).
@@ -131,6 +133,7 @@ class LocalLauncher:
         if self.fork:
             start_forkserver()
         pending, running = list(jobs), {}  # slot -> (job, its process: a multiprocessing.Process or a Popen)
+        installed, previous = _raise_on_sigterm()
         try:
             while pending or running:
                 for slot in range(self.parallel):
@@ -142,14 +145,33 @@ class LocalLauncher:
                         running[slot] = (job, self.start(job, slot))
                 time.sleep(0.2)
                 for slot, (job, process) in list(running.items()):
-                    status = process.poll() if isinstance(process, subprocess.Popen) else process.exitcode
+                    status = _status(process)
                     if status is not None:
                         del running[slot]
                         done(job, status, last_line(job.log))
+        except Terminated:
+            # A preempted sweep: each run gets the signal too, saves its step and exits 143 (not done).
+            for _, process in running.values():
+                process.terminate()
+            deadline = time.monotonic() + SIGTERM_GRACE_SECONDS
+            while running and time.monotonic() < deadline:
+                time.sleep(0.1)
+                for slot, (job, process) in list(running.items()):
+                    if (status := _status(process)) is not None:
+                        del running[slot]
+                        done(job, status, last_line(job.log))
+            for _, process in running.values():
+                process.kill()
+            print("compare: stopped by SIGTERM; the runs it stopped kept their last checkpoint, and the same command "
+                  "resumes them.", file=sys.stderr, flush=True)
+            raise
         except BaseException:  # Ctrl-C, say: no run outlives the sweep
             for _, process in running.values():
                 process.kill()
             raise
+        finally:
+            if installed:
+                signal.signal(signal.SIGTERM, previous)
 
     def start(self, job: Job, slot: int):
         if self.fork and job.command[:2] == [sys.executable, "-m"]:
@@ -165,6 +187,31 @@ class LocalLauncher:
             env["OMP_NUM_THREADS"] = str(self.threads())
         with open(job.log, "a") as log:  # the child keeps its own copy
             return subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+SIGTERM_GRACE_SECONDS = 120  # for the runs to finish their step and write last.ckpt, then they are killed
+
+
+class Terminated(SystemExit):
+    """SIGTERM reached a local sweep; it exits with the status a run stopped by SIGTERM has (143)."""
+
+    def __init__(self) -> None:
+        super().__init__(128 + signal.SIGTERM)
+
+
+def _raise_on_sigterm() -> tuple[bool, object]:
+    """Make SIGTERM raise Terminated in this (main) thread: (whether it was done, the handler to put back)."""
+    def handler(signum, frame):
+        raise Terminated
+
+    try:
+        return True, signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread, where no signal handler can be set
+        return False, None
+
+
+def _status(process) -> int | None:
+    return process.poll() if isinstance(process, subprocess.Popen) else process.exitcode
 
 
 def start_forkserver() -> None:

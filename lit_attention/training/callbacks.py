@@ -3,6 +3,7 @@
 * `LastCheckpoint` / `ExactResume` (checkpointing.py): a killed run resumes exactly.
 * `BestCheckpoint`: the best checkpoint by the task's monitored metric (ties broken as the task says).
 * `RunRecorder` (recorder.py): the run's record.json, built from state that survives a resume.
+* `FinalValidation`: a run whose last step no validation follows is validated after it.
 * `FiniteLossGuard`: stops at the first NaN or infinite loss, before that step is applied.
 * `ThroughputMonitor`: samples/s, tokens/s and FLOP/s in TensorBoard (FLOPs counted by torch).
 * `ProgressBar`: epoch and step (a step-based run has no last epoch to show).
@@ -18,9 +19,11 @@ import lightning as L
 import torch
 from lightning.fabric.utilities.apply_func import apply_to_collection
 from lightning.pytorch.callbacks import BasePredictionWriter, ModelCheckpoint, ThroughputMonitor, TQDMProgressBar
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from lit_attention.modeling.attention import MultiHeadAttention
 from lit_attention.training.checkpointing import ExactResume, LastCheckpoint
+from lit_attention.training.lightning_internals import validation_follows
 from lit_attention.training.recorder import RunRecorder
 from lit_attention.training.tasks.base import TaskModule
 
@@ -38,6 +41,8 @@ def default_callbacks(model, user_callbacks: list, fitting: bool, checkpointing:
         return not any(isinstance(c, kind) for c in user_callbacks)
 
     callbacks: list[L.Callback] = [RunRecorder()] if missing(RunRecorder) else []
+    if fitting and missing(FinalValidation):
+        callbacks.append(FinalValidation())
     if checkpointing:
         if missing(ExactResume):
             callbacks.append(ExactResume())
@@ -59,6 +64,29 @@ def default_callbacks(model, user_callbacks: list, fitting: bool, checkpointing:
     if attention_maps:
         callbacks.append(AttentionMapLogger())
     return callbacks
+
+
+class FinalValidation(L.Callback):
+    """Validates after the run's last training batch when Lightning's schedule would not: a step budget
+    shorter than an epoch, or a `check_val_every_n_epoch` that skips the last epoch, would otherwise end
+    a run whose final weights were never scored, or that has no validation (no best checkpoint, an empty
+    record curve, nothing for compare to report). It asks Lightning the way early stopping does
+    (`should_stop`, which makes Lightning validate after the batch), so the best and last checkpoints and
+    the record see this validation as any other. `limit_val_batches=0` (no validation) is respected."""
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.sanity_checking or not _last_batch_of_fit(trainer) or validation_follows(trainer):
+            return
+        trainer.check_val_every_n_epoch = None  # the epoch filter comes before the `should_stop` request
+        trainer.should_stop = True
+
+
+def _last_batch_of_fit(trainer: L.Trainer) -> bool:
+    """Whether the training batch just done is the run's last (by max_steps or max_epochs)."""
+    steps = trainer.max_steps is not None and trainer.max_steps >= 0 and trainer.global_step >= trainer.max_steps
+    epochs = (trainer.max_epochs is not None and trainer.max_epochs >= 0 and trainer.current_epoch + 1 >= trainer.max_epochs
+              and trainer.fit_loop.epoch_loop.batch_progress.is_last_batch)
+    return steps or epochs
 
 
 class BestCheckpoint(ModelCheckpoint):
@@ -102,19 +130,25 @@ class BestCheckpoint(ModelCheckpoint):
 
 class PredictionWriter(BasePredictionWriter):
     """Writes what `predict_step` returns (a list of JSON-able rows per batch) to a JSON-lines file,
-    batch by batch, so a long prediction run keeps what it has done."""
+    batch by batch, so a long prediction run keeps what it has done. Lightning's prediction loop never
+    looks at `trainer.received_sigterm`; this stops it after the batch just written (preemption.py)."""
 
     def __init__(self, path: str | Path) -> None:
         super().__init__(write_interval="batch")
         self.path = Path(path)
+        self.rows = 0
 
     def on_predict_start(self, trainer, pl_module) -> None:
         self.path.write_text("")
+        self.rows = 0
 
     def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch, batch_idx, dataloader_idx) -> None:
         with open(self.path, "a", encoding="utf-8") as file:
             for row in prediction:
                 file.write(json.dumps(row, ensure_ascii=False) + "\n")
+        self.rows += len(prediction)
+        if trainer.received_sigterm:
+            raise SIGTERMException
 
 
 class ProgressBar(TQDMProgressBar):

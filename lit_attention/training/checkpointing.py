@@ -3,8 +3,8 @@
 * `atomic_save` / `AtomicCheckpointIO`: every checkpoint is written to a temporary file in its own
   directory, flushed to disk, then renamed over the old one, so a kill mid-write leaves the previous
   checkpoint intact, never a truncated one.
-* `LastCheckpoint`: keeps `last.ckpt` current: every N optimizer steps, after every validation and
-  at the end of every epoch.
+* `LastCheckpoint`: keeps `last.ckpt` current: every N optimizer steps, after every validation, at
+  the end of every epoch, and when SIGTERM stops training (preemption.py).
 * `ExactResume`: the global random states (random_states.py) travel with every checkpoint
   and are restored when training resumes, and so does the data position in a case Lightning misses.
 * `read_checkpoint` / `checkpoint_mismatch`: a checkpoint passed to `--ckpt_path` is read and
@@ -27,6 +27,7 @@ from lightning.fabric.plugins import CheckpointIO, TorchCheckpointIO
 from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from lit_attention.modeling.attention import resolve_spec
 from lit_attention.errors import ConfigError
@@ -150,6 +151,16 @@ class LastCheckpoint(Checkpoint):
         if not _step_based(trainer):
             self.save(trainer)
 
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        """SIGTERM: Lightning stops after the step in progress and the validation it triggered, and that
+        point is kept. Not when the signal stopped a validation midway, nor after the last batch of an
+        epoch of an epoch-based run (a point this class never saves at, see above): last.ckpt then stays
+        at the save before."""
+        if not isinstance(exception, SIGTERMException) or trainer.state.fn != TrainerFn.FITTING:
+            return
+        if trainer.training and trainer.global_step > 0 and (_step_based(trainer) or not _epoch_over(trainer)):
+            self.save(trainer)
+
 
 def _step_based(trainer: L.Trainer) -> bool:
     """Whether the run's length is a number of steps (Lightning's "iteration-based training")."""
@@ -246,8 +257,16 @@ def resolve_checkpoint(ckpt_path: str | None, base: Path, command: str) -> str |
 
 
 def directory_sentence(path: str | os.PathLike) -> str:
-    return (f"Checkpoint {str(path)!r} is a directory (a sharded checkpoint, as FSDP's state_dict_type 'sharded' writes), "
-            "which lit-attention neither writes nor reads; pass a .ckpt file.")
+    """What to say of a checkpoint path that is a directory: a run directory's own last.ckpt when it has
+    one (looked for without walking a big tree), else that a sharded checkpoint is not read."""
+    inside = [Path(path) / CHECKPOINTS / LAST, Path(path) / LAST, *sorted(Path(path).glob("*.ckpt"))]
+    found = next((file for file in inside if file.is_file()), None)
+    if found is not None:
+        return (f"Checkpoint {str(path)!r} is a directory; pass a checkpoint file, such as {str(found)!r}, "
+                "or last or best for this recipe's newest run.")
+    return (f"Checkpoint {str(path)!r} is a directory; pass a checkpoint file, such as a run directory's "
+            "checkpoints/last.ckpt, or last or best for this recipe's newest run (a sharded checkpoint, as FSDP's "
+            "state_dict_type 'sharded' writes, is neither written nor read by lit-attention).")
 
 
 def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:

@@ -49,6 +49,7 @@ from lit_attention.errors import ConfigError
 from lit_attention.training.input_limits import check_path_lengths, check_seed, check_trainer_values, runs_on_cpu
 from lit_attention.training.library_errors import TrainerSettingsError
 from lit_attention.training.memory import check_fits_memory
+from lit_attention.training import preemption
 from lit_attention.training.lightning_internals import RecipeOverCheckpoint, subcommand_parser
 from lit_attention.training.parser_errors import (
     abbreviation_sentence,
@@ -117,12 +118,17 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
         try:
             super().__init__(*args, **kwargs)
         except BaseException as error:
+            trainer = getattr(self, "trainer", None)
+            writer = next((c for c in trainer.callbacks if isinstance(c, PredictionWriter)), None) if trainer else None
+            predicted = writer.rows if writer is not None else None
             if self.place is not None:  # no empty version_<k> for `--ckpt_path last` to find next time
-                trainer = getattr(self, "trainer", None)
                 trained = trainer is not None and trainer.fit_loop.epoch_loop.batch_progress.total.started > 0
-                remove_if_unused(self.place, trained)
+                remove_if_unused(self.place, trained or bool(predicted))
                 if self.place.directory is not None and self.place.directory.is_dir():
                     error.run_directory = self.place.directory  # where main writes a traceback
+            if isinstance(error, preemption.SIGTERMException):  # a SystemExit whose status would be 0
+                words = list(sys.argv[1:] if kwargs.get("args") is None else kwargs["args"])
+                preemption.stop(self.subcommand, words, trainer, self.place.directory if self.place else None, predicted)
             raise
         finally:
             if self.lock is not None:
@@ -201,7 +207,7 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
             skip_null = "skip_null" in self.print_config_request
             print(subcommand_parser(self, self.subcommand).dump(self.run_config, skip_none=skip_null), end="")
             raise SystemExit(0)
-        check_trainer_settings(self.run_config.trainer)
+        check_trainer_settings(self.run_config.trainer, self.subcommand, self.run_config.run.test)
         check_trainer_values(self.run_config.trainer, runs_on_cpu(self.run_config.trainer))
         if self.subcommand != "predict":
             check_data_prepared(self.run_config.trainer, self.built_datamodule)

@@ -71,8 +71,20 @@ def copy_data_sizes(net, config_class, sizes: dict[str, Any], data_name: str, ta
                               f"leave --model.net.{key} unset (the data sets it){larger}.")
 
 
-def check_trainer_settings(trainer) -> None:
-    """Trainer values that Lightning would accept and then do nothing with, or fail on late."""
+# The limit that would leave a command (or fit's --run.test) nothing to do: Lightning skips the loop and exits 0.
+EMPTY_LOOP = {"validate": "limit_val_batches", "test": "limit_test_batches", "predict": "limit_predict_batches"}
+
+
+def check_trainer_settings(trainer, command: str | None = None, test: bool = False) -> None:
+    """Trainer values that Lightning would accept and then do nothing with, or fail on late. `command`:
+    the command they are for (`test`: whether fit tests after training)."""
+    for name in [command] + (["test"] if command == "fit" and test else []):
+        key = EMPTY_LOOP.get(name)
+        value = trainer.get(key) if key else None
+        if value is not None and not isinstance(value, bool) and value == 0:
+            asked = "--run.test" if command == "fit" else command
+            raise ConfigError(f"--trainer.{key} {value} leaves {asked} nothing to do (Lightning would skip it and report "
+                              "success); give a number of batches, a fraction in (0, 1], or leave it unset.")
     for key in ("max_steps", "max_epochs"):
         value = trainer.get(key)
         if value is not None and (value == 0 or value < -1):

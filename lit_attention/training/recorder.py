@@ -8,6 +8,7 @@ record as one that never stopped (timings aside: they are wall-clock, summed ove
 from __future__ import annotations
 
 import hashlib
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,7 @@ class RunRecorder(L.Callback):
             "best": best,
             "final": self.curve[-1][2] if self.curve else None,
             "test": test_metrics,
+            "test_checkpoint": None,  # finish_fit: "best" or "last", the weights the test scored
             "params": dict(pl_module.param_counts),
             "optimizer_steps": trainer.global_step,
             "samples_seen": self.samples,
@@ -127,7 +129,8 @@ class RunRecorder(L.Callback):
 def finish_fit(trainer: L.Trainer, model, datamodule, directory: Path | None, facts: dict, test: bool,
                previous: dict | None = None) -> None:
     """What follows a fit: its record (taken before the test, as testing the best checkpoint restores that
-    checkpoint's callback states), the best checkpoint's test scores when `test`, and record.json.
+    checkpoint's callback states), the best checkpoint's test scores when `test` (the final weights' when
+    there is none; `test_checkpoint` says which), and record.json.
     `previous`: the record of the finished run this fit resumed; if it trained no further, that record
     stays as it was (its timings are the training's, not this process's) and only gains test scores."""
     recorder = next((c for c in trainer.callbacks if isinstance(c, RunRecorder)), None)
@@ -136,10 +139,16 @@ def finish_fit(trainer: L.Trainer, model, datamodule, directory: Path | None, fa
     else:
         record = recorder.record(trainer, model, None, facts) if recorder is not None else None
     if test:
+        # A run that never validated (limit_val_batches=0) has no best checkpoint: its final weights are
+        # tested, and the record says so.
         best = getattr(trainer.checkpoint_callback, "best_model_path", None)
+        if not best and trainer.is_global_zero:
+            print("warning: no validation chose a best checkpoint, so --run.test scores the final weights "
+                  "(record.json: test_checkpoint \"last\").", file=sys.stderr, flush=True)
         results = trainer.test(model, datamodule=datamodule, ckpt_path=best or None, verbose=False)
         if record is not None:
             record["test"] = {k: float(v) for k, v in (results[0] if results else {}).items() if k.startswith("test/")}
+            record["test_checkpoint"] = "best" if best else "last"
     if record is not None and directory is not None and trainer.is_global_zero:
         write_record(directory, record)
 
