@@ -9,7 +9,8 @@ separate `lit-attention fit` that records its result on disk, and a report built
 Re-running the same command skips finished runs and resumes interrupted ones from their last
 checkpoint; killing it at any point and running it again ends with the same results.csv. Arguments
 this command does not know go to every `fit` (`--trainer.max_epochs 30`), except the ones the sweep
-sets itself (the attention, the seed, a grid key), which are refused.
+sets itself (the attention, the seed, a grid key), which are refused. It writes only into an output of
+its own, one command at a time (output_dir.py: a second command is refused, or waits with --wait-for-lock).
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from pathlib import Path
 
 from lit_attention.errors import ConfigError
 from lit_attention.modeling.variants import presets_help
+from lit_attention.sweep.atomic import check_reports_writable
 from lit_attention.sweep.launchers import Job, LocalLauncher, SlurmLauncher
+from lit_attention.sweep.output_dir import OutputLock, check_output
 from lit_attention.sweep.report import write_report
 from lit_attention.sweep.verify import choose_runs, rerun, scratch
 from lit_attention.training.run_dirs import check_writable
@@ -85,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     report = parser.add_argument_group("the report")
     report.add_argument("--output", default=None, help="output directory (default: runs/compare/<recipe>)")
     report.add_argument("--report", action="store_true", help="only rebuild the report from the records on disk")
+    report.add_argument("--wait-for-lock", action="store_true",
+                        help="when another compare command is using --output, wait for it to end instead of stopping")
     report.add_argument("--baseline", default="standard", help="the arm every other arm is compared with")
     report.add_argument("--success-threshold", type=float, default=None,
                         help="also count the runs whose best validation value reaches this (MQAR-like outcomes)")
@@ -146,7 +151,15 @@ def run(argv: list[str]) -> None:
     from lit_attention.training.cli import recipe_name
 
     output = Path(args.output or Path("runs") / "compare" / recipe_name(args.config))
+    check_output(output, report_only=args.report)
     check_writable(output)
+    check_reports_writable(output)
+    with OutputLock(output, "lit-attention compare " + shlex.join(argv)).acquire(wait=args.wait_for_lock):
+        run_sweep(args, argv, variants, grid, extra, output)
+
+
+def run_sweep(args, argv: list[str], variants: list[str], grid, extra: list[str], output: Path) -> None:
+    """Plan, run what is not finished, and report: all of it while this command holds the output's lock."""
     from lit_attention.sweep.planning import build_plan
 
     plan = build_plan(args, variants, grid, extra)
@@ -254,7 +267,8 @@ def launch(args, plan: Plan, states: dict, output: Path, extra: list[str]) -> in
     jobs = [Job(run, run.command(args.config, extra, output, args.test), run.directory(output) / "compare.log")
             for run in todo]
     try:
-        launcher.run(jobs, report)
+        if jobs:  # nothing to run: no forkserver or SLURM job files either
+            launcher.run(jobs, report)
     except KeyboardInterrupt:
         if args.launcher == "slurm":
             print("\ncompare: interrupted. The jobs it submitted keep running (scancel ends them); once they "
