@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import re
 import shlex
 import sys
@@ -46,6 +47,8 @@ from lit_attention.sweep.runs import (
     point_label,
     write_failure,
 )
+
+MAX_SEED = 2**32 - 1  # numpy's bound (a uint32), which Lightning's seed_everything enforces
 
 EXAMPLES = """examples:
   lit-attention compare --config recipes/quickstart/vit_digits.yaml --variants all --seeds 3 --test --parallel 2
@@ -136,8 +139,10 @@ def run(argv: list[str]) -> None:
     for name in ("seeds", "parallel", "devices_per_run", "slurm_nodes", "slurm_time"):
         if getattr(args, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} {getattr(args, name)} is invalid; give at least 1.")
-    if args.first_seed < 0:
-        raise ConfigError(f"--first-seed {args.first_seed} is invalid; seeds are whole numbers from 0.")
+    check_seeds(args.first_seed, args.seeds)
+    if args.success_threshold is not None and not math.isfinite(args.success_threshold):
+        raise ConfigError(f"--success-threshold {args.success_threshold} is invalid: no run's value can reach or "
+                          "cross it; give a finite number, such as 0.99.")
     if args.max_extensions < 0:
         raise ConfigError(f"--max-extensions {args.max_extensions} is invalid; give 0 or more rounds.")
     if args.verify < 0:
@@ -210,6 +215,16 @@ def run_sweep(args, argv: list[str], variants: list[str], grid, extra: list[str]
 
 
 # ---------------------------------------------------------------------------------------------- the command line
+
+
+def check_seeds(first: int, count: int) -> None:
+    """Every seed of the plan, checked before any run: a bad last seed would otherwise fail mid-sweep."""
+    last = first + count - 1
+    if first < 0 or first > MAX_SEED:
+        raise ConfigError(f"--first-seed {first} is invalid; seeds are whole numbers from 0 to {MAX_SEED}.")
+    if last > MAX_SEED:
+        raise ConfigError(f"--first-seed {first} with --seeds {count} reaches seed {last}, past the largest seed "
+                          f"{MAX_SEED}; give --first-seed {MAX_SEED - count + 1} or less, or fewer seeds.")
 
 
 def check_not_abbreviated(extra: list[str], parser: argparse.ArgumentParser) -> None:
