@@ -35,7 +35,7 @@ VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
         (["--variants", ""], "--variants '' names no variant; give 'all' or comma-separated variants, each one of the "
          f"presets {', '.join(list_presets())};"),
         (["--variants", " , "], "--variants ' , ' names no variant"),
-        (["--baseline", ""], "--baseline '' names no variant"),
+        (["--baseline", ""], "--baseline '' names no arm; give the arm every other arm is compared with"),
         (["--arm", "a b;standard", "--arm", "a_b;efficient"], "The arms 'a b' and 'a_b' would share the folder 'a_b'"),
     ],
 )

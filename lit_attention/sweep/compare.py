@@ -10,7 +10,8 @@ Re-running the same command skips finished runs and resumes interrupted ones fro
 checkpoint; killing it at any point and running it again ends with the same results.csv. Arguments
 this command does not know go to every `fit` (`--trainer.max_epochs 30`), except the ones the sweep
 sets itself (the attention, the seed, a grid key), which are refused. It writes only into an output of
-its own, one command at a time (output_dir.py: a second command is refused, or waits with --wait-for-lock).
+its own (new, empty, or a sweep's), one command at a time: a second command into the same output is
+refused, or waits with --wait-for-lock.
 """
 
 from __future__ import annotations
@@ -143,6 +144,8 @@ def run(argv: list[str]) -> None:
     if args.success_threshold is not None and not math.isfinite(args.success_threshold):
         raise ConfigError(f"--success-threshold {args.success_threshold} is invalid: no run's value can reach or "
                           "cross it; give a finite number, such as 0.99.")
+    if not args.baseline.strip():
+        raise ConfigError("--baseline '' names no arm; give the arm every other arm is compared with, such as standard.")
     if args.max_extensions < 0:
         raise ConfigError(f"--max-extensions {args.max_extensions} is invalid; give 0 or more rounds.")
     if args.verify < 0:
