@@ -4,9 +4,11 @@ sentence. Two real commands at once and a SIGKILLed sweep's lock are in test_com
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -94,6 +96,38 @@ def test_a_second_command_into_a_locked_output_is_refused_naming_the_holder_or_w
     assert "waiting for it to end (--wait-for-lock)" in capsys.readouterr().err
     assert "No run has finished yet." in (output / "results.md").read_text()
     OutputLock(output, "the next one").acquire().release()  # the command let go of it as it ended
+
+
+def waiting_for(lock: Path) -> bool:
+    """Whether some process waits for the flock on `lock` (Linux lists a waiter as `N: -> FLOCK ...`)."""
+    inode = str(os.stat(lock).st_ino)
+    return any(words[1] == "->" and words[6].rsplit(":", 1)[-1] == inode
+               for words in (line.split() for line in Path("/proc/locks").read_text().splitlines()) if len(words) > 6)
+
+
+def test_ctrl_c_while_waiting_for_the_lock_is_one_sentence(in_tmp, capsys):
+    output = compare_output(in_tmp / "out")
+    holder = OutputLock(output, "the first").acquire()
+
+    def interrupt_once_waiting() -> None:  # Ctrl-C reaches the main thread, which waits in flock()
+        deadline = time.monotonic() + 60
+        while not waiting_for(output / LOCK) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if time.monotonic() < deadline:
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        else:
+            holder.release()  # never waited: let the command end, and the assertions below say so
+
+    interrupter = threading.Thread(target=interrupt_once_waiting)
+    interrupter.start()
+    try:
+        status = run_main([*REPORT, "--wait-for-lock"])
+    finally:
+        interrupter.join()
+        holder.release()
+    error = capsys.readouterr().err
+    assert status == 130 and "compare: interrupted while waiting for process" in error and "Traceback" not in error, error
+    assert not (output / "results.md").exists()
 
 
 # ---------------------------------------------------------------------------------------------- reports

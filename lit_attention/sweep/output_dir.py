@@ -73,7 +73,12 @@ class OutputLock:
                   file=sys.stderr, flush=True)
             try:
                 fcntl.flock(file, fcntl.LOCK_EX)
-            except BaseException:  # Ctrl-C while waiting
+            except KeyboardInterrupt:
+                file.close()
+                print(f"\ncompare: interrupted while waiting for {holder}; nothing was run or written.",
+                      file=sys.stderr, flush=True)
+                sys.exit(130)
+            except BaseException:
                 file.close()
                 raise
         file.seek(0)
