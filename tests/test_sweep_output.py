@@ -15,6 +15,7 @@ import pytest
 from in_process import run_main, tree  # tests/ is on sys.path under pytest
 
 from lit_attention.errors import ConfigError
+from lit_attention.sweep.atomic import REPORT_FILES
 from lit_attention.sweep.output_dir import LOCK, OutputLock, check_output
 from lit_attention.sweep.report import write_report
 from lit_attention.sweep.runs import Plan, Run, RunState
@@ -140,9 +141,6 @@ def finished_states(best: float) -> tuple[Plan, list[RunState]]:
               "final": best, "test": {"test/acc": best}, "params": {"total": 10, "non_embedding": 8, "attention": 4},
               "train_seconds": 100 * best}
     return plan, [RunState(plan.runs[0], record=record)]
-
-
-REPORT_FILES = ("results.md", "results.csv", "timings.csv", "results.png")
 
 
 def test_reports_are_replaced_whole_never_rewritten_in_place(tmp_path):
