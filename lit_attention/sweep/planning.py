@@ -64,7 +64,7 @@ def build_plan(args, variants: list[str], grid, extra: list[str]) -> Plan:
             matched = matched_mlp_ratios(args, variants, point, extra)
         for variant in variants:
             overrides = ()
-            if args.match_parameters and variant != parse_variants([args.match_parameters])[0]:
+            if args.match_parameters and variant != parse_variants([args.match_parameters], "--match-parameters")[0]:
                 overrides = (f"--model.init_args.net.mlp_ratio={matched[(variant, args.match_parameters)]}",)
             label = variant if not overrides else f"{variant}~{args.match_parameters}"
             arms.append((label, variant, overrides, point))
