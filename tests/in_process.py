@@ -77,3 +77,8 @@ def run_main(args: list[str]) -> int:
 def copy_runs(source: Path, destination: Path) -> Path:
     """Copy `source/runs` to `destination/runs` (a finished run a test may change) and return it."""
     return Path(shutil.copytree(source / "runs", destination / "runs"))
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder` with its bytes: what a command that must change nothing is checked against."""
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}

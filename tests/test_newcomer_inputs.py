@@ -460,6 +460,7 @@ def test_more_cpu_processes_than_cores_is_warned_about(capsys):
 def test_the_tensorboard_hint_is_quoted_for_a_path_with_spaces(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)
     output = tmp_path / "my sweeps"
+    (output / "runs").mkdir(parents=True)  # a sweep none of whose runs has finished: --report has runs to look at
     status, out, err = lit_attention(["compare", "--config", VIT, "--variants", "standard", "--seeds", "1", "--report",
                                       "--output", str(output), *TINY], capsys)
     assert status == 0, err[-2000:]

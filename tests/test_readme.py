@@ -112,7 +112,9 @@ def run_command(words: list[str], tmp: Path) -> None:
     if "--help" in args or "--print_config" in args:
         assert lit(args) == 0, words
     elif args[0] == "compare" and "--launcher" in args:
-        # Planned and reported, not submitted; GPT-2's tokenizer would need a download.
+        # Planned and reported, not submitted; GPT-2's tokenizer would need a download. --report needs a
+        # sweep's runs folder to report on.
+        (tmp / "gpt3_small" / "runs").mkdir(parents=True, exist_ok=True)
         assert lit([*args, "--report", f"--output={tmp / 'gpt3_small'}", "--data.tokenizer=bytes"]) == 0, words
     elif args[0] == "compare":
         output = tmp / "compare"
@@ -205,4 +207,5 @@ def test_compare_commands(repo):
     dry_run = subprocess.run(["make", "-n", "demo"], cwd=ROOT, capture_output=True, text=True).stdout
     [demo] = [shlex.split(line) for line in dry_run.replace("\\\n", " ").splitlines() if "lit-attention compare" in line]
     assert demo[0].endswith(LIT)
+    (repo / "demo" / "runs").mkdir(parents=True)  # --report needs a sweep's runs folder to report on
     assert lit([*demo[1:], "--report", f"--output={repo / 'demo'}"]) == 0, demo

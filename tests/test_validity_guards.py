@@ -6,7 +6,7 @@ extended, --primary's confirmatory family and --cross-fit's split selection; and
 from pathlib import Path
 
 import pytest
-from in_process import run_main  # tests/ is on sys.path under pytest
+from in_process import run_main, tree  # tests/ is on sys.path under pytest
 
 from lit_attention.errors import ConfigError
 from lit_attention.sweep.runs import parse_point, parse_primary
@@ -300,6 +300,8 @@ def test_extend_edges_runs_the_next_point_past_the_edge_and_the_report_rebuilds(
     assert len(ran) == 3 and ("lr=0.004" in ran or "lr=0.0005" in ran), ran
     text = (in_tmp / "out" / "results.md").read_text()
     assert "added 1 point(s) past the grid in up to 1 round(s)" in text
-    assert run_main([*sweep_args, "--report"]) == 0  # trains nothing
+    runs = tree(in_tmp / "out" / "runs")
+    assert run_main([*sweep_args, "--report"]) == 0  # trains nothing, changes no run
+    assert tree(in_tmp / "out" / "runs") == runs
     rebuilt = (in_tmp / "out" / "results.md").read_text()
     assert rebuilt.split("\n", 3)[3] == text.split("\n", 3)[3]  # all but the command line

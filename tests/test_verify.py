@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
-from in_process import run_main  # tests/ is on sys.path under pytest
+from in_process import run_main, tree  # tests/ is on sys.path under pytest
 
 from lit_attention.errors import ConfigError
 from lit_attention.main import main
@@ -88,6 +88,7 @@ def test_a_clean_tree_has_no_diff_hash_and_that_is_not_called_a_gap(tmp_path):
 
 def test_verify_asks_for_no_more_runs_than_are_finished_before_anything_trains(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "out" / "runs").mkdir(parents=True)  # a sweep none of whose runs has finished
     with pytest.raises(SystemExit) as exit_:
         main(["compare", "--config", VIT, "--variants", "standard", "--seeds", "1", "--output", "out", "--report",
               "--verify", "1"])
@@ -95,10 +96,6 @@ def test_verify_asks_for_no_more_runs_than_are_finished_before_anything_trains(t
     assert ("--verify 1 asks for more runs than the 0 finished (of the 1 this sweep plans); give at most 0."
             in capsys.readouterr().err)
     assert not (tmp_path / "out" / "verify").exists()
-
-
-def tree(folder: Path) -> dict[str, bytes]:
-    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
 
 
 @pytest.mark.slow

@@ -9,13 +9,16 @@ separate `lit-attention fit` that records its result on disk, and a report built
 Re-running the same command skips finished runs and resumes interrupted ones from their last
 checkpoint; killing it at any point and running it again ends with the same results.csv. Arguments
 this command does not know go to every `fit` (`--trainer.max_epochs 30`), except the ones the sweep
-sets itself (the attention, the seed, a grid key), which are refused.
+sets itself (the attention, the seed, a grid key), which are refused. It writes only into an output of
+its own (new, empty, or a sweep's), one command at a time: a second command into the same output is
+refused, or waits with --wait-for-lock.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import math
 import re
 import shlex
 import sys
@@ -25,7 +28,9 @@ from pathlib import Path
 
 from lit_attention.errors import ConfigError
 from lit_attention.modeling.variants import presets_help
+from lit_attention.sweep.atomic import check_reports_writable
 from lit_attention.sweep.launchers import Job, LocalLauncher, SlurmLauncher
+from lit_attention.sweep.output_dir import OutputLock, check_output
 from lit_attention.sweep.report import write_report
 from lit_attention.sweep.verify import choose_runs, rerun, scratch
 from lit_attention.training.run_dirs import check_writable
@@ -43,6 +48,8 @@ from lit_attention.sweep.runs import (
     point_label,
     write_failure,
 )
+
+MAX_SEED = 2**32 - 1  # numpy's bound (a uint32), which Lightning's seed_everything enforces
 
 EXAMPLES = """examples:
   lit-attention compare --config recipes/quickstart/vit_digits.yaml --variants all --seeds 3 --test --parallel 2
@@ -85,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     report = parser.add_argument_group("the report")
     report.add_argument("--output", default=None, help="output directory (default: runs/compare/<recipe>)")
     report.add_argument("--report", action="store_true", help="only rebuild the report from the records on disk")
+    report.add_argument("--wait-for-lock", action="store_true",
+                        help="when another compare command is using --output, wait for it to end instead of stopping")
     report.add_argument("--baseline", default="standard", help="the arm every other arm is compared with")
     report.add_argument("--success-threshold", type=float, default=None,
                         help="also count the runs whose best validation value reaches this (MQAR-like outcomes)")
@@ -131,8 +140,12 @@ def run(argv: list[str]) -> None:
     for name in ("seeds", "parallel", "devices_per_run", "slurm_nodes", "slurm_time"):
         if getattr(args, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} {getattr(args, name)} is invalid; give at least 1.")
-    if args.first_seed < 0:
-        raise ConfigError(f"--first-seed {args.first_seed} is invalid; seeds are whole numbers from 0.")
+    check_seeds(args.first_seed, args.seeds)
+    if args.success_threshold is not None and not math.isfinite(args.success_threshold):
+        raise ConfigError(f"--success-threshold {args.success_threshold} is invalid: no run's value can reach or "
+                          "cross it; give a finite number, such as 0.99.")
+    if not args.baseline.strip():
+        raise ConfigError("--baseline '' names no arm; give the arm every other arm is compared with, such as standard.")
     if args.max_extensions < 0:
         raise ConfigError(f"--max-extensions {args.max_extensions} is invalid; give 0 or more rounds.")
     if args.verify < 0:
@@ -146,7 +159,15 @@ def run(argv: list[str]) -> None:
     from lit_attention.training.cli import recipe_name
 
     output = Path(args.output or Path("runs") / "compare" / recipe_name(args.config))
+    check_output(output, report_only=args.report)
     check_writable(output)
+    check_reports_writable(output)
+    with OutputLock(output, "lit-attention compare " + shlex.join(argv)).acquire(wait=args.wait_for_lock):
+        run_sweep(args, argv, variants, grid, extra, output)
+
+
+def run_sweep(args, argv: list[str], variants: list[str], grid, extra: list[str], output: Path) -> None:
+    """Plan, run what is not finished, and report: all of it while this command holds the output's lock."""
     from lit_attention.sweep.planning import build_plan
 
     plan = build_plan(args, variants, grid, extra)
@@ -197,6 +218,16 @@ def run(argv: list[str]) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- the command line
+
+
+def check_seeds(first: int, count: int) -> None:
+    """Every seed of the plan, checked before any run: a bad last seed would otherwise fail mid-sweep."""
+    last = first + count - 1
+    if first < 0 or first > MAX_SEED:
+        raise ConfigError(f"--first-seed {first} is invalid; seeds are whole numbers from 0 to {MAX_SEED}.")
+    if last > MAX_SEED:
+        raise ConfigError(f"--first-seed {first} with --seeds {count} reaches seed {last}, past the largest seed "
+                          f"{MAX_SEED}; give --first-seed {MAX_SEED - count + 1} or less, or fewer seeds.")
 
 
 def check_not_abbreviated(extra: list[str], parser: argparse.ArgumentParser) -> None:
@@ -254,7 +285,8 @@ def launch(args, plan: Plan, states: dict, output: Path, extra: list[str]) -> in
     jobs = [Job(run, run.command(args.config, extra, output, args.test), run.directory(output) / "compare.log")
             for run in todo]
     try:
-        launcher.run(jobs, report)
+        if jobs:  # nothing to run: no forkserver or SLURM job files either
+            launcher.run(jobs, report)
     except KeyboardInterrupt:
         if args.launcher == "slurm":
             print("\ncompare: interrupted. The jobs it submitted keep running (scancel ends them); once they "

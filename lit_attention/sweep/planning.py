@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from lit_attention.errors import ConfigError
-from lit_attention.sweep.runs import Plan, Run, grid_points, parse_arms, parse_variants
+from lit_attention.sweep.runs import Plan, Run, check_folder_names, grid_points, parse_arms, parse_variants
 from lit_attention.training.cli import LitAttentionCLI, instantiate_config, registered_classes, resolved
 from lit_attention.training.cli_input import check_trainer_settings
 from lit_attention.training.parser_errors import parser_error_sentence
@@ -64,7 +64,7 @@ def build_plan(args, variants: list[str], grid, extra: list[str]) -> Plan:
             matched = matched_mlp_ratios(args, variants, point, extra)
         for variant in variants:
             overrides = ()
-            if args.match_parameters and variant != parse_variants([args.match_parameters])[0]:
+            if args.match_parameters and variant != parse_variants([args.match_parameters], "--match-parameters")[0]:
                 overrides = (f"--model.init_args.net.mlp_ratio={matched[(variant, args.match_parameters)]}",)
             label = variant if not overrides else f"{variant}~{args.match_parameters}"
             arms.append((label, variant, overrides, point))
@@ -76,6 +76,7 @@ def build_plan(args, variants: list[str], grid, extra: list[str]) -> Plan:
     if len(set(labels)) != len(labels):
         twice = sorted({label for label in labels if labels.count(label) > 1})
         raise ConfigError(f"Two arms are called {twice[0]!r}; give each --arm a label of its own.")
+    check_folder_names(list(dict.fromkeys(labels)), points)
     runs = [Run(label, variant, point, seed, overrides) for label, variant, overrides, point in arms for seed in seeds]
     configs = {(run.arm, run.point): check_run(args.config, run, extra).resolved for run in runs if run.seed == seeds[0]}
     labels = list(dict.fromkeys(label for label, *_ in arms))

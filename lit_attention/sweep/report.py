@@ -1,6 +1,7 @@
 """`compare`'s report, built only from the runs' records on disk: results.csv (one row per run, nothing
 wall-clock, so an interrupted and resumed sweep writes the same file as one that never stopped),
-timings.csv, results.md (tables with paired statistics) and results.png.
+timings.csv, results.md (tables with paired statistics) and results.png, each replaced whole through a
+temporary file and a rename (atomic.py), so that a kill while they are written leaves the previous ones.
 
 Tables, for the monitored validation metric of the recipe's task (and the test metric with --test):
 * every arm x grid point: mean ± std over seeds, parameters, training FLOPs, seeds done / failed;
@@ -24,10 +25,12 @@ Tables, for the monitored validation metric of the recipe's task (and the test m
 from __future__ import annotations
 
 import csv
+import io
 import statistics
 from pathlib import Path
 
 from lit_attention.training.records import TIMING_FIELDS
+from lit_attention.sweep.atomic import write_atomically
 from lit_attention.sweep.budget import budget_note
 from lit_attention.sweep.comparisons import compare_arms, comparison_table, wanted_comparisons
 from lit_attention.sweep.inspection import inspection_section
@@ -78,7 +81,7 @@ def write_report(plan: Plan, states: list[RunState], output: Path, command: str,
             text += "\n## Failed runs\n\n" + markdown(["arm", "point", "seed", "error"], [
                 [s.run.arm, point_label(s.run.point), str(s.run.seed), s.failure.get("message", "").replace("|", "/")]
                 for s in sorted(failed, key=lambda s: (s.run.arm, s.run.point, s.run.seed))])
-        (output / "results.md").write_text(text)
+        write_atomically(output / "results.md", text)
         return text
     monitor, mode = finished[0]["monitor"], finished[0]["mode"]
     has_test = any(test_value(r) is not None for r in finished)
@@ -111,7 +114,7 @@ def write_report(plan: Plan, states: list[RunState], output: Path, command: str,
                     + markdown(["what", "values (runs)"], provenance_rows(finished)))
     sections.append("![curves](results.png)\n")
     text = "\n".join(section for section in sections if section)
-    (output / "results.md").write_text(text)
+    write_atomically(output / "results.md", text)
     plot(output / "results.png", plan, cells, tuned, monitor, baseline)
     return text
 
@@ -125,7 +128,7 @@ def verification(plan: Plan, states: list[RunState], output: Path, smallest_effe
 
 def write_csv(path: Path, states: list[RunState]) -> None:
     metrics = test_metrics([s.record for s in states if s.record is not None])
-    with open(path, "w", newline="") as file:
+    with io.StringIO(newline="") as file:
         writer = csv.writer(file)
         writer.writerow(CSV_FIELDS + metrics)
         for state in sorted(states, key=lambda s: (s.run.arm, s.run.point, s.run.seed)):
@@ -141,16 +144,18 @@ def write_csv(path: Path, states: list[RunState]) -> None:
                              record.get("tokens_seen"), record.get("first_batch_sha256"),
                              (state.failure or {}).get("message") if not state.record else None,
                              *map(test.get, metrics)])
+        write_atomically(path, file.getvalue())
 
 
 def write_timings(path: Path, states: list[RunState]) -> None:
-    with open(path, "w", newline="") as file:
+    with io.StringIO(newline="") as file:
         writer = csv.writer(file)
         writer.writerow(["arm", "point", "seed", *TIMING_FIELDS])
         for state in states:
             if state.record is not None:
                 writer.writerow([state.run.arm, point_label(state.run.point), state.run.seed,
                                  *(state.record.get(field) for field in TIMING_FIELDS)])
+        write_atomically(path, file.getvalue())
 
 
 def seeds_paragraph(plan: Plan, monitor: str, mode: str, has_test: bool, fixed_order: bool) -> str:
@@ -351,8 +356,10 @@ def plot(path: Path, plan: Plan, cells: dict, tuned: dict, monitor: str, baselin
         each.set_ylabel(monitor)
         each.legend(fontsize=7)
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    image = io.BytesIO()
+    figure.savefig(image, format="png", dpi=110)
     plt.close(figure)
+    write_atomically(path, image.getvalue())
 
 
 def draw_curve(axes, records: list[dict], label: str) -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lit_attention.modeling.attention import list_presets, resolve_spec
+from lit_attention.modeling.variants import presets_help
 from lit_attention.errors import ConfigError
 from lit_attention.training.records import RECORD, config_differences, read_record
 from lit_attention.training.run_dirs import recipe_name, versions, version_dir
@@ -104,16 +105,20 @@ class Plan:
         return list(dict.fromkeys(self.points + [p for arm in self.arms for p in self.extensions.get(arm, [])]))
 
 
-def parse_variants(tokens: list[str]) -> list[str]:
+def parse_variants(tokens: list[str], option: str = "--variants") -> list[str]:
     """`all`, comma-separated presets (with their settings after a preset: `super,value_mix_init=xavier`
-    is one spec), or whole axes specs; returns spec names, each once."""
+    is one spec), or whole axes specs; returns spec names, each once. `option` names the words in an error."""
     variants: list[str] = []
     for token in tokens:
         for part in re.split(r",(?=[^,=]+(?:,|$))", token) if "=" in token else token.split(","):
+            part = part.strip()
             if part == "all":
                 variants += list_presets()
             elif part:
                 variants.append(resolve_spec(part).name)  # a typo fails here, before any training
+    if not variants:
+        raise ConfigError(f"{option} {' '.join(tokens)!r} names no variant; give 'all' or comma-separated variants, "
+                          f"each {presets_help()}.")
     return list(dict.fromkeys(variants))
 
 
@@ -128,10 +133,34 @@ def parse_grid(items: list[str]) -> list[tuple[str, list[str]]]:
             raise ConfigError(f"--grid {item!r} is malformed; write KEY=V1,V2,... such as "
                               "model.init_args.lr=3e-4,1e-3,3e-3.")
         check_not_controlled(key, f"--grid {key}")
-        if any(key == k for k, _ in grid):
-            raise ConfigError(f"--grid {key} is given twice; put all its values in one --grid {key}=V1,V2,...")
-        grid.append((key, list(dict.fromkeys(choices))))
+        for earlier, _ in grid:
+            if key == earlier:
+                raise ConfigError(f"--grid {key} is given twice; put all its values in one --grid {key}=V1,V2,...")
+            if same_key(key, earlier):
+                raise ConfigError(f"--grid {earlier} and --grid {key} set the same key; put all its values in one "
+                                  f"--grid {earlier}=V1,V2,...")
+        check_distinct_values(key, choices)
+        grid.append((key, choices))
     return grid
+
+
+def same_key(a: str, b: str) -> bool:
+    """Whether two spellings of a key set one setting (`model.lr` is `model.init_args.lr`)."""
+    return a.replace(".init_args.", ".") == b.replace(".init_args.", ".")
+
+
+def check_distinct_values(key: str, values: list[str]) -> None:
+    """Each value of an axis once: `1e-3,0.001` would run one point twice and count its seeds double."""
+    seen: dict[object, str] = {}
+    for value in values:
+        try:
+            meaning: object = float(value)
+        except ValueError:
+            meaning = value
+        if meaning in seen:
+            twice = f"{value!r} twice" if seen[meaning] == value else f"{seen[meaning]!r} and {value!r}, which are one value"
+            raise ConfigError(f"--grid {key} gives {twice}; give each value once.")
+        seen[meaning] = value
 
 
 def check_not_controlled(key: str, where: str) -> None:
@@ -150,7 +179,7 @@ def check_extra_arguments(extra: list[str], grid: list[tuple[str, list[str]]]) -
         key = word[2:].split("=")[0]
         check_not_controlled(key, f"The extra argument {word!r}")
         for grid_key, _ in grid:
-            if key.replace(".init_args.", ".") == grid_key.replace(".init_args.", "."):
+            if same_key(key, grid_key):
                 raise ConfigError(f"The extra argument {word!r} sets {key}, which --grid varies; drop one of them.")
 
 
@@ -159,7 +188,7 @@ def baseline_arm(plan: Plan, baseline: str) -> str:
     --match-parameters, `standard` is the arm `standard~efficient`)."""
     if baseline in plan.arms:
         return baseline
-    name = parse_variants([baseline])[0]
+    name = parse_variants([baseline], "--baseline")[0]
     matching = list(dict.fromkeys(run.arm for run in plan.runs if run.variant == name))
     if len(matching) == 1:
         return matching[0]
@@ -228,6 +257,20 @@ def point_label(point: tuple[tuple[str, str], ...]) -> str:
 
 def slug(text: str) -> str:
     return re.sub(r"[^\w.,=+~-]", "_", text)
+
+
+def check_folder_names(arms: list[str], points: list[tuple]) -> None:
+    """Two arm labels (or grid points) that become one folder name (`a b` and `a_b`: a name keeps letters,
+    digits and . , = + ~ - only; `A` and `a`: some file systems ignore case) would share their runs and
+    inspect reports: refused."""
+    for what, names in (("arms", arms), ("grid points", [point_label(p) for p in points])):
+        folders: dict[str, str] = {}
+        for name in names:
+            other = folders.setdefault(slug(name).casefold(), name)
+            if other != name:
+                raise ConfigError(f"The {what} {other!r} and {name!r} would share the folder {slug(name)!r} (folder "
+                                  "names keep letters, digits and . , = + ~ - only, whatever their case); give them "
+                                  "names that differ in those.")
 
 
 def find_state(run: Run, output: Path, needs_test: bool = False, wanted: dict | None = None) -> RunState:

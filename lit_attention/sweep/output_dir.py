@@ -1,0 +1,105 @@
+"""Whose `--output` it is, and who is using it now.
+
+compare writes only into a directory that is its own: a new or empty one, one holding its lock file
+(`.compare.lock`, which every compare command takes there), or one from before the lock file that
+holds a sweep's `runs/` and nothing but what compare writes. Any other directory is refused before
+anything is written into it, so that a user's own files are never replaced by a report.
+
+While a command works in its output it holds an exclusive `flock` on the lock file, released by the
+kernel when the process ends however it ends, so that a killed sweep leaves no stale lock. A second
+command into the same output is refused, naming the holder, or waits for it with --wait-for-lock:
+two sweeps never train one run twice or write one report over the other's. The file stays when the
+lock is let go: it is what marks the directory as compare's.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+import sys
+from pathlib import Path
+
+from lit_attention.errors import ConfigError
+from lit_attention.sweep.atomic import REPORT_FILES, is_temporary
+from lit_attention.sweep.inspection import INSPECT
+from lit_attention.sweep.verify import VERIFY
+
+LOCK = ".compare.lock"
+RUNS = "runs"
+# Everything compare itself puts at the top of its output (the SLURM launcher's job files go to slurm/).
+OWN_NAMES = {LOCK, RUNS, INSPECT, VERIFY, "slurm", *REPORT_FILES}
+
+
+def check_output(output: Path, report_only: bool) -> None:
+    """Refuse, before anything is written, an output that is not compare's; with --report, also one
+    that holds no runs to report on (and then create nothing)."""
+    output = Path(output)
+    if output.exists() and not output.is_dir():
+        return  # check_writable says that a file is in the way
+    entries = sorted(os.listdir(output)) if output.is_dir() else []
+    foreign = [name for name in entries if name not in OWN_NAMES and not is_temporary(name)
+               and not name.startswith(".write-test-")]
+    if entries and LOCK not in entries and (foreign or RUNS not in entries):
+        shown = foreign or entries
+        raise ConfigError(f"--output {str(output)!r} holds files that are not a compare sweep's "
+                          f"({', '.join(shown[:3])}{', ...' if len(shown) > 3 else ''}); compare writes only into a new "
+                          "or empty directory or one of its own sweeps, so choose another --output.")
+    if report_only and RUNS not in entries:
+        what = "does not exist" if not output.exists() else "holds no runs"
+        raise ConfigError(f"--output {str(output)!r} {what}, so --report has nothing to report; run the same command "
+                          "without --report to train the sweep.")
+
+
+class OutputLock:
+    """The exclusive lock of one compare command on its output, for as long as it works there."""
+
+    def __init__(self, output: Path, command: str) -> None:
+        self.path = Path(output) / LOCK
+        self.command = command
+        self._file = None
+
+    def acquire(self, wait: bool = False) -> OutputLock:
+        file = open(self.path, "a+")
+        try:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = self.holder(file)
+            if not wait:
+                file.close()
+                raise ConfigError(f"--output {str(self.path.parent)!r} is in use by {holder}; wait for it to end, "
+                                  "or pass --wait-for-lock to start when it does.") from None
+            print(f"compare: {self.path.parent} is in use by {holder}; waiting for it to end (--wait-for-lock).",
+                  file=sys.stderr, flush=True)
+            try:
+                fcntl.flock(file, fcntl.LOCK_EX)
+            except KeyboardInterrupt:
+                file.close()
+                print(f"\ncompare: interrupted while waiting for {holder}; nothing was run or written.",
+                      file=sys.stderr, flush=True)
+                sys.exit(130)
+            except BaseException:
+                file.close()
+                raise
+        file.seek(0)
+        file.truncate()
+        file.write(f"process {os.getpid()} ({self.command[:300]}) on {socket.gethostname()}\n")
+        file.flush()
+        self._file = file
+        return self
+
+    @staticmethod
+    def holder(file) -> str:
+        file.seek(0)
+        return file.read().strip() or "another process"
+
+    def release(self) -> None:
+        if self._file is not None:
+            self._file.close()  # closing the file lets go of the lock
+            self._file = None
+
+    def __enter__(self) -> OutputLock:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
