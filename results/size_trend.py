@@ -28,6 +28,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import NullFormatter  # noqa: E402
 from scipy import stats  # noqa: E402
 
+from lit_attention.sweep.comparisons import marked  # noqa: E402
+from lit_attention.sweep.selection import best_of  # noqa: E402
 from lit_attention.sweep.statistics import (  # noqa: E402
     mean_std,
     paired_difference,
@@ -46,12 +48,14 @@ def load(folder: Path) -> tuple[list[dict], str, str]:
 
 
 def tuned(rows: list[dict], mode: str) -> dict[str, list[dict]]:
-    """{arm: the rows of its grid point with the best mean validation value}."""
-    pick = max if mode == "max" else min
-    by_arm: dict[str, dict[str, list[dict]]] = {}
-    for row in rows:
-        by_arm.setdefault(row["arm"], {}).setdefault(row["point"], []).append(row)
-    return {arm: pick(points.values(), key=lambda rs: statistics.fmean(float(r["best"]) for r in rs))
+    """{arm: the rows of its grid point with the best mean validation value}, ties broken as compare
+    breaks them (the lower setting)."""
+    by_arm: dict[str, dict[tuple, list[dict]]] = {}
+    for row in rows:  # the point as a tuple of (key, value), from its label `lr=1e-3,...`
+        point = tuple(tuple(part.split("=", 1)) for part in row["point"].split(","))
+        by_arm.setdefault(row["arm"], {}).setdefault(point, []).append(row)
+    return {arm: points[best_of([(statistics.fmean(float(r["best"]) for r in rs), point)
+                                 for point, rs in points.items()], mode)[0]]
             for arm, points in by_arm.items()}
 
 
@@ -136,7 +140,8 @@ def trend_section(per_seed: dict[str, list[tuple[int, dict[int, float]]]], basel
         change = unpaired_difference(last, first)
         rows.append([arm, f"{fit.slope:+.4f}", interval(fit.slope - half, fit.slope + half), p_value(fit.pvalue),
                      f"{large / small:.1f}x", f"{change.mean:+.4f}", interval(change.low, change.high),
-                     interval(change.boot_low, change.boot_high), p_value(change.p), p_value(change.p_exact)])
+                     interval(change.boot_low, change.boot_high), p_value(change.p),
+                     marked(change.p_exact, change.p_exact_monte_carlo)])
     if not rows:
         return ""
     header = ["arm", "slope per doubling of parameters", "95% interval", "p", "largest / smallest size",
@@ -148,7 +153,9 @@ def trend_section(per_seed: dict[str, list[tuple[int, dict[int, float]]]], basel
             "unpaired (each size's seeds are other models; Welch's interval allows each its own spread). Neither "
             "is corrected for the number of arms. Size is not the only thing that changes between the sizes: each "
             "has its own training budget (see the tokens per parameter above) and each arm its own tuned rate, "
-            "so a slope describes these sizes at these budgets and this grid.\n\n" + markdown(header, rows))
+            "so a slope describes these sizes at these budgets and this grid.\n\n" + markdown(header, rows)
+            + ("\n(MC): a Monte Carlo estimate from 100,000 random relabellings, not exact.\n" if any(
+                "(MC)" in row[-1] for row in rows) else ""))
 
 
 if __name__ == "__main__":

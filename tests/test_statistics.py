@@ -1,16 +1,21 @@
-"""The distribution-free statistics beside the t-tests (exact sign flip and label permutation, bootstrap
-percentile intervals), Welch's unpaired comparison, and Holm's correction over a primary family, against
-examples counted by hand."""
+"""The distribution-free statistics beside the t-tests (sign flip and label permutation, exact or labelled
+Monte Carlo; bootstrap percentile intervals; Clopper-Pearson), Welch's unpaired comparison, and Holm's
+correction over a primary family, against examples counted by hand and against scipy.stats called
+directly."""
 
 import math
 from fractions import Fraction
 
+import numpy as np
 import pytest
 from scipy import stats
 
+from lit_attention.sweep import statistics as statistics_module
 from lit_attention.sweep.statistics import (Difference, PairedDifference, bootstrap_interval,
-                                            bootstrap_interval_two_sample, paired_difference, permutation_p,
-                                            sign_flip_p, smallest_exact_p, unpaired_difference, verdict, with_holm)
+                                            bootstrap_interval_two_sample, clopper_pearson, paired_difference,
+                                            permutation_p, permutation_test, sign_flip_p, sign_flip_test,
+                                            smallest_exact_p, smallest_permutation_p, unpaired_difference, verdict,
+                                            with_holm)
 
 
 def test_sign_flip_p_counts_the_sign_assignments_by_hand():
@@ -33,8 +38,8 @@ def test_sign_flip_p_beyond_exact_enumeration_is_a_fixed_seed_estimate():
     # exact p is P(|2K - 21| >= 5) = 2 P(K >= 13).
     differences = [1.0] * 13 + [-1.0] * 8
     exact = 2 * stats.binom.sf(12, 21, 0.5)
-    estimate = sign_flip_p(differences)
-    assert estimate == sign_flip_p(differences)  # deterministic: a report rebuilds byte for byte
+    estimate, monte_carlo = sign_flip_test(differences)
+    assert monte_carlo and estimate == sign_flip_p(differences)  # deterministic: a report rebuilds byte for byte
     assert estimate == pytest.approx(exact, abs=0.005)  # 100,000 draws: standard error about 0.0015
 
 
@@ -42,18 +47,96 @@ def test_permutation_p_counts_the_relabellings_by_hand():
     # Pooled 1, 2, 3, 4 with a = {1, 2}: a's mean minus b's is sum(a') - 5 over the 6 choices of a'
     # (sums 3, 4, 5, 5, 6, 7), and |sum(a') - 5| >= 2 for {1, 2} and {3, 4} only.
     assert permutation_p([1.0, 2.0], [3.0, 4.0]) == pytest.approx(1 / 3)
-    # a = {5} against 1, 2, 3: x - (11 - x) / 3 is 3 for x = 5 and -2.33, -1, 0.33 for the others.
-    assert permutation_p([5.0], [1.0, 2.0, 3.0]) == 0.25
-    assert math.isnan(permutation_p([], [1.0]))
+    # a = {4, 5} against 1, 2, 3: the gap is s/2 - (15 - s)/3 over the 10 pair sums s of a' (3, 4, 5, 5, 6,
+    # 6, 7, 7, 8, 9); observed s = 9 gives +2.5, and only s = 9 and s = 3 reach |2.5|.
+    assert permutation_p([4.0, 5.0], [1.0, 2.0, 3.0]) == pytest.approx(0.2)
+    # scipy's test needs two values a side, so one value against three is not tested (it was: 1 of 4).
+    assert math.isnan(permutation_p([5.0], [1.0, 2.0, 3.0])) and math.isnan(permutation_p([], [1.0]))
 
 
-def test_permutation_p_beyond_exact_enumeration_is_a_fixed_seed_estimate():
-    # C(20, 10) = 184,756 relabellings: estimated. Of 0/1 values, the ones landing on a' are
+@pytest.mark.slow
+def test_ten_values_a_side_are_enumerated_exactly_and_eleven_against_ten_are_estimated():
+    # C(20, 10) = 184,756 relabellings: every one counted. Of 0/1 values, the ones landing on a' are
     # hypergeometric (20 values, 10 ones, 10 drawn); observed 7 ones, so p = P(|2A - 10| >= 4) = 2 P(A >= 7).
     a, b = [1.0] * 7 + [0.0] * 3, [1.0] * 3 + [0.0] * 7
-    estimate = permutation_p(a, b)
-    assert estimate == permutation_p(a, b)
-    assert estimate == pytest.approx(2 * stats.hypergeom.sf(6, 20, 10, 10), abs=0.005)
+    assert permutation_test(a, b) == (pytest.approx(2 * stats.hypergeom.sf(6, 20, 10, 10), rel=1e-12), False)
+    # C(21, 10) = 352,716: a fixed-seed Monte Carlo estimate, said to be one.
+    a = a + [1.0]
+    estimate, monte_carlo = permutation_test(a, b)
+    assert monte_carlo and (estimate, True) == permutation_test(a, b)
+    exact = sum(stats.hypergeom.pmf(k, 21, 11, 11) for k in range(12) if abs(k / 11 - (11 - k) / 10) >= 8 / 11 - 3 / 10 - 1e-12)
+    assert estimate == pytest.approx(exact, abs=0.005)
+
+
+@pytest.mark.slow
+def test_seventeen_signs_are_enumerated_exactly_and_eighteen_are_estimated():
+    # The signed sum of n values ±1 is 2K - n with K ~ Binomial(n, 1/2).
+    seventeen = [1.0] * 12 + [-1.0] * 5
+    assert sign_flip_test(seventeen) == (pytest.approx(2 * stats.binom.sf(11, 17, 0.5), rel=1e-12), False)
+    estimate, monte_carlo = sign_flip_test(seventeen + [1.0])
+    assert monte_carlo and estimate == pytest.approx(2 * stats.binom.sf(12, 18, 0.5), abs=0.005)
+
+
+def test_the_label_says_monte_carlo_exactly_past_the_limit(monkeypatch):
+    monkeypatch.setattr(statistics_module, "EXACT_RELABELLINGS_MAX", 10)
+    # 2 + 3 values: C(5, 2) = 10 relabellings, at the limit: exact.
+    assert permutation_test([4.0, 5.0], [1.0, 2.0, 3.0]) == (pytest.approx(0.2), False)
+    assert permutation_test([4.0, 5.0, 6.0], [1.0, 2.0, 3.0])[1]  # C(6, 3) = 20: estimated
+    assert sign_flip_test([1.0, 2.0, 3.0]) == (0.25, False)  # 2^3 = 8
+    assert sign_flip_test([1.0, 2.0, 3.0, 4.0])[1]  # 16
+    monkeypatch.setattr(statistics_module, "EXACT_RELABELLINGS_MAX", 9)
+    assert permutation_test([4.0, 5.0], [1.0, 2.0, 3.0])[1]
+    assert paired_difference({s: float(s) for s in range(4)}, {s: 0.5 for s in range(4)}).p_exact_monte_carlo
+    assert smallest_permutation_p(2, 3) == 1 / 100_001
+
+
+def test_the_two_sided_p_is_the_share_reaching_the_observed_absolute_difference():
+    # a = {1, 0} against 0, 0, 0: a' holds the 1 in 4 of the 10 relabellings (gap +0.5), else -1/3. The
+    # documented p counts |gap| >= 0.5: 0.4. scipy's default two-sided p, 2 min(P(T <= t), P(T >= t)),
+    # would double the upper tail to 0.8, for a null that is not symmetric.
+    assert permutation_p([1.0, 0.0], [0.0, 0.0, 0.0]) == pytest.approx(0.4)
+    default = stats.permutation_test(([1.0, 0.0], [0.0, 0.0, 0.0]), lambda x, y, axis: x.mean(axis) - y.mean(axis),
+                                     permutation_type="independent", vectorized=True, n_resamples=np.inf)
+    assert default.pvalue == pytest.approx(0.8)
+
+
+def test_the_randomisation_tests_agree_with_scipy_where_no_arrangement_ties():
+    rng = np.random.default_rng(3)
+    for n in (2, 5, 9):
+        differences = list(rng.normal(size=n))
+        flips = stats.permutation_test((differences,), lambda x, axis: x.mean(axis), permutation_type="samples",
+                                       vectorized=True, n_resamples=np.inf)  # symmetric null: 2 min = |.|
+        assert sign_flip_p(differences) == pytest.approx(flips.pvalue, rel=1e-12)
+        a, b = list(rng.normal(size=n)), list(rng.normal(size=n + 1))
+        labels = stats.permutation_test((a, b), lambda x, y, axis: abs(x.mean(axis) - y.mean(axis)),
+                                        permutation_type="independent", vectorized=True, n_resamples=np.inf,
+                                        alternative="greater")
+        assert permutation_p(a, b) == pytest.approx(labels.pvalue, rel=1e-12)
+    for n_a, n_b in ((2, 2), (2, 3), (4, 4), (3, 5)):  # the two groups wholly apart: the floor
+        assert smallest_permutation_p(n_a, n_b) == pytest.approx(permutation_p([0.0] * n_a, [1.0] * n_b))
+
+
+def test_the_bootstrap_draws_the_resamples_the_project_drew_by_hand():
+    # scipy's one- and two-sample bootstrap takes the same integers(0, n, (resamples, n)) draws, sample
+    # after sample, that the intervals were computed from before scipy did it: the intervals agree.
+    rng = np.random.default_rng(4)
+    a, b = rng.normal(size=10), rng.normal(size=7)
+
+    def by_hand(*samples):
+        generator = np.random.default_rng(0)
+        means = [x[generator.integers(0, x.size, size=(10_000, x.size))].mean(axis=1) for x in samples]
+        return tuple(np.quantile(means[0] - (means[1] if len(means) > 1 else 0), [0.025, 0.975]))
+
+    assert bootstrap_interval(list(a)) == pytest.approx(by_hand(a), rel=1e-12)
+    assert bootstrap_interval_two_sample(list(a), list(b)) == pytest.approx(by_hand(a, b), rel=1e-12)
+
+
+def test_clopper_pearson_is_the_beta_quantiles():
+    for k, n in ((0, 3), (1, 7), (5, 10), (7, 7)):
+        low = 0.0 if k == 0 else stats.beta.ppf(0.025, k, n - k + 1)
+        high = 1.0 if k == n else stats.beta.ppf(0.975, k + 1, n - k)
+        assert clopper_pearson(k, n) == (pytest.approx(low, rel=1e-9), pytest.approx(high, rel=1e-9))
+    assert all(math.isnan(x) for x in clopper_pearson(0, 0))
 
 
 def test_bootstrap_intervals_by_hand():

@@ -12,7 +12,8 @@ from lit_attention.errors import ConfigError
 from lit_attention.sweep.runs import parse_point, parse_primary
 from lit_attention.sweep.report import write_report
 from lit_attention.sweep.runs import Plan, Run, RunState
-from lit_attention.sweep.selection import Edge, cells_of, cross_fit, edge_flags, extension
+from lit_attention.sweep.selection import (Edge, best_of, cells_of, choose_point_and_ties, cross_fit, edge_flags,
+                                          extension, setting_order, tuned_points)
 from lit_attention.sweep.statistics import paired_difference, unpaired_difference, with_holm
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -195,6 +196,53 @@ def test_a_bad_primary_is_one_sentence(text, message):
     plan = Plan(arms=["standard", "super"], runs=[Run("standard", "standard", (), 0), Run("super", "super", (), 0)])
     with pytest.raises(ConfigError, match=message):
         parse_primary(plan, text, "standard")
+
+
+# ---------------------------------------------------------------------------------------------- ties
+
+
+def float32(correct: int, items: int = 144) -> float:
+    """An accuracy as a record holds it: logged in float32."""
+    import numpy as np
+
+    return float(np.float32(correct / items))
+
+
+def test_a_tie_in_mean_validation_goes_to_the_lower_setting_not_to_float_rounding(tmp_path):
+    """266 of 288 correct at both rates, split 130 + 136 and 132 + 134: equal, but in float32 the higher
+    rate's mean is larger by about 3e-8. The rule chooses the lower rate, and the report says it did."""
+    low, high, top = point(lr="4e-3"), point(lr="0.008"), point(lr="1.6e-2")
+    scores = {low: (130, 136), high: (132, 134), top: (120, 121)}
+    assert sum(map(float32, scores[high])) > sum(map(float32, scores[low]))  # what would have chosen 0.008
+    plan, states = sweep({("super", q): (lambda s, c=c: (float32(c[s]), 0.5)) for q, c in scores.items()}, seeds=(0, 1))
+    cells = cells_of(plan, states)
+    assert choose_point_and_ties({q: cells[("super", q)] for q in scores}, [high, top, low], "max") == (low, [high])
+    assert tuned_points(plan, cells, "max") == {"super": low}
+    text = write_report(plan, states, tmp_path, "compare ...", "super", None)
+    assert "**Ties:** grid points whose mean validation values agree within 1e-6" in text
+    assert "Decided here: super: lr=4e-3 over lr=0.008." in text
+    # For a metric to minimise too, and by the lower value of the first key before the next.
+    assert best_of([(1.0, point(lr="3e-3", wd="0.1")), (1.0, point(lr="1e-3", wd="0.2")), (2.0, low)], "min") \
+        == (point(lr="1e-3", wd="0.2"), [point(lr="3e-3", wd="0.1")])
+    assert best_of([(0.5, low), (0.5 + 1e-5, high)], "max") == (high, [])  # 2e-5 apart: not a tie
+    assert setting_order(point(opt="sgd")) > setting_order(point(opt="adam")) > setting_order(point(opt="1"))
+
+
+def test_a_report_without_ties_does_not_print_the_rule(tmp_path):
+    plan, states = sweep({("standard", point(lr="1e-3")): lambda s: (0.8, 0.5),
+                          ("standard", point(lr="3e-3")): lambda s: (0.9, 0.6)})
+    assert "**Ties:**" not in write_report(plan, states, tmp_path, "compare ...", "standard", None)
+
+
+def test_a_monte_carlo_p_is_marked_in_the_table_and_explained_under_it(tmp_path, monkeypatch):
+    from lit_attention.sweep import statistics
+
+    plan, states = sweep({("standard", ()): lambda s: (0.8, 0.5 + s / 100), ("super", ()): lambda s: (0.9, 0.6 + s / 50)})
+    exact = write_report(plan, states, tmp_path, "compare ...", "standard", None)
+    assert "(MC)" not in exact and "| 0.0625 | 0.0625 |" in exact  # 2^5 = 32 sign assignments: enumerated
+    monkeypatch.setattr(statistics, "EXACT_RELABELLINGS_MAX", 31)
+    estimated = write_report(plan, states, tmp_path, "compare ...", "standard", None)
+    assert "(MC) | " in estimated and "\n(MC): not exact." in estimated
 
 
 # ---------------------------------------------------------------------------------------------- --cross-fit

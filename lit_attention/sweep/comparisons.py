@@ -11,11 +11,13 @@ from dataclasses import dataclass
 from lit_attention.sweep.runs import Plan
 from lit_attention.sweep.statistics import (
     ALPHA,
+    EXACT_RELABELLINGS_MAX,
+    MONTE_CARLO_DRAWS,
     Difference,
     holm,
     paired_difference,
-    permutation_p,
     smallest_exact_p,
+    smallest_permutation_p,
     unpaired_difference,
     verdict,
     with_holm,
@@ -33,6 +35,7 @@ class Comparison:
     pairing: Pairing
     difference: Difference | None
     p_exact_holm: float = math.nan  # the exact p, Holm-corrected over the same primary family
+    p_exact_holm_monte_carlo: bool = False  # a Monte Carlo p entered that correction
 
 
 def compare_arms(chosen: dict[str, tuple[dict, dict]], wanted: list[tuple[str, str]],
@@ -58,8 +61,9 @@ def compare_arms(chosen: dict[str, tuple[dict, dict]], wanted: list[tuple[str, s
     for comparison, corrected in zip(compared, with_holm([c.difference for c in compared], mask)):
         comparison.difference = corrected
     family = [c for c in compared if c.difference.primary and not math.isnan(c.difference.p)]
+    estimated = any(c.difference.p_exact_monte_carlo for c in family)
     for comparison, p in zip(family, holm([c.difference.p_exact for c in family])):
-        comparison.p_exact_holm = p
+        comparison.p_exact_holm, comparison.p_exact_holm_monte_carlo = p, estimated
     return found
 
 
@@ -99,10 +103,25 @@ def comparison_table(comparisons: list[Comparison], baseline: str, primary, metr
         seeds = str(d.n) if d.paired else f"{d.n} + {d.n_baseline} (unpaired)"
         rows.append([label(c, baseline), seeds, "n/a" if math.isnan(d.mean) else f"{d.mean:+.4f}", interval(d.low, d.high),
                      interval(d.boot_low, d.boot_high), interval(d.joint_low, d.joint_high), p_value(d.p),
-                     p_value(d.p_holm), p_value(d.p_exact), p_value(c.p_exact_holm), verdict(d, mode)])
+                     p_value(d.p_holm), marked(d.p_exact, d.p_exact_monte_carlo),
+                     marked(c.p_exact_holm, c.p_exact_holm_monte_carlo), verdict(d, mode)])
     pairs = [(label(c, baseline), c.difference) for c in comparisons if c.difference is not None]
-    notes = exact_test_note(comparisons, baseline) + beyond_range_note(pairs, metric)
+    notes = monte_carlo_note(comparisons) + exact_test_note(comparisons, baseline) + beyond_range_note(pairs, metric)
     return lines + "\n" + note + markdown(header, rows) + notes
+
+
+def marked(p: float, monte_carlo: bool) -> str:
+    """A randomisation p, with "(MC)" when it was estimated from random arrangements rather than enumerated."""
+    return p_value(p) + (" (MC)" if monte_carlo and not math.isnan(p) else "")
+
+
+def monte_carlo_note(comparisons: list[Comparison]) -> str:
+    """What "(MC)" in the exact-p columns means, when a row has it."""
+    if not any(c.difference is not None and c.difference.p_exact_monte_carlo for c in comparisons):
+        return ""
+    return (f"\n(MC): not exact. That test has more than {EXACT_RELABELLINGS_MAX:,} sign assignments or relabellings, "
+            f"so its p is a Monte Carlo estimate from {MONTE_CARLO_DRAWS:,} random ones (fixed seed), (hits + 1) / "
+            f"(draws + 1), with a standard error of at most 0.0016; a Holm value marked so has such a p among its inputs.\n")
 
 
 def label(comparison: Comparison, baseline: str) -> str:
@@ -132,7 +151,7 @@ def smallest_exact(difference: Difference) -> float:
     2 / 2^n, or the label permutation's at two fully separated groups."""
     if difference.paired:
         return smallest_exact_p(difference.n)
-    return permutation_p([0.0] * difference.n, [1.0] * difference.n_baseline)
+    return smallest_permutation_p(difference.n, difference.n_baseline)
 
 
 # The largest difference two runs can have in a bounded metric (the last part of its name).

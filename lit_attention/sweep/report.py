@@ -35,7 +35,7 @@ from lit_attention.sweep.budget import budget_note
 from lit_attention.sweep.comparisons import compare_arms, comparison_table, wanted_comparisons
 from lit_attention.sweep.inspection import inspection_section
 from lit_attention.sweep.runs import Plan, RunState, point_label
-from lit_attention.sweep.selection import best_value, cells_of, cross_fit, edge_flags, tuned_points
+from lit_attention.sweep.selection import best_value, cells_of, cross_fit, edge_flags, ties_note, tuned_choices, tuned_points
 from lit_attention.sweep.statistics import ALPHA, clopper_pearson, mean_std
 from lit_attention.sweep.tables import count, markdown, plus_minus
 from lit_attention.sweep.validity import provenance_rows
@@ -95,6 +95,7 @@ def write_report(plan: Plan, states: list[RunState], output: Path, command: str,
     ]
     if grid:
         sections.append("## Tuned per arm\n\n" + tuned_table(plan, cells, tuned, monitor, has_test, others)
+                        + ties_note(tuned_choices(plan, cells, mode), point_label)
                         + edges_note(plan, tuned, extension_rounds) + budget_note(plan, cells, tuned))
     value = test_value if has_test else best_value
     chosen = {arm: (cells[(arm, point)].records_by_seed(), cells[(arm, point)].by_seed(value))
@@ -309,6 +310,9 @@ def cross_fit_section(plan: Plan, cells: dict, baseline: str, primary, monitor: 
             for arm, f in fits.items()]
     table = markdown(["arm", "chosen on the first half", "chosen on the second half", f"{metric} (other half's choice)"],
                      rows)
+    table += ties_note({f"{arm} ({half} half)": (point, tied) for arm, f in fits.items() for half, point, tied in
+                        (("first", f.chosen_on_first, f.tied_on_first), ("second", f.chosen_on_second, f.tied_on_second))},
+                       point_label)
     comparisons = compare_arms(chosen, wanted_comparisons(plan, baseline, primary), primary)
     text = comparison_table(comparisons, baseline, primary, metric, mode, " at the other half's choice") if comparisons else ""
     return (title + f"Selection and scoring never share a seed: {halves}. Each seed's value is its run at the point "

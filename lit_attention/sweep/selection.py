@@ -1,6 +1,7 @@
 """Which grid point each arm is scored at, and whether that choice can be trusted:
 
-* `tuned_points`: each arm's grid point with the best mean validation value over its seeds;
+* `tuned_points`: each arm's grid point with the best mean validation value over its seeds, a tie (equal
+  means, to rounding) going to the lower setting (TIE_RULE, printed under a table where it decided);
 * `edge_flags`: a choice at an end of a numeric grid axis says the optimum may lie past the grid, and
   every difference built on it inherits that; `extension` proposes the next point past that end, at
   the ratio of the grid's last step, which `compare --extend-edges` runs;
@@ -70,27 +71,74 @@ def best_value(record: dict) -> float | None:
 
 def choose_point(cells: dict, points: list[tuple], mode: str, seeds=None) -> tuple | None:
     """The point of `cells` ({point: Cell} of one arm) with the best mean validation value over `seeds`
-    (all when None). Only points where every one of those seeds finished take part (a learning rate that
-    diverged on some seeds must not win on its survivors), unless no point is complete."""
+    (all when None), ties broken by TIE_RULE. Only points where every one of those seeds finished take
+    part (a learning rate that diverged on some seeds must not win on its survivors), unless no point is
+    complete."""
+    return choose_point_and_ties(cells, points, mode, seeds)[0]
+
+
+def choose_point_and_ties(cells: dict, points: list[tuple], mode: str, seeds=None) -> tuple[tuple | None, list]:
+    """`choose_point`'s point, and the other points that tied with it (empty when none did)."""
     def complete(point) -> bool:
         return all(s.record is not None for s in cells[point].states if seeds is None or s.run.seed in seeds)
 
     candidates = [p for p in points if complete(p)] or points
     scored = [(m, p) for p in candidates if (m := mean_best(cells[p], seeds)) is not None]
+    return best_of(scored, mode)
+
+
+# Records hold float32 metrics (about 7 digits), so the same number of correct items over the seeds,
+# split differently between them, can average to means that differ near 1e-8. Closer than this
+# (relative), means are equal; distinct accuracies over a few hundred validation items differ by 1e-4
+# or more.
+TIE_TOLERANCE = 1e-6
+TIE_RULE = ("grid points whose mean validation values agree within 1e-6 (relative: the records keep float32 "
+            "values) are equal, and the "
+            "lower setting is chosen (the lower value of the grid's first key, then of the next): where validation "
+            "cannot tell two rates apart, the lower is the conservative one, and the rule does not depend on the "
+            "order the points were listed or extended in. No test value takes part.")
+
+
+def best_of(scored: list[tuple[float, tuple]], mode: str) -> tuple[tuple | None, list]:
+    """(the point with the best score of `scored` [(score, point)], the others tied with it), the tie
+    going to the lowest point by `setting_order`; (None, []) for nothing scored."""
     if not scored:
-        return None
-    return (max if mode == "max" else min)(scored, key=lambda item: item[0])[1]
+        return None, []
+    best = (max if mode == "max" else min)(m for m, _ in scored)
+    tied = [p for m, p in scored if abs(m - best) <= TIE_TOLERANCE * max(abs(m), abs(best))]
+    chosen = min(tied, key=setting_order)
+    return chosen, [p for p in tied if p != chosen]
+
+
+def setting_order(point: tuple) -> tuple:
+    """A point's settings in order, numbers as numbers (before words, which go alphabetically)."""
+    return tuple((0, number, "") if (number := _number(value)) is not None else (1, 0.0, value) for _, value in point)
 
 
 def tuned_points(plan, cells: dict, mode: str) -> dict[str, tuple]:
     """{arm: its grid point with the best mean best-validation value over its seeds}."""
+    return {arm: point for arm, (point, _) in tuned_choices(plan, cells, mode).items()}
+
+
+def tuned_choices(plan, cells: dict, mode: str) -> dict[str, tuple[tuple, list]]:
+    """{arm: (its tuned point, the points that tied with it)}."""
     tuned = {}
     for arm in plan.arms:
         points = plan.points_of(arm)
-        point = choose_point({p: cells[(arm, p)] for p in points}, points, mode)
+        point, ties = choose_point_and_ties({p: cells[(arm, p)] for p in points}, points, mode)
         if point is not None:
-            tuned[arm] = point
+            tuned[arm] = (point, ties)
     return tuned
+
+
+def ties_note(ties: dict[str, tuple[tuple, list]], label) -> str:
+    """The tie rule and the choices it decided ({who: (chosen, tied points)}), or "" when none tied."""
+    decided = {who: (point, others) for who, (point, others) in ties.items() if others}
+    if not decided:
+        return ""
+    names = "; ".join(f"{who}: {label(point)} over {', '.join(map(label, others))}"
+                      for who, (point, others) in decided.items())
+    return f"\n**Ties:** {TIE_RULE} Decided here: {names}.\n"
 
 
 def _number(text: str) -> float | None:
@@ -153,6 +201,8 @@ class CrossFit:
     chosen_on_first: tuple | None
     chosen_on_second: tuple | None
     values: dict[int, float]
+    tied_on_first: tuple = ()  # the points that tied with chosen_on_first (TIE_RULE chose among them)
+    tied_on_second: tuple = ()
 
 
 def cross_fit(cells: dict, points: list[tuple], seeds: list[int], mode: str, value) -> CrossFit | None:
@@ -163,12 +213,12 @@ def cross_fit(cells: dict, points: list[tuple], seeds: list[int], mode: str, val
     if len(seeds) < 2:
         return None
     first, second = tuple(seeds[: len(seeds) // 2]), tuple(seeds[len(seeds) // 2:])
-    on_first = choose_point(cells, points, mode, set(first))
-    on_second = choose_point(cells, points, mode, set(second))
+    on_first, tied_first = choose_point_and_ties(cells, points, mode, set(first))
+    on_second, tied_second = choose_point_and_ties(cells, points, mode, set(second))
     values = {}
     for half, point in ((second, on_first), (first, on_second)):
         if point is None:
             continue
         found = cells[point].by_seed(value)
         values.update({seed: found[seed] for seed in half if seed in found})
-    return CrossFit(first, second, on_first, on_second, values)
+    return CrossFit(first, second, on_first, on_second, values, tuple(tied_first), tuple(tied_second))

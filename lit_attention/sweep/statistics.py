@@ -1,5 +1,6 @@
 """The statistics `compare` reports: the difference of a variant from the baseline over seeds, with a
-t-interval, an exact randomisation p-value and a bootstrap interval beside it; Holm's correction over
+t-interval, a randomisation p-value (exact where the arrangements can be enumerated) and a bootstrap
+interval beside it (scipy.stats.permutation_test and bootstrap); Holm's correction over
 the confirmatory (primary) comparisons, with Bonferroni's simultaneous intervals; exact binomial
 intervals for success counts.
 
@@ -10,9 +11,12 @@ uncertainty. Where pairing is broken the comparison is unpaired (Welch), every v
 What each test assumes:
 - t (paired t, Welch): the seed-by-seed differences (paired) or each side's values (Welch) are roughly
   normal; with five seeds that is assumed, not something the data can check.
-- exact sign flip (paired) / label permutation (unpaired): only that, with no effect, each difference is
+- sign flip (paired) / label permutation (unpaired): only that, with no effect, each difference is
   as likely positive as negative (symmetry), or the labels are exchangeable. No normality, but a floor:
-  with n pairs the smallest reachable p is 2 / 2^n (five seeds: 0.0625, never below 0.05).
+  with n pairs the smallest reachable p is 2 / 2^n (five seeds: 0.0625, never below 0.05). Two-sided:
+  the share of arrangements whose |statistic| reaches the observed one. Exact (every arrangement) up to
+  EXACT_RELABELLINGS_MAX arrangements, 17 pairs or ten values a side; above, a Monte Carlo estimate
+  from 100,000 random ones (fixed seed), which the report labels as such.
 - bootstrap percentile: approximate; it takes the few seeds as the whole population (spread divided by n,
   no t-widening), so at n = 5 it is too narrow: about two thirds of the t-interval's width for normal data.
 "No detectable difference" means the Holm-corrected t-test did not reject equality at 5%: the interval
@@ -25,15 +29,16 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, replace
-from itertools import combinations
 
 import numpy as np
 from scipy import stats
 
 ALPHA = 0.05
-EXACT_SIGN_FLIP_MAX_N = 20  # 2^20 sums, about 8 MB: exact; above, Monte Carlo
-EXACT_PERMUTATIONS_MAX = 50_000  # label arrangements enumerated exactly; above, Monte Carlo
+# Sign assignments or relabellings enumerated exactly, up to C(20, 10) = 184,756 (ten seeds a side, a
+# few seconds); above, Monte Carlo, and the report says so.
+EXACT_RELABELLINGS_MAX = 200_000
 MONTE_CARLO_DRAWS = 100_000
+BATCH = 50_000  # arrangements scipy evaluates at once: bounds the memory
 MONTE_CARLO_SEED = 0  # fixed, so a report rebuilds byte for byte
 TIE_TOLERANCE = 1e-9  # relative to the sum of |values|: sums in another order round differently
 
@@ -43,7 +48,8 @@ class Difference:
     """variant - baseline over seeds, with every number the report prints about it.
 
     Paired (`paired=True`): over the seeds both have; `mean` is the mean of the seed-by-seed differences,
-    `low`/`high` the paired t-interval, `p` the paired t-test, `p_exact` the exact sign-flip test and
+    `low`/`high` the paired t-interval, `p` the paired t-test, `p_exact` the sign-flip test (exact, or a Monte Carlo
+    estimate where `p_exact_monte_carlo`) and
     `boot_low`/`boot_high` the bootstrap percentile interval of the resampled differences. Unpaired: over
     every value on each side (`n` variant values, `n_baseline` baseline values); `mean` is the difference of
     the means, the interval and p come from Welch's t (Welch-Satterthwaite `df`), `p_exact` from permuting
@@ -63,6 +69,7 @@ class Difference:
     df: float = math.nan  # degrees of freedom of the t-interval and t-test
     paired: bool = True
     p_exact: float = math.nan
+    p_exact_monte_carlo: bool = False  # p_exact estimated from random arrangements, not enumerated
     boot_low: float = math.nan
     boot_high: float = math.nan
     p_holm: float = math.nan
@@ -98,7 +105,8 @@ def paired_difference(variant: dict[int, float], baseline: dict[int, float], con
         return Difference(n, n, mean)
     error = statistics.stdev(differences) / math.sqrt(n)
     boot_low, boot_high = bootstrap_interval(differences, confidence)
-    return Difference(n, n, mean, df=n - 1, paired=True, p_exact=sign_flip_p(differences),
+    p_exact, monte_carlo = sign_flip_test(differences)
+    return Difference(n, n, mean, df=n - 1, paired=True, p_exact=p_exact, p_exact_monte_carlo=monte_carlo,
                       boot_low=boot_low, boot_high=boot_high, **_t_fields(mean, error, n - 1, confidence))
 
 
@@ -114,33 +122,76 @@ def unpaired_difference(variant: dict[int, float], baseline: dict[int, float], c
     spread = share_a ** 2 / (len(a) - 1) + share_b ** 2 / (len(b) - 1)
     df = (share_a + share_b) ** 2 / spread if spread > 0 else math.nan  # Welch-Satterthwaite
     boot_low, boot_high = bootstrap_interval_two_sample(a, b, confidence)
-    return Difference(len(a), len(b), mean, df=df, paired=False, p_exact=permutation_p(a, b),
+    p_exact, monte_carlo = permutation_test(a, b)
+    return Difference(len(a), len(b), mean, df=df, paired=False, p_exact=p_exact, p_exact_monte_carlo=monte_carlo,
                       boot_low=boot_low, boot_high=boot_high, **_t_fields(mean, error, df, confidence))
 
 
 def sign_flip_p(differences: list[float]) -> float:
-    """Exact two-sided sign-flip p-value for "the differences are symmetric about 0": the share of the
-    2^n ways to flip their signs whose |mean| is at least the observed |mean| (ties within a small
-    relative tolerance count, since the same sum added in another order rounds differently). Enumerated
-    exactly up to n = 20; above, a Monte Carlo estimate from 100,000 random sign assignments drawn by a
-    generator with a fixed seed, (hits + 1) / (draws + 1), so the same input always gives the same p.
-    NaN for no differences."""
+    """Two-sided sign-flip p-value for "the differences are symmetric about 0": the share of the ways to
+    flip their signs whose |mean| is at least the observed |mean| (ties within a small relative tolerance
+    count, since the same sum added in another order rounds differently). Exact, every one of the 2^n
+    assignments, while 2^n <= EXACT_RELABELLINGS_MAX (n <= 17); above, a Monte Carlo estimate (see
+    `randomisation_test`). NaN for no differences."""
+    return sign_flip_test(differences)[0]
+
+
+def sign_flip_test(differences: list[float]) -> tuple[float, bool]:
+    """(p, whether p is a Monte Carlo estimate) of `sign_flip_p`."""
     values = np.asarray(differences, dtype=float)
     if values.size == 0:
-        return math.nan
-    observed = abs(values.sum())
-    threshold = observed - TIE_TOLERANCE * np.abs(values).sum()
-    if values.size <= EXACT_SIGN_FLIP_MAX_N:
-        sums = np.zeros(1)
-        for value in values:  # every signed sum, doubling per value
-            sums = np.concatenate((sums + value, sums - value))
-        return float(np.count_nonzero(np.abs(sums) >= threshold) / sums.size)
-    generator = np.random.default_rng(MONTE_CARLO_SEED)
-    hits = 0
-    for draws in _chunks(MONTE_CARLO_DRAWS, values.size):
-        signs = generator.choice((-1.0, 1.0), size=(draws, values.size))
-        hits += int(np.count_nonzero(np.abs(signs @ values) >= threshold))
-    return (hits + 1) / (MONTE_CARLO_DRAWS + 1)
+        return math.nan, False
+    if values.size == 1:  # both signs reach |x| (scipy's test needs two values)
+        return 1.0, False
+    tolerance = TIE_TOLERANCE * float(np.abs(values).sum())
+    return randomisation_test((values,), "samples", 2 ** values.size, tolerance)
+
+
+def permutation_p(a: list[float], b: list[float]) -> float:
+    """Two-sided permutation p-value for the difference of means mean(a) - mean(b): the share of the ways
+    to relabel the pooled values (C(n_a + n_b, n_a) of them) whose |difference| is at least the observed
+    one (ties within a small relative tolerance). Exact while the relabellings number at most
+    EXACT_RELABELLINGS_MAX (C(20, 10) = 184,756 is); above, a Monte Carlo estimate (see
+    `randomisation_test`). NaN when either side has fewer than 2 values (scipy's test needs 2 a side)."""
+    return permutation_test(a, b)[0]
+
+
+def permutation_test(a: list[float], b: list[float]) -> tuple[float, bool]:
+    """(p, whether p is a Monte Carlo estimate) of `permutation_p`."""
+    if len(a) < 2 or len(b) < 2:
+        return math.nan, False
+    left, right = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    tolerance = TIE_TOLERANCE * float(np.abs(left).sum() + np.abs(right).sum()) * (1 / left.size + 1 / right.size)
+    return randomisation_test((left, right), "independent", math.comb(left.size + right.size, left.size), tolerance)
+
+
+def _absolute_mean(values, axis=-1):
+    return np.abs(np.mean(values, axis=axis))
+
+
+def _absolute_gap(a, b, axis=-1):
+    return np.abs(np.mean(a, axis=axis) - np.mean(b, axis=axis))
+
+
+def randomisation_test(samples: tuple, kind: str, arrangements: int, tolerance: float) -> tuple[float, bool]:
+    """scipy.stats.permutation_test of |mean| (one sample, `kind` "samples": sign flips) or |mean(a) -
+    mean(b)| (two, "independent": relabellings), over all `arrangements` while they number at most
+    EXACT_RELABELLINGS_MAX, else over MONTE_CARLO_DRAWS random ones from a generator seeded with
+    MONTE_CARLO_SEED (the same input always gives the same p). The statistic is the absolute value, so
+    the two-sided p is P(|T| >= |observed|), not scipy's default 2 min(P(T <= t), P(T >= t)) (the same for
+    sign flips, whose null is symmetric; not for unequal groups). p is counted from scipy's null
+    distribution with `tolerance` for ties, scipy's own being relative to the observed value alone:
+    exact, hits / arrangements (the observed one among them); Monte Carlo, (hits + 1) / (draws + 1), as
+    scipy counts it. Returns (p, whether it is a Monte Carlo estimate)."""
+    monte_carlo = arrangements > EXACT_RELABELLINGS_MAX
+    statistic = _absolute_mean if kind == "samples" else _absolute_gap
+    result = stats.permutation_test(samples, statistic, permutation_type=kind, vectorized=True,
+                                    n_resamples=MONTE_CARLO_DRAWS if monte_carlo else np.inf, alternative="greater",
+                                    batch=BATCH, rng=np.random.default_rng(MONTE_CARLO_SEED))
+    hits = int(np.count_nonzero(result.null_distribution >= result.statistic - tolerance))
+    if monte_carlo:
+        return (hits + 1) / (result.null_distribution.size + 1), True
+    return hits / result.null_distribution.size, False
 
 
 def smallest_exact_p(n: int) -> float:
@@ -149,70 +200,52 @@ def smallest_exact_p(n: int) -> float:
     return 1.0 if n <= 1 else 2.0 / 2 ** n
 
 
-def permutation_p(a: list[float], b: list[float]) -> float:
-    """Exact two-sided permutation p-value for the difference of means mean(a) - mean(b): the share of the
-    C(n_a + n_b, n_a) ways to relabel the pooled values whose |difference| is at least the observed one
-    (ties within a small relative tolerance). Exact while there are at most 50,000 arrangements; above, a
-    Monte Carlo estimate from 100,000 random relabellings by a fixed-seed generator, (hits + 1) / (draws
-    + 1), so the same input always gives the same p. NaN when either side is empty."""
-    if not a or not b:
-        return math.nan
-    pooled = np.asarray([*a, *b], dtype=float)
-    n_a, n_b, total = len(a), len(b), pooled.sum()
-
-    def gaps(sums_a: np.ndarray) -> np.ndarray:  # |mean(a') - mean(b')| from the sums of the a side
-        return np.abs(sums_a / n_a - (total - sums_a) / n_b)
-
-    observed = gaps(np.asarray([pooled[:n_a].sum()]))[0]
-    threshold = observed - TIE_TOLERANCE * np.abs(pooled).sum() * (1 / n_a + 1 / n_b)
-    if math.comb(pooled.size, n_a) <= EXACT_PERMUTATIONS_MAX:
-        chosen = np.array(list(combinations(range(pooled.size), n_a)))
-        return float(np.count_nonzero(gaps(pooled[chosen].sum(axis=1)) >= threshold) / len(chosen))
-    generator = np.random.default_rng(MONTE_CARLO_SEED)
-    hits = 0
-    for draws in _chunks(MONTE_CARLO_DRAWS, pooled.size):
-        shuffled = generator.permuted(np.tile(pooled, (draws, 1)), axis=1)
-        hits += int(np.count_nonzero(gaps(shuffled[:, :n_a].sum(axis=1)) >= threshold))
-    return (hits + 1) / (MONTE_CARLO_DRAWS + 1)
+def smallest_permutation_p(n_a: int, n_b: int) -> float:
+    """The smallest p-value the label permutation can give with n_a and n_b values: the two groups wholly
+    apart, 1 of the C(n_a + n_b, n_a) relabellings, or 2 when n_a = n_b (the mirror image reaches as
+    far); 1 / (draws + 1) where the test is a Monte Carlo estimate."""
+    arrangements = math.comb(n_a + n_b, n_a)
+    if arrangements > EXACT_RELABELLINGS_MAX:
+        return 1 / (MONTE_CARLO_DRAWS + 1)
+    return min(1.0, (2 if n_a == n_b else 1) / arrangements)
 
 
 def bootstrap_interval(differences: list[float], confidence: float = 0.95, resamples: int = 10_000,
                        seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean: `resamples` resamples of the differences with
-    replacement, by a generator seeded with `seed` (the same input gives the same interval). NaN for
-    fewer than 2 values."""
+    """Percentile bootstrap interval of the mean (scipy.stats.bootstrap): `resamples` resamples of the
+    differences with replacement, by a generator seeded with `seed` (the same input gives the same
+    interval). NaN for fewer than 2 values."""
     values = np.asarray(differences, dtype=float)
     if values.size < 2:
         return math.nan, math.nan
-    generator = np.random.default_rng(seed)
-    means = values[generator.integers(0, values.size, size=(resamples, values.size))].mean(axis=1)
-    # A mean lies within the values' range; clipping undoes the rounding of summing n equal values.
-    return _percentiles(np.clip(means, values.min(), values.max()), confidence)
+    low, high = values.min(), values.max()
+
+    def mean(sample, axis=-1):  # a mean lies within the values' range: clipping undoes the rounding of n equal values
+        return np.clip(np.mean(sample, axis=axis), low, high)
+
+    return _bootstrap((values,), mean, confidence, resamples, seed)
 
 
 def bootstrap_interval_two_sample(a: list[float], b: list[float], confidence: float = 0.95,
                                   resamples: int = 10_000, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of mean(a) - mean(b), each side resampled with replacement on its
-    own, by a generator seeded with `seed`. NaN when either side has fewer than 2 values."""
+    """Percentile bootstrap interval of mean(a) - mean(b) (scipy.stats.bootstrap), each side resampled
+    with replacement on its own, by a generator seeded with `seed`. NaN when either side has fewer than
+    2 values."""
     left, right = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if left.size < 2 or right.size < 2:
         return math.nan, math.nan
-    generator = np.random.default_rng(seed)
-    means_a = left[generator.integers(0, left.size, size=(resamples, left.size))].mean(axis=1)
-    means_b = right[generator.integers(0, right.size, size=(resamples, right.size))].mean(axis=1)
-    gaps = np.clip(means_a, left.min(), left.max()) - np.clip(means_b, right.min(), right.max())
-    return _percentiles(gaps, confidence)
+
+    def gap(x, y, axis=-1):
+        return (np.clip(np.mean(x, axis=axis), left.min(), left.max())
+                - np.clip(np.mean(y, axis=axis), right.min(), right.max()))
+
+    return _bootstrap((left, right), gap, confidence, resamples, seed)
 
 
-def _percentiles(values: np.ndarray, confidence: float) -> tuple[float, float]:
-    low, high = np.quantile(values, [0.5 - confidence / 2, 0.5 + confidence / 2])
-    return float(low), float(high)
-
-
-def _chunks(draws: int, width: int, cells: int = 2_000_000) -> list[int]:
-    """`draws` split into pieces of at most `cells` / `width` rows, to bound the memory of a Monte Carlo."""
-    rows = max(1, cells // max(1, width))
-    return [min(rows, draws - start) for start in range(0, draws, rows)]
+def _bootstrap(samples: tuple, statistic, confidence: float, resamples: int, seed: int) -> tuple[float, float]:
+    result = stats.bootstrap(samples, statistic, n_resamples=resamples, confidence_level=confidence,
+                             method="percentile", vectorized=True, rng=np.random.default_rng(seed))
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
 def holm(p_values: list[float]) -> list[float]:
@@ -274,13 +307,12 @@ def verdict(difference: Difference, mode: str) -> str:
 
 
 def clopper_pearson(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Exact (Clopper-Pearson) interval for a success probability from `successes` of `trials`."""
+    """Exact (Clopper-Pearson) interval for a success probability from `successes` of `trials`
+    (scipy.stats.binomtest); NaN for no trials."""
     if trials == 0:
         return math.nan, math.nan
-    alpha = 1.0 - confidence
-    low = 0.0 if successes == 0 else float(stats.beta.ppf(alpha / 2, successes, trials - successes + 1))
-    high = 1.0 if successes == trials else float(stats.beta.ppf(1 - alpha / 2, successes + 1, trials - successes))
-    return low, high
+    found = stats.binomtest(successes, trials).proportion_ci(confidence_level=confidence, method="exact")
+    return float(found.low), float(found.high)
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:
