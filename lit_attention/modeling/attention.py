@@ -186,23 +186,8 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
         return torch.tril(block) if self.causal else block
 
     def _allowed(self, t_q: int, t_k: int, key_padding_mask: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:
-        """Boolean (B or 1, 1, T_q, T_k) mask, True where a query may attend to a key; None if all may."""
-        allowed = None
-        if self.causal:
-            allowed = torch.ones(t_q, t_k, dtype=torch.bool, device=device).tril()[None, None]
-        if key_padding_mask is not None:
-            keep = ~key_padding_mask[:, None, None, :]
-            allowed = keep if allowed is None else allowed & keep
-            if self.cross_attention:
-                # A query whose keys are all padding (an empty source) would softmax over nothing
-                # and give NaN; let it attend everywhere instead: its output is padding anyway.
-                allowed = allowed | ~allowed.any(dim=-1, keepdim=True)
-            else:
-                # Real positions always see themselves; padded ones would see nothing under
-                # left padding + causal. The diagonal keeps every row finite and adds no path
-                # from padding into a real position.
-                allowed = allowed | torch.eye(t_q, t_k, dtype=torch.bool, device=device)
-        return allowed
+        """This layer's boolean mask (see `attention_mask`)."""
+        return attention_mask(t_q, t_k, key_padding_mask, self.causal, self.cross_attention, device)
 
     # ------------------------------------------------------------------ forward
 
@@ -213,11 +198,14 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
         memory: torch.Tensor | None = None,
         memory_padding_mask: torch.Tensor | None = None,
         cache: KVCache | None = None,
+        mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Attend from `x` (B, T, d) to itself, or to `memory` (B, S, d) for cross-attention.
 
         `key_padding_mask` / `memory_padding_mask`: bool (B, T) / (B, S), True marks padding
         (the torch.nn.MultiheadAttention convention).
+        `mask`: this layer's `attention_mask` of that padding, when the model built it once for all
+        its layers; built here from the padding otherwise.
         `cache`: decode incrementally (see `KVCache`); `x` then holds only the new positions, and the
         padding and memory live in the cache. This path always uses SDPA (`fused` selects between the
         two uncached paths); tests compare it with the uncached forward.
@@ -234,8 +222,10 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
             w = self._value_mix_block(v.shape[1])
             v = self._fused_value_mix(w, v, kv_padding) if self.fused else self._reference_value_mix(w, v, kv_padding)
         q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)
+        if mask is None and kv_padding is not None:
+            mask = self._allowed(q.shape[-2], k.shape[-2], kv_padding, q.device)
         attend = self._fused_attention if self.fused else self._reference_attention
-        y = attend(q, k, v, kv_padding)
+        y = attend(q, k, v, mask)
         y = y.transpose(1, 2).reshape(x.shape[0], x.shape[1], self.dim)
         return F.dropout(self.out_proj(y), self.dropout, self.training)
 
@@ -249,11 +239,13 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
         b, t, d = v.shape
         return (w @ v.transpose(0, 1).reshape(t, b * d)).view(t, b, d).transpose(0, 1)
 
-    def _fused_attention(self, q, k, v, kv_padding):
+    def _fused_attention(self, q, k, v, mask):
+        """SDPA with `mask` (from the padding), or without one: `is_causal` covers causality alone."""
         dropout_p = self.dropout if self.training else 0.0
-        if kv_padding is None and self.causal and q.shape[-2] == k.shape[-2]:
-            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=self.scale)
-        mask = self._allowed(q.shape[-2], k.shape[-2], kv_padding, q.device)
+        if mask is None and self.causal:
+            if q.shape[-2] == k.shape[-2]:
+                return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=self.scale)
+            mask = self._allowed(q.shape[-2], k.shape[-2], None, q.device)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=self.scale)
 
     # ------------------------------------------------------------------ reference path
@@ -264,16 +256,17 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
             w = w[None] * (~kv_padding)[:, None, :].to(w.dtype)  # (B, T, T): column j zero if j is padding
         return w @ v
 
-    def attention_weights(self, q, k, kv_padding) -> torch.Tensor:
-        """softmax(s Q K^T + mask) over the key axis, explicitly; (B, h, T_q, T_k)."""
+    def attention_weights(self, q, k, kv_padding=None, mask=None) -> torch.Tensor:
+        """softmax(s Q K^T + mask) over the key axis, explicitly; (B, h, T_q, T_k). `mask` as in
+        `forward`, else built from `kv_padding` (and causality)."""
         scores = (q @ k.transpose(-2, -1)) * self.scale
-        allowed = self._allowed(q.shape[-2], k.shape[-2], kv_padding, q.device)
+        allowed = mask if mask is not None else self._allowed(q.shape[-2], k.shape[-2], kv_padding, q.device)
         if allowed is not None:
             scores = scores.masked_fill(~allowed, float("-inf"))
         return scores.softmax(dim=-1)
 
-    def _reference_attention(self, q, k, v, kv_padding):
-        weights = self.attention_weights(q, k, kv_padding)
+    def _reference_attention(self, q, k, v, mask):
+        weights = self.attention_weights(q, k, mask=mask)
         if self.record_weights:
             self.recorded_weights = weights.detach()
         weights = F.dropout(weights, self.dropout, self.training)
@@ -297,6 +290,37 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
             f"dim={self.dim}, num_heads={self.num_heads}, variant={self.spec.name!r}, "
             f"max_len={self.max_len}, causal={self.causal}, cross_attention={self.cross_attention}"
         )
+
+
+def attention_mask(t_q: int, t_k: int, key_padding_mask: torch.Tensor | None, causal: bool, cross_attention: bool,
+                   device: torch.device) -> torch.Tensor | None:
+    """Boolean (B or 1, 1, T_q, T_k) mask, True where a query may attend to a key; None if all may.
+    A model builds it once per forward and hands it to every layer of the same kind."""
+    allowed = None
+    if causal:
+        allowed = torch.ones(t_q, t_k, dtype=torch.bool, device=device).tril()[None, None]
+    if key_padding_mask is not None:
+        keep = ~key_padding_mask[:, None, None, :]
+        allowed = keep if allowed is None else allowed & keep
+        if cross_attention:
+            # A query whose keys are all padding (an empty source) would softmax over nothing
+            # and give NaN; let it attend everywhere instead: its output is padding anyway.
+            allowed = allowed | ~allowed.any(dim=-1, keepdim=True)
+        else:
+            # Real positions always see themselves; padded ones would see nothing under
+            # left padding + causal. The diagonal keeps every row finite and adds no path
+            # from padding into a real position.
+            allowed = allowed | torch.eye(t_q, t_k, dtype=torch.bool, device=device)
+    return allowed
+
+
+def padding_or_none(padding_mask: torch.Tensor | None) -> torch.Tensor | None:
+    """`padding_mask`, or None when it marks no padding: then attention needs no mask and SDPA may pick
+    its flash kernel. The check costs one host sync per forward on an accelerator; under torch.compile
+    the mask is kept, as a branch on its values would break the graph."""
+    if padding_mask is None or torch.compiler.is_compiling() or bool(padding_mask.any()):
+        return padding_mask
+    return None
 
 
 def count_attention_parameters(module: nn.Module) -> int:

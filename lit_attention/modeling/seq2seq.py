@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lit_attention.errors import ConfigError
+from lit_attention.modeling.attention import attention_mask, padding_or_none
 from lit_attention.modeling.blocks import BlockCache, TransformerBlock, drop_path_rates, parameter_counts
 from lit_attention.modeling.config import ModelConfig
 from lit_attention.modeling.variants import AttentionSpec
@@ -95,8 +96,11 @@ class Seq2SeqTransformer(nn.Module):
     def encode(self, src: torch.Tensor, src_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         _check_length("source", src.shape[1], self.max_src_len)
         x = self.dropout(self.src_embed(src) + self.src_pos.weight[: src.shape[1]])
+        # Without padding no mask (SDPA may use its flash kernel); with it, one mask for every layer.
+        padding = padding_or_none(src_padding_mask)
+        mask = attention_mask(x.shape[1], x.shape[1], padding, causal=False, cross_attention=False, device=x.device)
         for block in self.encoder:
-            x = block(x, padding_mask=src_padding_mask)
+            x = block(x, padding_mask=padding, mask=mask)
         return self.encoder_norm(x)
 
     def decode(
@@ -113,11 +117,18 @@ class Seq2SeqTransformer(nn.Module):
         end = start + tgt_in.shape[1]
         _check_length("target", end, self.max_tgt_len)
         x = self.dropout(self.tgt_embed(tgt_in) + self.tgt_pos.weight[start:end])
-        for i, block in enumerate(self.decoder):
-            if cache is None:
-                x = block(x, padding_mask=tgt_padding_mask, memory=memory, memory_padding_mask=src_padding_mask)
-            else:
-                x = block(x, cache=cache[i])
+        if cache is not None:
+            for block, block_cache in zip(self.decoder, cache):
+                x = block(x, cache=block_cache)
+            return self.lm_head(self.decoder_norm(x))
+        # One mask per kind of attention for every layer, none where there is no padding.
+        tgt_padding, src_padding = padding_or_none(tgt_padding_mask), padding_or_none(src_padding_mask)
+        t = x.shape[1]
+        mask = attention_mask(t, t, tgt_padding, causal=True, cross_attention=False, device=x.device) if tgt_padding is not None else None
+        memory_mask = attention_mask(1, memory.shape[1], src_padding, causal=False, cross_attention=True, device=x.device)
+        for block in self.decoder:
+            x = block(x, padding_mask=tgt_padding, memory=memory, memory_padding_mask=src_padding, mask=mask,
+                      memory_mask=memory_mask)
         return self.lm_head(self.decoder_norm(x))
 
     def new_decoder_cache(self, memory: torch.Tensor, src_padding_mask: torch.Tensor | None = None) -> list[BlockCache]:
