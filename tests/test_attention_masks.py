@@ -5,7 +5,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lit_attention.modeling import Seq2SeqConfig, Seq2SeqTransformer, TextEncoderClassifier, TextEncoderConfig
+from lit_attention.modeling import (
+    GPT, GPTConfig, Seq2SeqConfig, Seq2SeqTransformer, TextEncoderClassifier, TextEncoderConfig,
+)
+from lit_attention.modeling import attention
 from lit_attention.modeling.attention import MultiHeadAttention, list_presets
 
 VOCAB, LENGTH = 23, 10
@@ -94,3 +97,27 @@ def test_models_fused_path_equals_reference_path_with_padding(variant):
         fused = model(*args)
         use_reference_path(model, True)
         torch.testing.assert_close(model(*args), fused, rtol=1e-9, atol=1e-9)
+
+
+def test_a_head_width_that_rules_out_the_fused_masked_kernels_warns_once_per_configuration(recwarn, monkeypatch):
+    monkeypatch.setattr(attention, "WARNED_HEAD_WIDTHS", set())  # what earlier tests in this process warned about
+
+    def warnings_of(build):
+        recwarn.clear()
+        build()
+        return [str(w.message) for w in recwarn if "multiple of 8" in str(w.message)]
+
+    def text(dim, heads):
+        return TextEncoderClassifier(TextEncoderConfig(pad_id=0, vocab_size=VOCAB, max_len=LENGTH, num_classes=3, dim=dim,
+                                                       num_heads=heads, depth=1))
+
+    [message] = warnings_of(lambda: text(48, 4))
+    assert "head width 12 (dim=48 / num_heads=4)" in message and "num_heads among 1, 2, 3, 6" in message
+    assert warnings_of(lambda: text(48, 4)) == []  # once per configuration
+    assert len(warnings_of(lambda: text(40, 4))) == 1  # another configuration
+    assert warnings_of(lambda: text(32, 4)) == []  # head width 8: nothing to say
+    gpt = GPT(GPTConfig(vocab_size=VOCAB, max_len=LENGTH, dim=48, num_heads=4, depth=1)).eval()
+    tokens = torch.randint(0, VOCAB, (2, 4))
+    assert warnings_of(lambda: gpt.generate(tokens, 2)) == []  # causal without a mask: flash takes any width
+    padding = torch.tensor([[True, False, False, False], [False] * 4])
+    assert len(warnings_of(lambda: gpt.generate(tokens, 2, padding_mask=padding))) == 1  # ragged prompts: masked

@@ -32,6 +32,7 @@ positions and keeps what later positions need (cached_attention.py).
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -312,6 +313,26 @@ def attention_mask(t_q: int, t_k: int, key_padding_mask: torch.Tensor | None, ca
             # from padding into a real position.
             allowed = allowed | torch.eye(t_q, t_k, dtype=torch.bool, device=device)
     return allowed
+
+
+# (model, dim, num_heads) already warned about by `warn_if_masked_kernels_unfused`, once per process.
+WARNED_HEAD_WIDTHS: set[tuple[str, int, int]] = set()
+
+
+def warn_if_masked_kernels_unfused(model: str, dim: int, num_heads: int) -> None:
+    """Warn once per process and configuration when `model`'s head width rules out SDPA's fused GPU kernels
+    wherever attention takes a mask (padding, ragged prompts): flash takes no mask, and the
+    memory-efficient and cuDNN kernels need a head width divisible by 8, so such calls run the math kernel."""
+    head_dim = dim // num_heads
+    if head_dim % 8 == 0 or (model, dim, num_heads) in WARNED_HEAD_WIDTHS:
+        return
+    WARNED_HEAD_WIDTHS.add((model, dim, num_heads))
+    fitting = [h for h in range(1, dim + 1) if dim % h == 0 and (dim // h) % 8 == 0]
+    fix = (f"choose num_heads among {', '.join(map(str, fitting))}" if fitting
+           else "choose a dim divisible by 8 * num_heads")
+    warnings.warn(f"{model}: head width {head_dim} (dim={dim} / num_heads={num_heads}) is not a multiple of 8, so on a "
+                  f"GPU its masked attention (padding, prompts of different lengths) cannot use SDPA's memory-efficient "
+                  f"or cuDNN kernels (flash takes no mask) and runs the slower math kernel; {fix}.", stacklevel=3)
 
 
 def padding_or_none(padding_mask: torch.Tensor | None) -> torch.Tensor | None:

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lit_attention.errors import ConfigError
-from lit_attention.modeling.attention import attention_mask, padding_or_none
+from lit_attention.modeling.attention import attention_mask, padding_or_none, warn_if_masked_kernels_unfused
 from lit_attention.modeling.blocks import BlockCache, TransformerBlock, drop_path_rates, parameter_counts
 from lit_attention.modeling.config import ModelConfig
 from lit_attention.modeling.variants import AttentionSpec
@@ -66,6 +66,7 @@ class Seq2SeqTransformer(nn.Module):
         super().__init__()
         config.require_data_sizes()
         self.config, c = config, config
+        warn_if_masked_kernels_unfused("Seq2SeqTransformer", c.dim, c.num_heads)
         self.max_src_len, self.max_tgt_len = c.max_src_len, c.max_tgt_len
         self.pad_id, self.bos_id, self.eos_id = c.pad_id, c.bos_id, c.eos_id
         self.src_embed = nn.Embedding(c.vocab_size, c.dim)

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from lit_attention.errors import ConfigError
-from lit_attention.modeling.attention import attention_mask, padding_or_none
+from lit_attention.modeling.attention import attention_mask, padding_or_none, warn_if_masked_kernels_unfused
 from lit_attention.modeling.blocks import TransformerBlock, drop_path_rates, parameter_counts
 from lit_attention.modeling.config import ModelConfig
 from lit_attention.modeling.variants import AttentionSpec
@@ -69,6 +69,7 @@ class TextEncoderClassifier(nn.Module):
         super().__init__()
         config.require_data_sizes()
         self.config, c = config, config
+        warn_if_masked_kernels_unfused("TextEncoderClassifier", c.dim, c.num_heads)
         self.vocab_size, self.max_len, self.pool, self.pad_id = c.vocab_size, c.max_len, c.pool, c.pad_id
         num_positions = c.max_len + (c.pool == "cls")
         self.token_embed = nn.Embedding(c.vocab_size, c.dim)
