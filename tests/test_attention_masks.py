@@ -121,3 +121,12 @@ def test_a_head_width_that_rules_out_the_fused_masked_kernels_warns_once_per_con
     assert warnings_of(lambda: gpt.generate(tokens, 2)) == []  # causal without a mask: flash takes any width
     padding = torch.tensor([[True, False, False, False], [False] * 4])
     assert len(warnings_of(lambda: gpt.generate(tokens, 2, padding_mask=padding))) == 1  # ragged prompts: masked
+
+
+def test_padded_batches_run_on_the_meta_device():
+    """Training counts FLOPs on the meta device, where a mask has no values to check for padding."""
+    with torch.device("meta"):
+        text, translation = text_encoder("super"), seq2seq("super")
+        tokens, padding = torch.zeros(2, LENGTH, dtype=torch.long), torch.zeros(2, LENGTH, dtype=torch.bool)
+        assert text(tokens, padding).shape == (2, 3)
+        assert translation(tokens, tokens, padding, padding).shape == (2, LENGTH, VOCAB)

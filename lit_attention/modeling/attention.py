@@ -338,8 +338,10 @@ def warn_if_masked_kernels_unfused(model: str, dim: int, num_heads: int) -> None
 def padding_or_none(padding_mask: torch.Tensor | None) -> torch.Tensor | None:
     """`padding_mask`, or None when it marks no padding: then attention needs no mask and SDPA may pick
     its flash kernel. The check costs one host sync per forward on an accelerator; under torch.compile
-    the mask is kept, as a branch on its values would break the graph."""
-    if padding_mask is None or torch.compiler.is_compiling() or bool(padding_mask.any()):
+    (a branch on its values would break the graph) and on the meta device (FLOP counting: no values)
+    the mask is kept."""
+    if (padding_mask is None or torch.compiler.is_compiling() or padding_mask.is_meta
+            or bool(padding_mask.any())):
         return padding_mask
     return None
 
