@@ -105,3 +105,16 @@ def test_compare_parallel_benchmark_runs_its_sweeps():
     rows = table(out)
     assert rows[0][0].startswith("serial") and rows[0][2] == "1.00" and rows[1][0].startswith("--parallel 2")
     assert len(rows) == 2 and float(rows[1][1]) > 0 and "results.csv identical, serial and parallel:" in out
+
+
+@pytest.mark.slow  # a process of its own
+def test_gpu_check_dry_runs_every_section_on_cpu():
+    out = run_script("gpu_check.py", "--dry")
+    rows = table(out)
+    kernel_rows = [row for row in rows if len(row) == 5 and row[0] in ("vit", "text, no padding", "text, padded", "gpt", "seq2seq, padded")]
+    assert {row[1] for row in kernel_rows} == set(list_presets()) and len(kernel_rows) == 5 * len(list_presets())
+    assert all(row[2] != "none" and float(row[4]) < 0.1 for row in kernel_rows)  # an SDPA backend ran; bf16 is close
+    generation = [row for row in rows if len(row) == 5 and row[0] in list_presets()]
+    assert [row[0] for row in generation] == list_presets()
+    assert "skipped: sync debug mode needs CUDA" in out
+    assert "exit status 0" in out and "weights identical" in out

@@ -26,14 +26,13 @@ Two paths compute the same thing: the fused one (one input projection, views for
 scores, explicit masks, explicit softmax) kept so tests can prove the fused one right.
 
 A third, for decoding, takes a `KVCache` (`forward(x, cache=...)`): it computes only the new
-positions and keeps what later positions need. Causal W_A makes the mixed value at t equal to
-sum_{j<=t} W_A[t, j] V_j, which never changes once written, so the cache holds the unmixed values (to
-mix each new row) and the mixed ones (to attend to); tests prove it equal to the uncached forward.
+positions and keeps what later positions need (cached_attention.py).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -47,6 +46,7 @@ from lit_attention.modeling.variants import (  # noqa: F401  (re-exported: the s
     resolve_spec,
 )
 from lit_attention.errors import ConfigError
+from lit_attention.modeling.cached_attention import CachedDecoding
 from lit_attention.modeling.kv_cache import KVCache
 
 class QueryMLP(nn.Module):
@@ -75,7 +75,7 @@ def value_mix_init(kind: str, length: int) -> torch.Tensor:
     return nn.init.normal_(weight, std=1.0 / math.sqrt(length))
 
 
-class MultiHeadAttention(nn.Module):
+class MultiHeadAttention(CachedDecoding, nn.Module):
     """Self- or cross-attention for every preset and every combination of the axes.
 
     Args:
@@ -187,23 +187,8 @@ class MultiHeadAttention(nn.Module):
         return torch.tril(block) if self.causal else block
 
     def _allowed(self, t_q: int, t_k: int, key_padding_mask: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:
-        """Boolean (B or 1, 1, T_q, T_k) mask, True where a query may attend to a key; None if all may."""
-        allowed = None
-        if self.causal:
-            allowed = torch.ones(t_q, t_k, dtype=torch.bool, device=device).tril()[None, None]
-        if key_padding_mask is not None:
-            keep = ~key_padding_mask[:, None, None, :]
-            allowed = keep if allowed is None else allowed & keep
-            if self.cross_attention:
-                # A query whose keys are all padding (an empty source) would softmax over nothing
-                # and give NaN; let it attend everywhere instead: its output is padding anyway.
-                allowed = allowed | ~allowed.any(dim=-1, keepdim=True)
-            else:
-                # Real positions always see themselves; padded ones would see nothing under
-                # left padding + causal. The diagonal keeps every row finite and adds no path
-                # from padding into a real position.
-                allowed = allowed | torch.eye(t_q, t_k, dtype=torch.bool, device=device)
-        return allowed
+        """This layer's boolean mask (see `attention_mask`)."""
+        return attention_mask(t_q, t_k, key_padding_mask, self.causal, self.cross_attention, device)
 
     # ------------------------------------------------------------------ forward
 
@@ -214,11 +199,14 @@ class MultiHeadAttention(nn.Module):
         memory: torch.Tensor | None = None,
         memory_padding_mask: torch.Tensor | None = None,
         cache: KVCache | None = None,
+        mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Attend from `x` (B, T, d) to itself, or to `memory` (B, S, d) for cross-attention.
 
         `key_padding_mask` / `memory_padding_mask`: bool (B, T) / (B, S), True marks padding
         (the torch.nn.MultiheadAttention convention).
+        `mask`: this layer's `attention_mask` of that padding, when the model built it once for all
+        its layers; built here from the padding otherwise.
         `cache`: decode incrementally (see `KVCache`); `x` then holds only the new positions, and the
         padding and memory live in the cache. This path always uses SDPA (`fused` selects between the
         two uncached paths); tests compare it with the uncached forward.
@@ -235,8 +223,10 @@ class MultiHeadAttention(nn.Module):
             w = self._value_mix_block(v.shape[1])
             v = self._fused_value_mix(w, v, kv_padding) if self.fused else self._reference_value_mix(w, v, kv_padding)
         q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)
+        if mask is None and kv_padding is not None:
+            mask = self._allowed(q.shape[-2], k.shape[-2], kv_padding, q.device)
         attend = self._fused_attention if self.fused else self._reference_attention
-        y = attend(q, k, v, kv_padding)
+        y = attend(q, k, v, mask)
         y = y.transpose(1, 2).reshape(x.shape[0], x.shape[1], self.dim)
         return F.dropout(self.out_proj(y), self.dropout, self.training)
 
@@ -250,11 +240,13 @@ class MultiHeadAttention(nn.Module):
         b, t, d = v.shape
         return (w @ v.transpose(0, 1).reshape(t, b * d)).view(t, b, d).transpose(0, 1)
 
-    def _fused_attention(self, q, k, v, kv_padding):
+    def _fused_attention(self, q, k, v, mask):
+        """SDPA with `mask` (from the padding), or without one: `is_causal` covers causality alone."""
         dropout_p = self.dropout if self.training else 0.0
-        if kv_padding is None and self.causal and q.shape[-2] == k.shape[-2]:
-            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=self.scale)
-        mask = self._allowed(q.shape[-2], k.shape[-2], kv_padding, q.device)
+        if mask is None and self.causal:
+            if q.shape[-2] == k.shape[-2]:
+                return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=self.scale)
+            mask = self._allowed(q.shape[-2], k.shape[-2], None, q.device)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=self.scale)
 
     # ------------------------------------------------------------------ reference path
@@ -265,117 +257,21 @@ class MultiHeadAttention(nn.Module):
             w = w[None] * (~kv_padding)[:, None, :].to(w.dtype)  # (B, T, T): column j zero if j is padding
         return w @ v
 
-    def attention_weights(self, q, k, kv_padding) -> torch.Tensor:
-        """softmax(s Q K^T + mask) over the key axis, explicitly; (B, h, T_q, T_k)."""
+    def attention_weights(self, q, k, kv_padding=None, mask=None) -> torch.Tensor:
+        """softmax(s Q K^T + mask) over the key axis, explicitly; (B, h, T_q, T_k). `mask` as in
+        `forward`, else built from `kv_padding` (and causality)."""
         scores = (q @ k.transpose(-2, -1)) * self.scale
-        allowed = self._allowed(q.shape[-2], k.shape[-2], kv_padding, q.device)
+        allowed = mask if mask is not None else self._allowed(q.shape[-2], k.shape[-2], kv_padding, q.device)
         if allowed is not None:
             scores = scores.masked_fill(~allowed, float("-inf"))
         return scores.softmax(dim=-1)
 
-    def _reference_attention(self, q, k, v, kv_padding):
-        weights = self.attention_weights(q, k, kv_padding)
+    def _reference_attention(self, q, k, v, mask):
+        weights = self.attention_weights(q, k, mask=mask)
         if self.record_weights:
             self.recorded_weights = weights.detach()
         weights = F.dropout(weights, self.dropout, self.training)
         return weights @ v
-
-    # ------------------------------------------------------------------ incremental decoding
-
-    def new_cache(self, batch: int, capacity: int | None = None, dtype: torch.dtype | None = None,
-                  device: torch.device | None = None) -> KVCache:
-        """An empty self-attention cache for `batch` rows of up to `capacity` positions (default max_len),
-        allocated once here and written in place by every later `forward(x, cache=...)`."""
-        if self.cross_attention or not self.causal:
-            raise ConfigError("new_cache is for causal self-attention; cross-attention takes memory_cache(memory) "
-                              "and bidirectional attention cannot decode incrementally.")
-        capacity = capacity or self.max_len
-        if capacity is None or (self.value_mix is not None and capacity > self.max_len):
-            raise ConfigError(f"Cache capacity {capacity} is invalid for variant {self.spec.name!r}; give a positive "
-                              f"capacity of at most max_len={self.max_len} (required when max_len is unset).")
-        weight = self.out_proj.weight
-        # Zeros, not empty: masked slots get weight 0 in the softmax, and 0 * NaN would still be NaN.
-        zeros = lambda: torch.zeros(batch, capacity, self.dim, dtype=dtype or weight.dtype,  # noqa: E731
-                                    device=device or weight.device)
-        keys = zeros()
-        # Identity keys and values are both the input: one buffer serves as both.
-        raw_values = keys if self.spec.key == self.spec.value == "identity" else zeros()
-        values = zeros() if self.value_mix is not None else raw_values
-        return KVCache(keys, raw_values, values)
-
-    def memory_cache(self, memory: torch.Tensor, memory_padding_mask: torch.Tensor | None = None) -> KVCache:
-        """Cross-attention's keys and values of encoder `memory` (B, S, d), projected and mixed once per
-        source, with the padding mask of the full forward (W_A's padded columns zeroed, padded keys masked)."""
-        if not self.cross_attention:
-            raise ConfigError("memory_cache is for cross-attention; causal self-attention takes new_cache(batch).")
-        parts = {}
-        if self.memory_proj is not None:
-            parts = dict(zip(self._from_memory, self.memory_proj(memory).split(self.dim, dim=-1)))
-        k, v = parts.get("k", memory), parts.get("v", memory)
-        if self.value_mix is not None:
-            v = self._fused_value_mix(self._value_mix_block(memory.shape[1]), v, memory_padding_mask)
-        allowed = None
-        if memory_padding_mask is not None:
-            allowed = self._allowed(1, memory.shape[1], memory_padding_mask, memory.device)
-        return KVCache(k, v, v, length=memory.shape[1], allowed=allowed)
-
-    def _forward_cached(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
-        if self.cross_attention:
-            q = self._query(x, self._project_input(x))
-            y = self._attend(q, cache.keys, cache.values, cache.allowed)
-        elif cache.row_lengths is None:
-            y = self._extend(x, cache)
-        else:
-            y = self._extend_rows(x, cache)
-        return F.dropout(self.out_proj(y), self.dropout, self.training)
-
-    def _extend(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
-        """Append positions [length, length + T) in every row and attend from them."""
-        q, k, v = self._project(x, None)
-        start, end = cache.length, cache.length + x.shape[1]
-        cache.check_room(end)
-        cache.keys[:, start:end] = k
-        if cache.raw_values is not cache.keys:
-            cache.raw_values[:, start:end] = v
-        if self.value_mix is not None:
-            # Rows start..end-1 of the lower-triangular W_A, against every unmixed value so far.
-            w = self.value_mix[start:end, :end]
-            if end - start > 1:
-                w = torch.tril(w, diagonal=start)
-            cache.values[:, start:end] = w @ cache.raw_values[:, :end]
-        cache.length = end
-        mask = None
-        if 0 < start and end - start > 1:  # several new queries after a prefix: causal with an offset
-            mask = torch.arange(end, device=x.device) <= torch.arange(start, end, device=x.device)[:, None]
-        return self._attend(q, cache.keys[:, :end], cache.values[:, :end], mask, is_causal=start == 0 and end > 1)
-
-    def _extend_rows(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
-        """Append one position per row at row b's own next position (rows of different lengths)."""
-        if x.shape[1] != 1:
-            raise ConfigError(f"A cache whose rows differ in length takes one new position at a time, got {x.shape[1]}.")
-        q, k, v = self._project(x, None)
-        position, rows = cache.row_lengths, cache.rows
-        end = cache.length + 1  # the longest row's new length
-        cache.check_room(end)
-        cache.keys[rows, position] = k[:, 0]
-        if cache.raw_values is not cache.keys:
-            cache.raw_values[rows, position] = v[:, 0]
-        allowed = cache.columns[:end] <= position[:, None]  # (B, end): row b's slots past its position are stale
-        if self.value_mix is not None:
-            # Row `position` of W_A for each row: its positions are real ones, as the prompt was right-aligned.
-            w = self.value_mix[position, :end].masked_fill(~allowed, 0.0)
-            cache.values[rows, position] = (w[:, None] @ cache.raw_values[:, :end])[:, 0]
-        cache.row_lengths, cache.length = position + 1, end
-        return self._attend(q, cache.keys[:, :end], cache.values[:, :end], allowed[:, None, None])
-
-    def _attend(self, q, k, v, mask, is_causal: bool = False) -> torch.Tensor:
-        """SDPA on (B, T, d) tensors split into heads; returns (B, T, d)."""
-        b, t, _ = q.shape
-        y = F.scaled_dot_product_attention(
-            self._split_heads(q), self._split_heads(k), self._split_heads(v), attn_mask=mask,
-            dropout_p=self.dropout if self.training else 0.0, is_causal=is_causal, scale=self.scale,
-        )
-        return y.transpose(1, 2).reshape(b, t, self.dim)
 
     def projection_weights(self) -> dict[str, torch.Tensor]:
         """The kept projection matrices W as applied to rows (X W, shape (d, d)), by name: `q`, `k`, `v`
@@ -395,6 +291,59 @@ class MultiHeadAttention(nn.Module):
             f"dim={self.dim}, num_heads={self.num_heads}, variant={self.spec.name!r}, "
             f"max_len={self.max_len}, causal={self.causal}, cross_attention={self.cross_attention}"
         )
+
+
+def attention_mask(t_q: int, t_k: int, key_padding_mask: torch.Tensor | None, causal: bool, cross_attention: bool,
+                   device: torch.device) -> torch.Tensor | None:
+    """Boolean (B or 1, 1, T_q, T_k) mask, True where a query may attend to a key; None if all may.
+    A model builds it once per forward and hands it to every layer of the same kind."""
+    allowed = None
+    if causal:
+        allowed = torch.ones(t_q, t_k, dtype=torch.bool, device=device).tril()[None, None]
+    if key_padding_mask is not None:
+        keep = ~key_padding_mask[:, None, None, :]
+        allowed = keep if allowed is None else allowed & keep
+        if cross_attention:
+            # A query whose keys are all padding (an empty source) would softmax over nothing
+            # and give NaN; let it attend everywhere instead: its output is padding anyway.
+            allowed = allowed | ~allowed.any(dim=-1, keepdim=True)
+        else:
+            # Real positions always see themselves; padded ones would see nothing under
+            # left padding + causal. The diagonal keeps every row finite and adds no path
+            # from padding into a real position.
+            allowed = allowed | torch.eye(t_q, t_k, dtype=torch.bool, device=device)
+    return allowed
+
+
+# (model, dim, num_heads) already warned about by `warn_if_masked_kernels_unfused`, once per process.
+WARNED_HEAD_WIDTHS: set[tuple[str, int, int]] = set()
+
+
+def warn_if_masked_kernels_unfused(model: str, dim: int, num_heads: int) -> None:
+    """Warn once per process and configuration when `model`'s head width rules out SDPA's fused GPU kernels
+    wherever attention takes a mask (padding, ragged prompts): flash takes no mask, and the
+    memory-efficient and cuDNN kernels need a head width divisible by 8, so such calls run the math kernel."""
+    head_dim = dim // num_heads
+    if head_dim % 8 == 0 or (model, dim, num_heads) in WARNED_HEAD_WIDTHS:
+        return
+    WARNED_HEAD_WIDTHS.add((model, dim, num_heads))
+    fitting = [h for h in range(1, dim + 1) if dim % h == 0 and (dim // h) % 8 == 0]
+    fix = (f"choose num_heads among {', '.join(map(str, fitting))}" if fitting
+           else "choose a dim divisible by 8 * num_heads")
+    warnings.warn(f"{model}: head width {head_dim} (dim={dim} / num_heads={num_heads}) is not a multiple of 8, so on a "
+                  f"GPU its masked attention (padding, prompts of different lengths) cannot use SDPA's memory-efficient "
+                  f"or cuDNN kernels (flash takes no mask) and runs the slower math kernel; {fix}.", stacklevel=3)
+
+
+def padding_or_none(padding_mask: torch.Tensor | None) -> torch.Tensor | None:
+    """`padding_mask`, or None when it marks no padding: then attention needs no mask and SDPA may pick
+    its flash kernel. The check costs one host sync per forward on an accelerator; under torch.compile
+    (a branch on its values would break the graph) and on the meta device (FLOP counting: no values)
+    the mask is kept."""
+    if (padding_mask is None or torch.compiler.is_compiling() or padding_mask.is_meta
+            or bool(padding_mask.any())):
+        return padding_mask
+    return None
 
 
 def count_attention_parameters(module: nn.Module) -> int:

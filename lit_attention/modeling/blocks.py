@@ -91,16 +91,18 @@ class TransformerBlock(nn.Module):
         memory: torch.Tensor | None = None,
         memory_padding_mask: torch.Tensor | None = None,
         cache: BlockCache | None = None,
+        mask: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """With a `cache` (from `new_cache`), `x` holds only the new positions; padding and memory are
-        in the cache."""
+        in the cache. `mask` / `memory_mask`: the `attention_mask` of `padding_mask` /
+        `memory_padding_mask`, built once per forward by the model (else by each layer)."""
         if cache is not None:
             return self._forward_cached(x, cache)
-        x = x + self.drop_path(self.attn(self.norm1(x), key_padding_mask=padding_mask))
+        x = x + self.drop_path(self.attn(self.norm1(x), key_padding_mask=padding_mask, mask=mask))
         if self.cross_attn is not None:
-            x = x + self.drop_path(
-                self.cross_attn(self.norm_cross(x), memory=memory, memory_padding_mask=memory_padding_mask)
-            )
+            x = x + self.drop_path(self.cross_attn(self.norm_cross(x), memory=memory,
+                                                   memory_padding_mask=memory_padding_mask, mask=memory_mask))
         return x + self.drop_path(self.mlp(self.norm2(x)))
 
     def _forward_cached(self, x: torch.Tensor, cache: BlockCache) -> torch.Tensor:

@@ -9,6 +9,7 @@ from typing import Literal
 import torch
 from torch import nn
 
+from lit_attention.modeling.attention import warn_if_masked_kernels_unfused
 from lit_attention.modeling.blocks import BlockCache, TransformerBlock, drop_path_rates, parameter_counts
 from lit_attention.modeling.config import ModelConfig
 from lit_attention.modeling.sampling import check_sampling, next_token
@@ -152,6 +153,8 @@ class GPT(nn.Module):
         check_sampling(temperature, top_k, top_p)
         batch, t = tokens.shape
         lengths = _prompt_lengths(padding_mask, tokens.shape)
+        if lengths is not None:
+            warn_if_masked_kernels_unfused("GPT", self.config.dim, self.config.num_heads)
         # Decode in a right-aligned buffer: every row's real tokens start at position 0.
         seqs = tokens.new_zeros(batch, t + max_new_tokens)
         seqs[:, :t] = tokens if lengths is None else _left_to_right(tokens, padding_mask)

@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
 from lit_attention.errors import ConfigError
+from lit_attention.modeling.attention import attention_mask, padding_or_none, warn_if_masked_kernels_unfused
 from lit_attention.modeling.blocks import BlockCache, TransformerBlock, drop_path_rates, parameter_counts
 from lit_attention.modeling.config import ModelConfig
 from lit_attention.modeling.variants import AttentionSpec
@@ -64,6 +66,7 @@ class Seq2SeqTransformer(nn.Module):
         super().__init__()
         config.require_data_sizes()
         self.config, c = config, config
+        warn_if_masked_kernels_unfused("Seq2SeqTransformer", c.dim, c.num_heads)
         self.max_src_len, self.max_tgt_len = c.max_src_len, c.max_tgt_len
         self.pad_id, self.bos_id, self.eos_id = c.pad_id, c.bos_id, c.eos_id
         self.src_embed = nn.Embedding(c.vocab_size, c.dim)
@@ -95,8 +98,11 @@ class Seq2SeqTransformer(nn.Module):
     def encode(self, src: torch.Tensor, src_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         _check_length("source", src.shape[1], self.max_src_len)
         x = self.dropout(self.src_embed(src) + self.src_pos.weight[: src.shape[1]])
+        # Without padding no mask (SDPA may use its flash kernel); with it, one mask for every layer.
+        padding = padding_or_none(src_padding_mask)
+        mask = attention_mask(x.shape[1], x.shape[1], padding, causal=False, cross_attention=False, device=x.device)
         for block in self.encoder:
-            x = block(x, padding_mask=src_padding_mask)
+            x = block(x, padding_mask=padding, mask=mask)
         return self.encoder_norm(x)
 
     def decode(
@@ -113,11 +119,18 @@ class Seq2SeqTransformer(nn.Module):
         end = start + tgt_in.shape[1]
         _check_length("target", end, self.max_tgt_len)
         x = self.dropout(self.tgt_embed(tgt_in) + self.tgt_pos.weight[start:end])
-        for i, block in enumerate(self.decoder):
-            if cache is None:
-                x = block(x, padding_mask=tgt_padding_mask, memory=memory, memory_padding_mask=src_padding_mask)
-            else:
-                x = block(x, cache=cache[i])
+        if cache is not None:
+            for block, block_cache in zip(self.decoder, cache):
+                x = block(x, cache=block_cache)
+            return self.lm_head(self.decoder_norm(x))
+        # One mask per kind of attention for every layer, none where there is no padding.
+        tgt_padding, src_padding = padding_or_none(tgt_padding_mask), padding_or_none(src_padding_mask)
+        t = x.shape[1]
+        mask = attention_mask(t, t, tgt_padding, causal=True, cross_attention=False, device=x.device) if tgt_padding is not None else None
+        memory_mask = attention_mask(1, memory.shape[1], src_padding, causal=False, cross_attention=True, device=x.device)
+        for block in self.decoder:
+            x = block(x, padding_mask=tgt_padding, memory=memory, memory_padding_mask=src_padding, mask=mask,
+                      memory_mask=memory_mask)
         return self.lm_head(self.decoder_norm(x))
 
     def new_decoder_cache(self, memory: torch.Tensor, src_padding_mask: torch.Tensor | None = None) -> list[BlockCache]:
@@ -147,6 +160,7 @@ class Seq2SeqTransformer(nn.Module):
         beam_size: int = 1,
         length_penalty: float = 1.0,
         use_cache: bool = True,
+        lockstep: bool = False,
     ) -> torch.Tensor:
         """Translate `src` (B, S). Returns generated ids (B, L) without bos, padded with pad_id after eos.
 
@@ -155,12 +169,15 @@ class Seq2SeqTransformer(nn.Module):
         With `use_cache` the decoder runs only the new token each step, against a key/value cache
         (beams reorder it) and the memory's keys and values projected once; without, it re-runs the
         whole prefix (same result, slower).
+        With `lockstep`, every rank of the process group keeps stepping until all ranks are done (one
+        all-reduce per step), as each step of a sharded model (FSDP) is a collective that every rank must
+        join; a rank that is done steps on finished rows only, and returns what it returns alone.
         """
         max_new_tokens = min(max_new_tokens or self.max_tgt_len, self.max_tgt_len)
         memory = self.encode(src, src_padding_mask)
         if beam_size == 1:
-            return self._greedy(memory, src_padding_mask, max_new_tokens, use_cache)
-        return self.beam_search(memory, src_padding_mask, max_new_tokens, beam_size, length_penalty, use_cache)
+            return self._greedy(memory, src_padding_mask, max_new_tokens, use_cache, lockstep)
+        return self.beam_search(memory, src_padding_mask, max_new_tokens, beam_size, length_penalty, use_cache, lockstep)
 
     def _next_logits(self, seqs, memory, src_padding_mask, cache) -> torch.Tensor:
         """Logits for the position after `seqs`: from the last token and the cache, or from all of `seqs`."""
@@ -168,21 +185,23 @@ class Seq2SeqTransformer(nn.Module):
             return self.decode(seqs, memory, src_padding_mask)[:, -1]
         return self.decode(seqs[:, -1:], memory, src_padding_mask, cache=cache)[:, -1]
 
-    def _greedy(self, memory, src_padding_mask, max_new_tokens: int, use_cache: bool = True) -> torch.Tensor:
+    def _greedy(self, memory, src_padding_mask, max_new_tokens: int, use_cache: bool = True,
+                lockstep: bool = False) -> torch.Tensor:
         seqs = torch.full((memory.shape[0], 1), self.bos_id, dtype=torch.long, device=memory.device)
         finished = torch.zeros(memory.shape[0], dtype=torch.bool, device=memory.device)
         cache = self.new_decoder_cache(memory, src_padding_mask) if use_cache else None
-        for _ in range(max_new_tokens):
+        done = Finish(lockstep)
+        for step in range(max_new_tokens):
             token = self._next_logits(seqs, memory, src_padding_mask, cache).argmax(dim=-1)
             token = token.masked_fill(finished, self.pad_id)
             seqs = torch.cat([seqs, token[:, None]], dim=1)
             finished |= token == self.eos_id
-            if finished.all():
+            if done(finished, step):
                 break
-        return seqs[:, 1:]
+        return seqs[:, 1 : done.steps + 1]
 
     def beam_search(self, memory, src_padding_mask, max_new_tokens: int, beam_size: int, length_penalty: float = 1.0,
-                    use_cache: bool = True) -> torch.Tensor:
+                    use_cache: bool = True, lockstep: bool = False) -> torch.Tensor:
         """Beam search over encoder `memory` (B, S, d); see `generate`."""
         batch, device = memory.shape[0], memory.device
         cache = None
@@ -200,7 +219,8 @@ class Seq2SeqTransformer(nn.Module):
         finished = torch.zeros(batch * beam_size, dtype=torch.bool, device=device)
         lengths = torch.zeros(batch * beam_size, device=device)
         offsets = torch.arange(batch, device=device)[:, None] * beam_size
-        for _ in range(max_new_tokens):
+        done = Finish(lockstep)
+        for step in range(max_new_tokens):
             log_probs = F.log_softmax(self._next_logits(seqs, memory, src_padding_mask, cache).float(), dim=-1)
             # A finished hypothesis can only be extended by padding, at no cost.
             log_probs[finished] = float("-inf")
@@ -218,15 +238,34 @@ class Seq2SeqTransformer(nn.Module):
                     block_cache.attn.reorder(parent)
             lengths = lengths[parent] + (~finished[parent]).float()
             finished = finished[parent] | (token == self.eos_id)
-            if finished.all():
+            if done(finished, step):
                 break
         normalised = scores / lengths.view(batch, beam_size).clamp(min=1.0) ** length_penalty
         best = normalised.argmax(dim=-1) + offsets.view(-1)
-        return seqs[best, 1:]
+        return seqs[best, 1 : done.steps + 1]
 
     def parameter_counts(self) -> dict[str, int]:
         embedding = [self.src_embed.weight, self.src_pos.weight, self.tgt_embed.weight, self.tgt_pos.weight]
         return parameter_counts(self, embedding)
+
+
+class Finish:
+    """When a decoding loop stops: once every row here is finished, or with `lockstep` once every rank of
+    the process group is (an all-reduce per step, only when one is initialised with several ranks).
+    `steps`: the steps this rank took until all its rows were finished, which is what its output keeps."""
+
+    def __init__(self, lockstep: bool) -> None:
+        self.lockstep = lockstep and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+        self.steps, self.done_here = 0, False
+
+    def __call__(self, finished: torch.Tensor, step: int) -> bool:
+        if not self.done_here:  # finished rows stay finished, so once done a rank stays done
+            self.steps, self.done_here = step + 1, bool(finished.all())
+        if not self.lockstep:
+            return self.done_here
+        everywhere = torch.tensor(int(self.done_here), device=finished.device)
+        dist.all_reduce(everywhere, op=dist.ReduceOp.MIN)
+        return bool(everywhere)
 
 
 def _check_length(side: str, length: int, max_len: int) -> None:

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from lit_attention.errors import ConfigError
+from lit_attention.modeling.attention import attention_mask, padding_or_none, warn_if_masked_kernels_unfused
 from lit_attention.modeling.blocks import TransformerBlock, drop_path_rates, parameter_counts
 from lit_attention.modeling.config import ModelConfig
 from lit_attention.modeling.variants import AttentionSpec
@@ -68,6 +69,7 @@ class TextEncoderClassifier(nn.Module):
         super().__init__()
         config.require_data_sizes()
         self.config, c = config, config
+        warn_if_masked_kernels_unfused("TextEncoderClassifier", c.dim, c.num_heads)
         self.vocab_size, self.max_len, self.pool, self.pad_id = c.vocab_size, c.max_len, c.pool, c.pad_id
         num_positions = c.max_len + (c.pool == "cls")
         self.token_embed = nn.Embedding(c.vocab_size, c.dim)
@@ -96,8 +98,11 @@ class TextEncoderClassifier(nn.Module):
             x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
             key_padding_mask = torch.cat([key_padding_mask.new_zeros(x.shape[0], 1), key_padding_mask], dim=1)
         x = self.dropout(x + self.pos_embed.weight[: x.shape[1]])
+        # Without padding no mask (SDPA may use its flash kernel); with it, one mask for every layer.
+        padding = padding_or_none(key_padding_mask)
+        mask = attention_mask(x.shape[1], x.shape[1], padding, causal=False, cross_attention=False, device=x.device)
         for block in self.blocks:
-            x = block(x, padding_mask=key_padding_mask)
+            x = block(x, padding_mask=padding, mask=mask)
         x = self.norm(x)
         if self.pool == "cls":
             pooled = x[:, 0]

@@ -10,6 +10,14 @@ from lit_attention.modeling import Seq2SeqConfig, Seq2SeqTransformer
 from lit_attention.training.tasks.base import TaskModule, check_length, check_token_ids
 
 
+def is_sharded(module: torch.nn.Module) -> bool:
+    """Whether FSDP (torch's fully_shard, or the FullyShardedDataParallel wrapper Lightning's FSDP uses)
+    shards a part of `module`, so that its forwards gather weights from every rank."""
+    from torch.distributed.fsdp import FSDPModule, FullyShardedDataParallel
+
+    return any(isinstance(m, (FSDPModule, FullyShardedDataParallel)) for m in module.modules())
+
+
 class Seq2SeqTranslator(TaskModule):
     """Translation. Batches are dicts with `src`, `src_padding_mask`, `tgt_in` (starting with bos),
     `tgt_out` (ending with eos, padded with pad_id) and `tgt_padding_mask`.
@@ -90,8 +98,13 @@ class Seq2SeqTranslator(TaskModule):
             texts.append(decode(row) if decode else " ".join(map(str, row)))
         return texts
 
+    def _generate(self, batch, beam_size: int) -> torch.Tensor:
+        # A sharded model (FSDP units inside it) gathers weights in every step: ranks decode in lockstep.
+        return self.model.generate(batch["src"], batch["src_padding_mask"], beam_size=beam_size,
+                                   lockstep=is_sharded(self.model))
+
     def _score(self, batch, metric: SacreBLEUScore, beam_size: int) -> None:
-        hypotheses = self.model.generate(batch["src"], batch["src_padding_mask"], beam_size=beam_size)
+        hypotheses = self._generate(batch, beam_size)
         references = [[text] for text in self._texts(batch["tgt_out"])]
         metric.update(self._texts(hypotheses), references)
 
@@ -112,6 +125,6 @@ class Seq2SeqTranslator(TaskModule):
 
     def predict_step(self, batch, batch_idx) -> list[dict]:
         """Translate each source sentence (beam search with `beam_size`); one row per sentence."""
-        hypotheses = self.model.generate(batch["src"], batch["src_padding_mask"], beam_size=self.hparams.beam_size)
+        hypotheses = self._generate(batch, self.hparams.beam_size)
         sources = batch.get("texts") or self._texts(batch["src"])
         return [{"source": source, "translation": text} for source, text in zip(sources, self._texts(hypotheses))]

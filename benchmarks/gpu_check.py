@@ -1,0 +1,372 @@
+"""One-shot check of the GPU paths, at most about 8 minutes on one H100 or H200.
+
+    python benchmarks/gpu_check.py            # on a GPU
+    python benchmarks/gpu_check.py --dry      # the same sections on CPU at toy sizes, under a minute
+
+Sections, each printing its own lines: which SDPA kernel each variant and model family runs and its
+bf16 error against fp32; bf16 generation from prompts of different lengths; host syncs per training
+step; torch.compile's speed-up and recompiles; a CLI fit of the embedded GPT with
+recipes/trainer/gpu_bf16.yaml (throughput, MFU); an exact single-GPU resume with dropout.
+Ratios are against a baseline measured in the same run; absolute times come with the hardware name.
+What needs CUDA prints a line saying it was skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import os
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the StopAt callback's class path, gpu_check.StopAt
+
+from timing import hardware, median_interleaved, synchronize  # noqa: E402
+
+from lit_attention.modeling import (  # noqa: E402
+    GPT, GPTConfig, Seq2SeqConfig, Seq2SeqTransformer, TextEncoderClassifier, TextEncoderConfig, ViTConfig,
+    VisionTransformer,
+)
+from lit_attention.modeling.attention import list_presets  # noqa: E402
+
+GPT_RECIPE = ROOT / "recipes/quickstart/gpt_stdlib.yaml"
+GPU_PRESET = ROOT / "recipes/trainer/gpu_bf16.yaml"
+# The SDPA backends as the profiler names their aten ops.
+BACKENDS = {"_scaled_dot_product_flash_attention_for_cpu": "flash (cpu)", "_scaled_dot_product_flash_attention": "flash",
+            "_scaled_dot_product_efficient_attention": "mem-efficient", "_scaled_dot_product_cudnn_attention": "cudnn",
+            "_scaled_dot_product_attention_math": "math", "_scaled_dot_product_fused_attention_overrideable": "fused"}
+KERNEL_WORDS = ("flash", "fmha", "sdpa", "attention", "cudnn")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    batch: int
+    seq: int
+    dim: int
+    heads: int
+    depth: int
+    vocab: int
+    new_tokens: int
+    compile_steps: int
+    compile_variants: tuple[str, ...]
+    fit_steps: int  # the CLI fit's optimizer steps (and twice the resume's half)
+    fit_overrides: tuple[str, ...]  # recipe overrides of the CLI fits
+
+
+GPU_SIZES = Sizes(batch=8, seq=256, dim=512, heads=8, depth=2, vocab=512, new_tokens=64, compile_steps=20,
+                  compile_variants=("standard", "super"), fit_steps=100, fit_overrides=())
+DRY_SIZES = Sizes(batch=2, seq=16, dim=32, heads=2, depth=1, vocab=64, new_tokens=4, compile_steps=2,
+                  compile_variants=("super",), fit_steps=4,
+                  fit_overrides=("--data.max_files=40", "--data.val_fraction=0.2", "--data.val_windows=4",
+                                 "--data.max_len=16", "--data.batch_size=4", "--model.net.dim=16",
+                                 "--model.net.num_heads=2", "--model.net.depth=1"))
+
+
+def say(line: str = "") -> None:
+    print(line, flush=True)
+
+
+def section(title: str) -> None:
+    say()
+    say(f"## {title}")
+
+
+# ---------------------------------------------------------------------------------------- models
+
+
+def families(s: Sizes, variant: str, device: torch.device) -> dict[str, tuple[torch.nn.Module, tuple]]:
+    """Each model family at size `s`, with an input batch: the text encoder with and without padding,
+    the encoder-decoder with padded sources and targets."""
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randint(3, s.vocab, (s.batch, s.seq), generator=g)
+    lengths = torch.linspace(s.seq, max(1, s.seq // 4), s.batch).long()
+    padding = torch.arange(s.seq)[None] >= lengths[:, None]
+    side = int(s.seq ** 0.5) * 2  # patches of 2 x 2: about seq tokens
+    common = dict(dim=s.dim, num_heads=s.heads, dropout=0.0)
+    text = TextEncoderClassifier(TextEncoderConfig(pad_id=0, vocab_size=s.vocab, max_len=s.seq, num_classes=4,
+                                                   depth=s.depth, **common), attention=variant)
+    models = {
+        "vit": (VisionTransformer(ViTConfig(image_size=side, patch_size=2, in_channels=3, num_classes=10, depth=s.depth,
+                                            **common), attention=variant), (torch.randn(s.batch, 3, side, side, generator=g),)),
+        "text, no padding": (text, (tokens, torch.zeros_like(padding))),
+        "text, padded": (text, (tokens.masked_fill(padding, 0), padding)),
+        "gpt": (GPT(GPTConfig(vocab_size=s.vocab, max_len=s.seq, depth=s.depth, **common), attention=variant), (tokens,)),
+        "seq2seq, padded": (Seq2SeqTransformer(Seq2SeqConfig(pad_id=0, bos_id=1, eos_id=2, vocab_size=s.vocab, max_src_len=s.seq,
+                                                             max_tgt_len=s.seq, encoder_depth=s.depth, decoder_depth=s.depth,
+                                                             **common), attention=variant),
+                            (tokens.masked_fill(padding, 0), tokens.flip(0), padding, padding.flip(0))),
+    }
+    return {name: (model.to(device).eval(), tuple(t.to(device) for t in inputs)) for name, (model, inputs) in models.items()}
+
+
+def autocast(device: torch.device):
+    return torch.autocast(device.type, dtype=torch.bfloat16)
+
+
+def sdpa_kernels(run, device: torch.device) -> tuple[str, str]:
+    """(SDPA backends, device kernels) that `run()` used, from torch.profiler's event names."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities) as profile:
+        run()
+        synchronize(device)
+    names = {event.key for event in profile.key_averages()}
+    backends = sorted({label for op, label in BACKENDS.items() if f"aten::{op}" in names})
+    kernels = sorted({name[:40] for name in names if not name.startswith("aten::")
+                      and any(word in name.lower() for word in KERNEL_WORDS)}) if device.type == "cuda" else []
+    return ", ".join(backends) or "none", ", ".join(kernels) or "-"
+
+
+def check_kernels(s: Sizes, device: torch.device) -> None:
+    section("SDPA kernels and bf16 error per variant and family")
+    say("bf16 error: max |bf16-autocast - fp32| / max |fp32| of the outputs (TF32 off for the fp32 reference)")
+    say("| family | variant | SDPA backend (bf16) | device kernels | bf16 error |")
+    say("|---|---|---|---|---|")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    for variant in list_presets():
+        for family, (model, inputs) in families(s, variant, device).items():
+            with torch.no_grad():
+                exact = model(*inputs).float()
+                with autocast(device):
+                    low = model(*inputs).float()
+                    backends, kernels = sdpa_kernels(lambda: model(*inputs), device)
+            error = float((low - exact).abs().max() / exact.abs().max().clamp(min=1e-12))
+            say(f"| {family} | {variant} | {backends} | {kernels} | {error:.2e} |")
+
+
+# ---------------------------------------------------------------------------------------- generation
+
+
+def check_ragged_generation(s: Sizes, device: torch.device) -> None:
+    section("bf16 generation from prompts of different lengths")
+    say(f"{s.batch} left-padded prompts of {s.seq // 8}..{s.seq // 2} tokens, {s.new_tokens} greedy tokens, on {hardware(device)}")
+    say("| variant | fp32 s | bf16 s | bf16 / fp32 time | first token as in fp32 |")
+    say("|---|---|---|---|---|")
+    lengths = torch.linspace(s.seq // 2, max(1, s.seq // 8), s.batch).long()
+    width = int(lengths.max())
+    padding = (torch.arange(width)[None] < (width - lengths)[:, None]).to(device)
+    for variant in list_presets():
+        torch.manual_seed(0)
+        model = GPT(GPTConfig(vocab_size=s.vocab, max_len=width + s.new_tokens, dim=s.dim, depth=s.depth, num_heads=s.heads),
+                    attention=variant).to(device).eval()
+        prompts = torch.randint(0, s.vocab, (s.batch, width), device=device)
+        outputs, seconds = {}, {}
+        for precision in ("fp32", "bf16"):
+            context = autocast(device) if precision == "bf16" else contextlib.nullcontext()
+            with context:
+                model.generate(prompts, 2, temperature=0, padding_mask=padding)  # warm-up
+                synchronize(device)
+                start = time.perf_counter()
+                outputs[precision] = model.generate(prompts, s.new_tokens, temperature=0, padding_mask=padding)
+                synchronize(device)
+                seconds[precision] = time.perf_counter() - start
+        first = (outputs["bf16"][:, width] == outputs["fp32"][:, width]).float().mean()
+        say(f"| {variant} | {seconds['fp32']:.3f} | {seconds['bf16']:.3f} | {seconds['bf16'] / seconds['fp32']:.2f} "
+            f"| {first:.0%} |")
+
+
+# ---------------------------------------------------------------------------------------- compile
+
+
+def training_step(model: GPT, optimizer: torch.optim.Optimizer, tokens: torch.Tensor, device: torch.device):
+    def step():
+        with autocast(device):
+            logits = model(tokens[:, :-1])
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), tokens[:, 1:].flatten())
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return step
+
+
+def check_compile(s: Sizes, device: torch.device) -> None:
+    section("torch.compile: speed-up of a GPT training step and recompiles")
+    backend = "inductor" if device.type == "cuda" else "eager"  # no C++ compiler assumed on a CPU machine
+    say(f"backend {backend}; bf16 autocast; batch {s.batch} x {s.seq} tokens; on {hardware(device)}")
+    say("| variant | eager ms/step | compiled ms/step | speed-up | compiles (frames) | recompiles |")
+    say("|---|---|---|---|---|---|")
+    from torch._dynamo.utils import counters
+
+    for variant in s.compile_variants:
+        torch.manual_seed(0)
+        tokens = torch.randint(0, s.vocab, (s.batch, s.seq + 1), device=device)
+        config = GPTConfig(vocab_size=s.vocab, max_len=s.seq, dim=s.dim, depth=s.depth, num_heads=s.heads)
+        eager, compiled = GPT(config, variant).to(device), GPT(config, variant).to(device)
+        compiled.load_state_dict(eager.state_dict())
+        torch._dynamo.reset()
+        counters.clear()
+        compiled_forward = torch.compile(compiled, backend=backend)
+        steps = {"eager": training_step(eager, torch.optim.AdamW(eager.parameters(), lr=1e-4), tokens, device),
+                 "compiled": training_step(compiled_forward, torch.optim.AdamW(compiled.parameters(), lr=1e-4), tokens, device)}
+        steps["compiled"]()  # compiles here, outside the timing
+        times = median_interleaved(steps, warmup=2, calls=s.compile_steps, repeats=3, device=device)
+        frames = counters["frames"]["ok"]
+        recompiles = sum(counters["recompiles"].values()) if "recompiles" in counters else 0
+        say(f"| {variant} | {times['eager'] * 1e3:.2f} | {times['compiled'] * 1e3:.2f} | "
+            f"{times['eager'] / times['compiled']:.2f} | {frames} | {recompiles} |")
+
+
+# ---------------------------------------------------------------------------------------- CLI fits
+
+
+class StopAt(L.Callback):
+    """For the resume check: stop the fit cleanly after optimizer step `step`."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_end(self, trainer, *args) -> None:
+        if trainer.global_step >= self.step:
+            trainer.should_stop = True
+
+
+def fit(where: Path, s: Sizes, device: torch.device, *extra: str) -> int:
+    """`lit-attention fit` of the embedded GPT in this process (`where`: the working directory); its exit status."""
+    from lit_attention.main import main
+
+    preset = ["--config", str(GPU_PRESET)] if device.type == "cuda" else []
+    args = ["fit", "--config", str(GPT_RECIPE), *preset, f"--trainer.max_steps={s.fit_steps}",
+            "--trainer.val_check_interval=null", "--trainer.limit_val_batches=0", "--trainer.enable_progress_bar=false",
+            f"--data.data_dir={where.parent / 'data'}", *s.fit_overrides, *extra]
+    cwd = os.getcwd()
+    os.chdir(where)
+    try:
+        main(args)
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else 1
+    finally:
+        os.chdir(cwd)
+    return 0
+
+
+def one_run(where: Path) -> Path:
+    [run] = (where / "runs").glob("*/*/*/seed_*/version_*")
+    return run
+
+
+def tensorboard_scalars(run: Path) -> dict[str, float]:
+    """The last value of every scalar the run logged to TensorBoard."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run)).Reload()
+    return {tag: events.Scalars(tag)[-1].value for tag in events.Tags()["scalars"]}
+
+
+def check_cli_fit(s: Sizes, device: torch.device, work: Path) -> None:
+    import json
+
+    section("CLI fit of the embedded GPT" + (" with recipes/trainer/gpu_bf16.yaml" if device.type == "cuda" else ""))
+    if device.type != "cuda":
+        say("gpu_bf16.yaml needs CUDA: this dry run fits on CPU in fp32 at toy size instead (no MFU)")
+    where = work / "fit"
+    where.mkdir()
+    start = time.perf_counter()
+    status = fit(where, s, device)
+    say(f"exit status {status}, {time.perf_counter() - start:.1f} s in all, on {hardware(device)}")
+    if status:
+        return
+    run = one_run(where)
+    record = json.loads((run / "record.json").read_text())
+    seconds = record["train_seconds"]
+    tokens = f", tokens/s {record['tokens_seen'] / seconds:.0f}" if record.get("tokens_seen") and seconds else ""
+    say(f"optimizer steps {record['optimizer_steps']}, train seconds {seconds}, "
+        f"samples/s {record['train_samples_per_second']}{tokens}")
+    if record.get("train_flops"):
+        say(f"achieved {record['train_flops'] / seconds / 1e12:.2f} TFLOP/s (torch's FLOP count of the first batch)")
+    scalars = tensorboard_scalars(run)
+    mfu = {tag: value for tag, value in scalars.items() if "mfu" in tag}
+    say(f"MFU logged: {', '.join(f'{t} {v:.3f}' for t, v in mfu.items())}" if mfu
+        else "MFU: not logged (Lightning knows no peak FLOP/s for this device)")
+
+
+def check_host_syncs(s: Sizes, device: torch.device, work: Path) -> None:
+    section("Host syncs per training step (torch.cuda.set_sync_debug_mode('warn'), two fits differing in length)")
+    if device.type != "cuda":
+        say("skipped: sync debug mode needs CUDA")
+        return
+    counts, steps = [], (s.fit_steps // 4, s.fit_steps // 2)
+    for i, n in enumerate(steps):
+        where = work / f"syncs_{i}"
+        where.mkdir()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                status = fit(where, replace(s, fit_steps=n), device)
+            finally:
+                torch.cuda.set_sync_debug_mode(0)
+        if status:
+            say(f"the {n}-step fit failed with exit status {status}")
+            return
+        counts.append(collections.Counter(f"{Path(w.filename).name}:{w.lineno}" for w in caught
+                                          if "synchroniz" in str(w.message)))
+    per_step = counts[1] - counts[0]
+    total = sum(per_step.values()) / (steps[1] - steps[0])
+    say(f"{total:.1f} syncs per optimizer step; where, per step:")
+    for place, count in per_step.most_common(10):
+        say(f"  {count / (steps[1] - steps[0]):.2f}  {place}")
+
+
+def check_exact_resume(s: Sizes, device: torch.device, work: Path) -> None:
+    section("Exact resume with dropout: N steps, against N/2, stop, resume to N")
+    n, half = s.fit_steps, s.fit_steps // 2
+    dropout = ["--model.net.dropout=0.1", f"--run.checkpoint_every_n_steps={half}"]
+    straight, resumed = work / "straight", work / "resumed"
+    straight.mkdir()
+    resumed.mkdir()
+    statuses = [fit(straight, s, device, *dropout),
+                fit(resumed, s, device, *dropout, "--trainer.callbacks+=gpu_check.StopAt", f"--trainer.callbacks.step={half}"),
+                fit(resumed, s, device, *dropout, "--ckpt_path=last")]
+    if any(statuses):
+        say(f"a fit failed: exit statuses {statuses}")
+        return
+    a, b = (torch.load(one_run(w) / "checkpoints/last.ckpt", map_location="cpu", weights_only=True) for w in (straight, resumed))
+    differences = {name: float((a["state_dict"][name].float() - b["state_dict"][name].float()).abs().max())
+                   for name in a["state_dict"]}
+    worst = max(differences, key=differences.get)
+    same = all(value == 0.0 for value in differences.values())
+    say(f"steps {a['global_step']} and {b['global_step']}; weights {'identical' if same else 'DIFFER'} "
+        f"(largest difference {differences[worst]:.3e}, in {worst})")
+
+
+# ---------------------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dry", action="store_true", help="CPU, toy sizes, under a minute")
+    args = parser.parse_args(argv)
+    if not args.dry and not torch.cuda.is_available():
+        parser.error("no CUDA device here; run with --dry for the CPU rehearsal")
+    device = torch.device("cpu" if args.dry else "cuda")
+    sizes = DRY_SIZES if args.dry else GPU_SIZES
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    started = time.perf_counter()
+    say(f"# GPU check{' (dry)' if args.dry else ''} on {hardware(device)}; torch {torch.__version__}")
+    with tempfile.TemporaryDirectory(prefix="gpu_check_") as work:
+        work = Path(work)
+        sections = [lambda: check_kernels(sizes, device), lambda: check_ragged_generation(sizes, device),
+                    lambda: check_compile(sizes, device), lambda: check_cli_fit(sizes, device, work),
+                    lambda: check_host_syncs(sizes, device, work), lambda: check_exact_resume(sizes, device, work)]
+        for run_section in sections:
+            start = time.perf_counter()
+            run_section()
+            say(f"({time.perf_counter() - start:.0f} s)")
+    say()
+    say(f"# done in {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
