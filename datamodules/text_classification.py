@@ -1,5 +1,6 @@
-"""Text classification from a Hugging Face hub dataset (IMDB, Amazon polarity, AG News, SST-2, ...)
-or local parquet/json/csv files.
+"""Text classification: byte windows of the standard library labelled by package (``stdlib``, the
+embedded default, see ``stdlib_text``), a Hugging Face hub dataset (IMDB, Amazon polarity, AG News,
+SST-2, ...) or local parquet/json/csv files.
 
 Batches are dicts: ``tokens`` int64 (B, max_len), ``padding_mask`` bool (B, max_len) with True at
 padding, ``labels`` int64 (B,). Texts are tokenized in the collate function (the `tokenizers`
@@ -40,6 +41,7 @@ from .text_tokenizers import (
     pretrained_tokenizer,
     training_texts,
 )
+from .stdlib_text import HELD_OUT, WINDOWS_PER_CLASS, WINDOWS_PER_FILE, WindowCollate, check_stdlib_options, stdlib_windows
 
 
 @dataclass(frozen=True)
@@ -99,8 +101,9 @@ class TextClassificationDataModule(DataModule):
     """Text classification.
 
     Args:
-        dataset: a hub dataset name; with data_files it may instead name their format (parquet,
-            json, csv), which is otherwise taken from the file extension.
+        dataset: stdlib (embedded, no download: which standard-library package a byte window comes
+            from; stdlib_text), a hub dataset name, or with data_files their format (parquet, json,
+            csv), which is otherwise taken from the file extension.
         config: the hub dataset's configuration name, if it has several.
         data_files: local files, {"train": ..., "validation": ..., "test": ...} or one path (the
             training split); they take precedence over a hub name.
@@ -110,17 +113,23 @@ class TextClassificationDataModule(DataModule):
         tokenizer: bytes (UTF-8 bytes, vocabulary 259), bpe (trained on the training split, cached
             under data_dir/tokenizers) or a pretrained tokenizer's hub name.
         vocab_size: size of the BPE vocabulary (bpe only).
-        max_len: every text is truncated and padded to this many tokens.
+        max_len: every text is truncated and padded to this many tokens (stdlib: the window's bytes).
         val_fraction: share of the training split held out for validation (and for test, with a
-            fixed seed, when the dataset has no test split).
+            fixed seed, when the dataset has no test split); default 0.1. stdlib: the share of files
+            in validation and again in test, by path hash; default 0.2.
         split_seed: seed of the validation split; fixed, so every run seed sees the same split.
         data_dir: where the trained BPE is cached.
         hf_cache_dir: the `datasets` cache (default: the Hugging Face default, ~/.cache/huggingface).
+        packages: stdlib only: the packages to tell apart (default: asyncio, email, importlib,
+            multiprocessing, unittest, xml).
+        windows_per_file: stdlib only: at most this many windows of one file (default 64).
+        windows_per_class: stdlib only: at most this many training windows per package (default 400;
+            validation and test: the same cap scaled by their share of the files).
     """
 
     def __init__(
         self,
-        dataset: str | None = "stanfordnlp/imdb",
+        dataset: str | None = "stdlib",
         config: str | None = None,
         data_files: DataFiles | None = None,
         text_column: str | None = None,
@@ -129,17 +138,28 @@ class TextClassificationDataModule(DataModule):
         tokenizer: str = "bytes",
         vocab_size: int = 8000,
         max_len: int = 256,
-        val_fraction: float = 0.1,
+        val_fraction: float | None = None,
         split_seed: int = 0,
         data_dir: str = "data",
         hf_cache_dir: str | None = None,
+        packages: list[str] | None = None,
+        windows_per_file: int | None = None,
+        windows_per_class: int | None = None,
         **loading,
     ) -> None:
         super().__init__(**loading)
         check_seed("split_seed", split_seed)
         check_positive("max_len", max_len)
-        check_fraction("val_fraction", val_fraction)
+        self.stdlib = data_files is None and dataset == "stdlib"
+        self.val_fraction = val_fraction if val_fraction is not None else HELD_OUT if self.stdlib else 0.1
+        check_fraction("val_fraction", self.val_fraction)
         check_tokenizer_args(tokenizer, vocab_size)
+        self.class_names: list[str] | None = None
+        if self.stdlib or any(v is not None for v in (packages, windows_per_file, windows_per_class)):
+            self.class_names = check_stdlib_options(dataset if self.stdlib else None, tokenizer, num_classes, packages,
+                                                    windows_per_file, windows_per_class, self.val_fraction)
+            self.text_column, self.tokenizer = "text", ByteTokenizer(specials=True)
+            return
         if num_classes is not None:
             check_positive("num_classes", num_classes, minimum=2)
         if data_files is None and not dataset:
@@ -153,11 +173,13 @@ class TextClassificationDataModule(DataModule):
         self.text_column = text_column or (known.text_column if known else "text")
         self.test_split = known.test_split if known else "test"
         self.tokenizer: TextTokenizer | None = ByteTokenizer(specials=True) if tokenizer == "bytes" else None
-        self.class_names: list[str] | None = None
         self._sources: dict[str, str] = {}  # datasets' fingerprint of each loaded split
 
     def model_sizes(self) -> dict[str, int]:
         hp = self.hparams
+        if self.stdlib:  # from the arguments alone: nothing is read
+            return {"vocab_size": self.tokenizer.vocab_size, "max_len": hp.max_len,
+                    "num_classes": len(self.class_names), "pad_id": self.tokenizer.pad_id}
         if hp.tokenizer not in ("bytes", "bpe") and self.tokenizer is None:
             self.tokenizer = pretrained_tokenizer(hp.tokenizer)  # one small file, cached by huggingface_hub
         vocab_size = hp.vocab_size if self.tokenizer is None else self.tokenizer.vocab_size
@@ -179,12 +201,30 @@ class TextClassificationDataModule(DataModule):
 
     def prepare_data(self) -> None:
         """Download (hub) and train the BPE once per node; setup then only reads caches."""
+        if self.stdlib:  # nothing to download or train: setup reads the files
+            return
         train, _, _ = self._splits()
         self._tokenizer_for(train)
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None and stage != "predict":
             return
+        tokenizer = self._setup_stdlib() if self.stdlib else self._setup_files()
+        if stage == "predict":
+            texts = lines_of(predict_paths(self.hparams.predict_files))
+            self.predict_set = [{self.text_column: text} for text in texts]
+            self.predict_collate = ClassificationCollate(tokenizer, self.text_column, None, self.hparams.max_len, None)
+
+    def _setup_stdlib(self) -> TextTokenizer:
+        hp = self.hparams
+        self.window_splits = stdlib_windows(self.class_names, hp.max_len, hp.windows_per_file or WINDOWS_PER_FILE,
+                                            hp.windows_per_class or WINDOWS_PER_CLASS, self.val_fraction)
+        self.train_set, self.val_set, self.test_set = (self.window_splits[name].dataset()
+                                                       for name in ("train", "validation", "test"))
+        self.collate = WindowCollate(self.tokenizer.offset)
+        return self.tokenizer
+
+    def _setup_files(self) -> TextTokenizer:
         train, val, test = self._splits()
         label_ids = self._check_labels(train, val, test)
         self.class_names = sorted(label_ids) if label_ids else _class_names(train, self.hparams.label_column,
@@ -194,16 +234,16 @@ class TextClassificationDataModule(DataModule):
         self.train_set, self.val_set, self.test_set = (d.select_columns(columns) for d in (train, val, test))
         self.collate = ClassificationCollate(tokenizer, self.text_column, self.hparams.label_column,
                                              self.hparams.max_len, label_ids)
-        if stage == "predict":
-            texts = lines_of(predict_paths(self.hparams.predict_files))
-            self.predict_set = [{self.text_column: text} for text in texts]
-            self.predict_collate = ClassificationCollate(tokenizer, self.text_column, None, self.hparams.max_len, None)
+        return tokenizer
 
     def compute_fingerprints(self) -> dict[str, str | None]:
         """Local files: their bytes; a hub dataset: `datasets`' fingerprint of it (hub.split_fingerprints);
-        with how missing splits are carved and the two columns kept."""
+        with how missing splits are carved and the two columns kept. stdlib: each split's windows, labels
+        and class names."""
         hp = self.hparams
-        return split_fingerprints(self._sources, hp.data_files, val_fraction=hp.val_fraction, seed=hp.split_seed,
+        if self.stdlib:
+            return {name: split.fingerprint(self.class_names) for name, split in self.window_splits.items()}
+        return split_fingerprints(self._sources, hp.data_files, val_fraction=self.val_fraction, seed=hp.split_seed,
                                   test_split=self.test_split, view=[self.text_column, hp.label_column])
 
     # ------------------------------------------------------------------ helpers
@@ -218,7 +258,7 @@ class TextClassificationDataModule(DataModule):
         loaded = self._load()
         self._sources = source_fingerprints(loaded)
         train, val, test = train_val_test(
-            loaded, source, val_fraction=hp.val_fraction, seed=hp.split_seed, test_split=self.test_split
+            loaded, source, val_fraction=self.val_fraction, seed=hp.split_seed, test_split=self.test_split
         )
         if self.text_column not in train.column_names:
             raise ConfigError(
@@ -247,7 +287,7 @@ class TextClassificationDataModule(DataModule):
     def _tokenizer_for(self, train: Dataset) -> TextTokenizer:
         hp = self.hparams
         if hp.tokenizer == "bpe":  # trained on exactly the rows the model trains on, then cached
-            key = source_fingerprint(hp.dataset, hp.config, hp.data_files, self.text_column, hp.val_fraction,
+            key = source_fingerprint(hp.dataset, hp.config, hp.data_files, self.text_column, self.val_fraction,
                                      hp.split_seed)
             name = f"{source_slug(hp.dataset, hp.data_files)}-bpe{hp.vocab_size}-{key}.json"
             path = Path(hp.data_dir) / "tokenizers" / name
