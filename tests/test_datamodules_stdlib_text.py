@@ -159,6 +159,7 @@ def test_baselines_on_a_small_subset(capsys):
     assert exit_.value.code == 2 and "['nosuch'] are not packages" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # trains
 def test_a_tiny_fit_through_the_cli_records_the_windows_fingerprints(in_tmp):
     args = ["fit", "--model=TextClassifier", "--data=TextClassificationDataModule", "--data.max_len=32",
             "--data.windows_per_file=2", "--data.windows_per_class=8", "--data.batch_size=8", "--model.net.dim=16",
