@@ -1,4 +1,4 @@
-"""Paired by construction (issue 23): a training item's augmentation is a function of (data seed, epoch,
+"""Paired by construction: a training item's augmentation is a function of (data seed, epoch,
 sample index), never of the global random state that model initialisation has advanced by an
 arm-dependent amount. Through the CLI every preset and a matched control start from the same augmented
 batch; underneath, the item is the same whatever the global state, in workers, after a resume and

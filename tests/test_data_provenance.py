@@ -1,4 +1,4 @@
-"""What a record says about where it came from (issue 23): each DataModule's fingerprints of its splits
+"""What a record says about where it came from: each DataModule's fingerprints of its splits
 change when one byte of a split changes and never with the run seed; provenance names the commit, a
 dirty tree's diff, the torch build, the CPU, the thread count at record time and the devices."""
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from in_process import copy_runs
-from test_newcomer_inputs import TINY, VIT, checksums, lit_attention, refused
+from test_command_line_edge_cases import TINY, VIT, checksums, lit_attention, refused
 
 ROOT = Path(__file__).resolve().parents[1]
 GPT = str(ROOT / "recipes/quickstart/gpt_stdlib.yaml")

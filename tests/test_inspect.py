@@ -1,4 +1,4 @@
-"""`lit-attention inspect` (issue 24): the measures on constructed inputs whose answers are known, the
+"""`lit-attention inspect`: the measures on constructed inputs whose answers are known, the
 per-head products against the layer's own math, the hooks on real models, and the command on a
 checkpoint of every task (slow: each trains one step of a tiny model first)."""
 
@@ -255,8 +255,8 @@ def test_inspect_reads_a_checkpoint_of_every_task(task, data_folder, monkeypatch
         table = compare_runs([run / "inspect", run / "inspect"], data_folder / "side_by_side", labels=["a", "b"])
         assert (table.parent / "compare.png").is_file()
         assert [line.split(" | ")[0] for line in table.read_text().splitlines() if line.startswith("| ") and "`super`" in line] == ["| a", "| b"]
-        # Written before the tasks moved and the architecture went into `net` (the second edition's study
-        # runs): the same model loads from the old layout of the hyper-parameters.
+        # Written before the tasks moved and the architecture went into `net` (the study runs
+        # committed under results/): the same model loads from the old layout of the hyper-parameters.
         from lit_attention.analysis.loading import checkpoint_file, load_run
 
         checkpoint = torch.load(checkpoint_file(run), weights_only=False)

@@ -1,7 +1,11 @@
-"""README.md as a newcomer runs it: every shell and Python block is taken from the file and run.
+"""README.md and the pages under docs/ as a user runs them: every shell and Python block is taken
+from the files and run.
 
-How each command of a shell block is run (`run_command`; a command that no rule covers fails the test,
-so a new README command needs a rule here):
+The documents are read in DOCUMENTS order (README first, then the tutorial, then the other pages), and
+their shell commands form one sequence; a command that appears on several pages (the tutorial repeats
+the README's tour) runs once, where it first appears. How each command of a shell block is run
+(`run_command`; a command that no rule covers fails the test, so a new command in the docs needs a rule
+here):
 
 * `.venv/bin/lit-attention fit|test|predict` on the quickstart recipes (and the recipe-less digits
   fit): run in this process (`main(argv)`), as written plus tiny sizes (`TINY`), one block after the
@@ -19,9 +23,12 @@ so a new README command needs a rule here):
   and its `srun` line, with SLURM's variables filled in, is run with `--print_config`.
 * `make demo` / `make test`: `make -n` knows the target (make demo's own compare command is run with
   `--report`, slow). `make test` is the one command CI runs.
+* `.venv/bin/python ...` (only in docs/adding-a-variant.md): tests/test_adding_a_variant.py runs them
+  on a copy of the tree with the page's change applied, since they rewrite files and run tests.
 
 Python blocks are executed as written, each in a fresh namespace. Commands quoted in the text
-(`.venv/bin/...`, `make ...`, `bash ...`) are checked to exist and parse.
+(`.venv/bin/...`, `make ...`, `bash ...`) are checked to exist and parse. Every relative link points
+at a file that exists, and README.md stays a landing page: at most README_LIMIT characters.
 """
 
 from __future__ import annotations
@@ -37,7 +44,16 @@ import pytest
 from in_process import run_main  # tests/ is on sys.path under pytest (in_tmp: conftest.py)
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+# The documents whose blocks run, in the order their commands run: the tour's fit before the pages that
+# use its run, the recipes' fits before the resume in guarantees.md.
+DOCUMENTS = ["README.md", "docs/tutorial.md", "docs/recipes.md", "docs/models.md", "docs/guarantees.md",
+             "docs/statistics.md", "docs/gpus.md", "docs/adding-a-variant.md", "docs/testing.md", "docs/layout.md",
+             "docs/DESIGN.md", "docs/reference/fit.md", "docs/reference/compare.md", "docs/reference/inspect.md"]
+TEXTS = {name: (ROOT / name).read_text(encoding="utf-8") for name in DOCUMENTS}
+README = TEXTS["README.md"]
+README_LIMIT = 12_000
+# Commands that rewrite the tree (the variants tables) or run tests: tests/test_adding_a_variant.py runs them.
+ON_A_COPY = "docs/adding-a-variant.md"
 LIT = ".venv/bin/lit-attention"
 QUICKSTART = {"recipes/quickstart/vit_digits.yaml", "recipes/quickstart/gpt_stdlib.yaml"}
 NET = ["--model.net.dim=16", "--model.net.depth=1", "--model.net.num_heads=2"]
@@ -54,8 +70,10 @@ TINY = {  # by recipe (None: no --config)
 VARIABLES = {"$NODE_RANK": "0", "$MASTER": "127.0.0.1", '"$SLURM_NNODES"': "2", '"$SLURM_GPUS_PER_NODE"': "8"}
 
 
-def blocks(language: str) -> list[str]:
-    return re.findall(rf"^```{language}\n(.*?)^```", README, flags=re.S | re.M)
+def blocks(language: str, document: str | None = None) -> list[str]:
+    """The `language` blocks of one document, or of every document in DOCUMENTS order."""
+    names = [document] if document else DOCUMENTS
+    return [block for name in names for block in re.findall(rf"^```{language}\n(.*?)^```", TEXTS[name], flags=re.S | re.M)]
 
 
 def commands(block: str) -> list[list[str]]:
@@ -64,7 +82,15 @@ def commands(block: str) -> list[list[str]]:
     return [words for line in joined.splitlines() if (words := shlex.split(line, comments=True))]
 
 
-SHELL = [words for block in blocks("bash") for words in commands(block)]
+def once(sequence: list[list[str]]) -> list[list[str]]:
+    """Each command at its first appearance: a page that repeats another's command reuses its run."""
+    seen: list[list[str]] = []
+    return [words for words in sequence if words not in seen and not seen.append(words)]
+
+
+ALL_SHELL = [words for block in blocks("bash") for words in commands(block)]
+COPY_COMMANDS = [words for block in blocks("bash", ON_A_COPY) for words in commands(block) if words[0] == ".venv/bin/python"]
+SHELL = once([words for words in ALL_SHELL if words not in COPY_COMMANDS])
 
 
 def recipe_of(words: list[str]) -> str | None:
@@ -82,7 +108,7 @@ def lit(args: list[str]) -> int:
 
 
 def run_command(words: list[str], tmp: Path) -> None:
-    """Run one README command as the module docstring says; fail on a command no rule covers."""
+    """Run one documented command as the module docstring says; fail on a command no rule covers."""
     program = words[0]
     if program == "make":
         assert words[1:] in (["demo"], ["test"]), words
@@ -107,7 +133,7 @@ def run_command(words: list[str], tmp: Path) -> None:
         assert args.training_script == LIT and (ROOT / LIT).exists()
         assert lit([*args.training_script_args, "--print_config"]) == 0, words
         return
-    assert program == LIT, f"no rule in test_readme.py runs this README command: {shlex.join(words)}"
+    assert program == LIT, f"no rule in test_readme.py runs this documented command: {shlex.join(words)}"
     args = words[1:]
     if "--help" in args or "--print_config" in args:
         assert lit(args) == 0, words
@@ -132,7 +158,7 @@ def run_command(words: list[str], tmp: Path) -> None:
 
 @pytest.fixture
 def repo(in_tmp):
-    """A scratch directory that looks like the repository's root to the README's relative paths."""
+    """A scratch directory that looks like the repository's root to the documents' relative paths."""
     for name in ("recipes", "examples", ".venv"):
         (in_tmp / name).symlink_to(ROOT / name)
     return in_tmp
@@ -145,7 +171,8 @@ def test_every_shell_command_calls_what_make_installed():
     assert ["make", "test"] in SHELL  # the README's test command is CI's
 
 
-INLINE = [shlex.split(span) for span in re.findall(r"`((?:\.venv/bin/|make |bash )[^`]*)`", README)]
+INLINE = [shlex.split(span) for name in DOCUMENTS
+          for span in re.findall(r"`((?:\.venv/bin/|make |bash )[^`]*)`", TEXTS[name])]
 
 
 @pytest.mark.slow
@@ -164,9 +191,49 @@ def test_inline_commands_exist_and_parse():
             assert (ROOT / words[0]).is_file(), words
 
 
-@pytest.mark.parametrize("index", range(len(blocks("python"))))
-def test_python_block_runs_as_written(index):
-    exec(compile(blocks("python")[index], f"README.md python block {index}", "exec"), {"__name__": "readme"})
+PYTHON = [(name, index, block) for name in DOCUMENTS for index, block in enumerate(blocks("python", name))]
+
+
+@pytest.mark.parametrize(("document", "index", "block"), PYTHON, ids=[f"{n}:{i}" for n, i, _ in PYTHON])
+def test_python_block_runs_as_written(document, index, block):
+    exec(compile(block, f"{document} python block {index}", "exec"), {"__name__": "readme"})
+
+
+def test_every_docs_page_is_run_and_linked():
+    """Every page under docs/ is in DOCUMENTS (its blocks run), and README links every page but the
+    generated references, which docs/reference/fit.md stands for."""
+    pages = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "docs").rglob("*.md"))
+    assert sorted(DOCUMENTS[1:]) == pages
+    assert all(f"({page})" in README for page in pages if not page.startswith("docs/reference/") or
+               page == "docs/reference/fit.md"), [page for page in pages if f"({page})" not in README]
+
+
+def test_readme_is_a_landing_page():
+    """README.md: what the suite is for, the two commands, the tour, the variants table and links."""
+    assert len(README) <= README_LIMIT, f"README.md has {len(README)} characters; move text into docs/"
+    assert ["make", "demo"] in SHELL and ["make", "test"] in SHELL
+    assert [w[1] for w in SHELL if w[0] == LIT and w in [c for b in blocks("bash", "README.md") for c in commands(b)]] \
+        == ["fit", "inspect", "compare"]
+
+
+def test_relative_links_point_at_files():
+    """Every Markdown link or image of the documents that is not a web address names a file (or folder)
+    that exists, relative to its document; an anchor is not checked."""
+    broken = []
+    for name in DOCUMENTS:
+        for target in re.findall(r"\]\(([^)\s]+)\)", TEXTS[name]):
+            path = target.split("#")[0]
+            if path and not re.match(r"[a-z]+:", path) and not ((ROOT / name).parent / path).exists():
+                broken.append(f"{name}: {target}")
+    assert not broken, broken
+
+
+def test_commands_on_a_copy_are_the_variant_pages():
+    """The page's `.venv/bin/python` commands regenerate the tables and run the preset's tests, and only
+    that page has them (test_adding_a_variant.py runs them)."""
+    assert [w[:3] for w in COPY_COMMANDS] == [[".venv/bin/python", "-m", "lit_attention.modeling.variant_tables"],
+                                              [".venv/bin/python", "-m", "pytest"]], COPY_COMMANDS
+    assert all(words[0] != ".venv/bin/python" for words in SHELL), SHELL
 
 
 def test_parse_only_commands_parse(repo, capsys):
@@ -181,11 +248,12 @@ def test_parse_only_commands_parse(repo, capsys):
 
 @pytest.mark.slow
 def test_training_blocks_run_in_order(repo):
-    """fit, test, predict and the resume, in README order with tiny sizes: test and predict find the
-    runs the fits above them trained, and the resume continues its run instead of starting another."""
+    """fit, inspect, test, predict and the resume, in DOCUMENTS order with tiny sizes: inspect, test and
+    predict find the runs the fits above them trained, and the resume continues its run instead of
+    starting another."""
     trained = [w for w in SHELL if w[0] == LIT and w[1] in ("fit", "test", "predict", "inspect") and not expensive(w)
                and "--help" not in w and "--print_config" not in w]
-    assert [w[1] for w in trained] == ["fit", "fit", "fit", "test", "predict", "predict", "inspect", "fit"], trained
+    assert [w[1] for w in trained] == ["fit", "inspect", "test", "predict", "fit", "fit", "predict", "fit"], trained
     for words in trained:
         run_command(words, repo)
     gpt_runs = repo / "runs/quickstart/gpt_stdlib/nonlinear_query/seed_0"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from in_process import run_main
-from test_newcomer_inputs import TINY, VIT, hparams_plugin
+from test_command_line_edge_cases import TINY, VIT, hparams_plugin
 
 from lit_attention.sweep.runs import LIT_ATTENTION, Run
 

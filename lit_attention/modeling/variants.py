@@ -57,7 +57,7 @@ AXES = tuple(AXIS_OPTIONS)
 QUERY_OPTIONS, KEY_OPTIONS, VALUE_OPTIONS = (tuple(AXIS_OPTIONS[axis]) for axis in ("query", "key", "value"))
 QUERY_SCALES = {"standard": "1/√d_h", "half": "1/(2√d_h)"}  # the score scale s each setting gives
 VALUE_MIX_INITS = ("identity", "xavier", "orthogonal", "normal")
-# The axes every name spells out: those of the first release. An axis added later appears in a name only
+# The axes every name spells out. Any other axis (one added to AttentionSpec) appears in a name only
 # where it differs from its default, so that run folders and records of existing specs keep their names.
 NAMED_AXES = ("query", "key", "value", "value_mix")
 

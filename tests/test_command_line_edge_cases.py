@@ -1,5 +1,5 @@
-"""Issue 22, "A newcomer's day": inputs a new user gives that were silently wrong, rewrote a finished
-run, or ended in a traceback. Each is one sentence and exit status 2 with nothing written (or works,
+"""The command line at its edges: inputs that could pass silently wrong, rewrite a finished run, or
+end in a traceback. Each is one sentence and exit status 2 with nothing written (or works,
 where it is valid); a test that touches an existing run compares checksums of its files before and after.
 
 Commands run in this process through `lit_attention.main.main(argv)` with tiny models; the shared
