@@ -168,6 +168,16 @@ class TaskModule(L.LightningModule):
         schedule = warmup_cosine(settings.warmup_steps, total_steps, settings.min_lr_ratio)
         return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
 
+    def log_loss(self, stage: str, loss: torch.Tensor, batch_size: int) -> None:
+        """`<stage>/loss`, its epoch mean over every rank's batches (weighted by batch size) under DDP.
+        Training logs `train/loss_step` (this rank's: syncing it would be an all-reduce every step) and
+        `train/loss_epoch`, synced once, at the epoch's end."""
+        if stage == "train":
+            self.log("train/loss_step", loss, on_step=True, on_epoch=False, prog_bar=True, batch_size=batch_size)
+            self.log("train/loss_epoch", loss, on_step=False, on_epoch=True, sync_dist=True, batch_size=batch_size)
+        else:
+            self.log(f"{stage}/loss", loss, on_epoch=True, prog_bar=True, sync_dist=True, batch_size=batch_size)
+
     def log_learning_rate(self) -> None:
         self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], on_step=True, on_epoch=False)
 

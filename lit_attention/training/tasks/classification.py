@@ -53,8 +53,7 @@ class ClassificationTask(TaskModule):
         loss = F.cross_entropy(logits.float(), labels, label_smoothing=smoothing)
         metrics = getattr(self, f"{stage}_metrics")
         metrics.update(logits.detach(), labels)
-        on_step = stage == "train"
-        self.log(f"{stage}/loss", loss, on_step=on_step, on_epoch=True, prog_bar=True, batch_size=labels.shape[0])
+        self.log_loss(stage, loss, batch_size=labels.shape[0])
         self.log_dict(metrics, on_step=False, on_epoch=True, prog_bar=stage == "val")
         return loss
 

@@ -79,7 +79,7 @@ class CausalLanguageModel(TaskModule):
     def training_step(self, batch, batch_idx):
         self.log_learning_rate()
         loss, _ = self._loss(batch, "train")
-        self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True, batch_size=batch[0].shape[0])
+        self.log_loss("train", loss, batch_size=batch[0].shape[0])
         return loss
 
     def validation_step(self, batch, batch_idx):

