@@ -10,9 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from in_process import run_main  # tests/ is on sys.path under pytest (in_tmp: conftest.py)
+from in_process import copy_runs, run_main  # tests/ is on sys.path under pytest (in_tmp, finished_run: conftest.py)
+from test_commands import TINY_VIT as SHARED_TINY_VIT  # the tiny run test_commands shares through finished_run
 
 ROOT = Path(__file__).resolve().parents[1]
 VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
@@ -53,3 +55,24 @@ def test_ddp_validation_and_test_metrics_are_those_of_one_process(in_tmp):
     assert record["curve"][-1][2] == pytest.approx(one_val["val/acc"], rel=1e-5, abs=1e-6)
     for name in ("test/loss", "test/acc", "test/f1_macro"):
         assert record["test"][name] == pytest.approx(one_test[name], rel=1e-5, abs=1e-6), name
+
+
+@pytest.mark.slow
+def test_ddp_predict_writes_every_input_once_in_input_order(in_tmp, finished_run):
+    copy_runs(finished_run(SHARED_TINY_VIT), in_tmp)  # `fit *SHARED_TINY_VIT`, trained once for the session
+    [run] = in_tmp.glob("runs/quickstart/vit_digits/standard/seed_0/version_*")
+    images = in_tmp / "images"
+    images.mkdir()
+    for i in range(7):  # odd: the ranks get 4 and 3 inputs
+        Image.new("L", (8, 8), i * 35).save(images / f"{i}.png")
+    # One input per batch: the ranks run different numbers of batches (4 and 3).
+    predict = ["predict", *SHARED_TINY_VIT, "--ckpt_path=last", f"--data.predict_files={images}", "--data.batch_size=1"]
+    assert run_main(predict) == 0
+    result = lit_attention([*predict, *DDP], in_tmp)
+    assert result.returncode == 0, result.stderr[-3000:]
+    one, two = ([json.loads(line) for line in (run / f"evaluations/predict_{k}/predictions.jsonl").read_text().splitlines()]
+                for k in (0, 1))
+    assert [Path(row["input"]).name for row in two] == [f"{i}.png" for i in range(7)]
+    assert [row["prediction"] for row in two] == [row["prediction"] for row in one]
+    for ours, theirs in zip(two, one):
+        assert ours["probabilities"] == pytest.approx(theirs["probabilities"], abs=1e-5)

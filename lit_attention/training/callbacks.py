@@ -101,19 +101,43 @@ class BestCheckpoint(ModelCheckpoint):
 
 
 class PredictionWriter(BasePredictionWriter):
-    """Writes what `predict_step` returns (a list of JSON-able rows per batch) to a JSON-lines file,
-    batch by batch, so a long prediction run keeps what it has done."""
+    """Writes what `predict_step` returns (a list of JSON-able rows per batch) to a JSON-lines file, one
+    row per input, in input order. One process writes batch by batch, so a long prediction run keeps
+    what it has done. Under DDP every rank predicts its share (Lightning's sampler for predict gives
+    each input to one rank, and the ranks may run different numbers of batches), keeps its rows with
+    their input indices, and at the end rank 0 gathers them all and writes them in order. `path` is
+    None on the ranks other than 0, which write nothing."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path | None) -> None:
         super().__init__(write_interval="batch")
-        self.path = Path(path)
+        self.path = None if path is None else Path(path)
+        self.rows: list[tuple[int, dict]] = []  # (input index, row) of this rank, under DDP
 
     def on_predict_start(self, trainer, pl_module) -> None:
-        self.path.write_text("")
+        self.rows = []
+        if self.path is not None:
+            self.path.write_text("")
 
     def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch, batch_idx, dataloader_idx) -> None:
+        if trainer.world_size > 1:
+            self.rows.extend(zip(batch_indices, prediction, strict=True))
+        elif self.path is not None:
+            self._append(prediction)
+
+    def on_predict_epoch_end(self, trainer, pl_module) -> None:
+        if trainer.world_size == 1:
+            return
+        # One collective on every rank, however many batches each ran.
+        shares = [None] * trainer.world_size
+        torch.distributed.all_gather_object(shares, self.rows)
+        if self.path is not None and trainer.is_global_zero:
+            by_index = {index: row for share in shares for index, row in share}  # an input twice: once
+            self._append([by_index[index] for index in sorted(by_index)])
+        self.rows = []
+
+    def _append(self, rows: list[dict]) -> None:
         with open(self.path, "a", encoding="utf-8") as file:
-            for row in prediction:
+            for row in rows:
                 file.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
