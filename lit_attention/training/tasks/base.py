@@ -20,6 +20,8 @@ from lit_attention.modeling.variants import presets_help, resolve_spec
 # zero mixing.
 POSITION_NAMES = ("pos_embed", "src_pos", "tgt_pos", "cls_token")
 NEVER_DECAYED = ("value_mix",)
+# What FSDP, activation checkpointing and torch.compile insert into parameter names of a wrapped model.
+WRAPPER_PARTS = ("_fsdp_wrapped_module.", "_checkpoint_wrapped_module.", "_orig_mod.")
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,10 @@ class TaskModule(L.LightningModule):
         self.param_counts = self.model.parameter_counts()
 
     def configure_model(self) -> None:
+        # Lightning calls this before FSDP wraps the model: the decay groups are decided here, while every
+        # parameter still has its shape (FSDP makes each a 1-D view of its shard).
+        if not hasattr(self, "_decayed_names"):
+            self._decayed_names = self.decayed_parameter_names()
         # Compile the inner nn.Module in place: parameter names, and so checkpoints, stay the same.
         if self.hparams.get("compile") and not getattr(self, "_compiled", False):
             self.model.compile()
@@ -152,13 +158,15 @@ class TaskModule(L.LightningModule):
         """AdamW over the model's parameters in two groups (decayed, not decayed) and the warm-up +
         cosine schedule that ends at `total_steps` (a step-wise LambdaLR)."""
         settings = OptimizerSettings.of(self.hparams)
-        keep_out = NEVER_DECAYED + (() if settings.decay_positions else POSITION_NAMES)
+        decayed = getattr(self, "_decayed_names", None) or self.decayed_parameter_names()
         decay, no_decay = [], []
         for name, param in self.model.named_parameters():
             if not param.requires_grad:
                 continue
-            kept_out = param.dim() < 2 or any(part in name for part in keep_out)
-            (no_decay if kept_out else decay).append(param)
+            if name.endswith("_flat_param"):
+                raise ConfigError("FSDP with use_orig_params=False merges parameters that are decayed with ones that "
+                                  "are not; use the strategy's default use_orig_params=True.")
+            (decay if unwrapped_name(name) in decayed else no_decay).append(param)
         optimizer = torch.optim.AdamW(
             [{"params": decay, "weight_decay": settings.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
             lr=settings.lr,
@@ -167,6 +175,13 @@ class TaskModule(L.LightningModule):
         )
         schedule = warmup_cosine(settings.warmup_steps, total_steps, settings.min_lr_ratio)
         return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+
+    def decayed_parameter_names(self) -> set[str]:
+        """The names of the parameters AdamW decays: matrices (two or more dimensions), except W_A and,
+        unless `decay_positions`, the position embeddings and the CLS token. Read from the unwrapped model."""
+        keep_out = NEVER_DECAYED + (() if self.hparams.decay_positions else POSITION_NAMES)
+        return {unwrapped_name(name) for name, param in self.model.named_parameters()
+                if param.dim() >= 2 and not any(part in name for part in keep_out)}
 
     def log_loss(self, stage: str, loss: torch.Tensor, batch_size: int) -> None:
         """`<stage>/loss`, its epoch mean over every rank's batches (weighted by batch size) under DDP.
@@ -180,6 +195,13 @@ class TaskModule(L.LightningModule):
 
     def log_learning_rate(self) -> None:
         self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], on_step=True, on_epoch=False)
+
+
+def unwrapped_name(name: str) -> str:
+    """A parameter's name in the plain model, whatever wrapped it (FSDP, activation checkpointing, compile)."""
+    for part in WRAPPER_PARTS:
+        name = name.replace(part, "")
+    return name
 
 
 def _positive_int(v) -> bool:
