@@ -100,8 +100,9 @@ class TaskModule(L.LightningModule):
         return batch[0].shape[0]
 
     @staticmethod
-    def tokens_of(batch) -> int | None:
-        """Tokens (or other sequence items) in a batch, for items/s; None for images."""
+    def tokens_of(batch) -> int | torch.Tensor | None:
+        """Tokens (or other sequence items) in a batch, for items/s; None for images. A count that needs the
+        batch's values is a tensor on the batch's device, read on the host only when it is logged."""
         return None
 
     def check_batch(self, batch) -> None:
@@ -123,16 +124,23 @@ class TaskModule(L.LightningModule):
 
     def on_train_batch_start(self, batch, batch_idx: int) -> None:
         self._check_first_batch(batch, "train")
-        # FLOPs of one training step (forward + backward) counted by torch's FlopCounterMode on a
-        # meta-device copy, from the real batch shape: Lightning's ThroughputMonitor reads
-        # `flops_per_batch` to log FLOP/s and, on GPUs, MFU.
-        if not hasattr(self, "flops_per_batch"):
-            with torch.device("meta"):
-                meta_model = self.build_model()
+        # Throughput monitors read `flops_per_batch` for FLOP/s and MFU, and the run recorder sums it.
+        self.flops_per_batch = self.flops_of(batch)
+
+    def flops_of(self, batch) -> int:
+        """FLOPs of one training step (forward + backward) on `batch`, counted by torch's FlopCounterMode on
+        a meta-device copy of the model, once per distinct batch shape (lengths vary in text batches)."""
+        counting = self.__dict__.setdefault("_flop_counting", {"model": None, "by_shape": {}})  # not a submodule
+        shape = shape_signature(batch)
+        if shape not in counting["by_shape"]:
+            if counting["model"] is None:
+                with torch.device("meta"):
+                    counting["model"] = self.build_model()
+            meta_model = counting["model"]
             meta_batch = apply_to_collection(batch, torch.Tensor, lambda t: t.to("meta"))
-            self.flops_per_batch = measure_flops(
-                meta_model, lambda: self.forward_batch(meta_model, meta_batch), lambda out: out.float().sum()
-            )
+            counting["by_shape"][shape] = measure_flops(
+                meta_model, lambda: self.forward_batch(meta_model, meta_batch), lambda out: out.float().sum())
+        return counting["by_shape"][shape]
 
     def _record_model_facts(self) -> None:
         """The parameter counts (total, non-embedding, attention) the logger and the run record report."""
@@ -188,13 +196,25 @@ class TaskModule(L.LightningModule):
         Training logs `train/loss_step` (this rank's: syncing it would be an all-reduce every step) and
         `train/loss_epoch`, synced once, at the epoch's end."""
         if stage == "train":
-            self.log("train/loss_step", loss, on_step=True, on_epoch=False, prog_bar=True, batch_size=batch_size)
+            # Not prog_bar: Lightning would read it on the host every step (our ProgressBar shows it every N).
+            self.log("train/loss_step", loss, on_step=True, on_epoch=False, batch_size=batch_size)
             self.log("train/loss_epoch", loss, on_step=False, on_epoch=True, sync_dist=True, batch_size=batch_size)
         else:
             self.log(f"{stage}/loss", loss, on_epoch=True, prog_bar=True, sync_dist=True, batch_size=batch_size)
 
     def log_learning_rate(self) -> None:
         self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], on_step=True, on_epoch=False)
+
+
+def shape_signature(batch):
+    """What a batch's FLOPs depend on: the shapes and dtypes of its tensors, where they are in the batch."""
+    if isinstance(batch, torch.Tensor):
+        return tuple(batch.shape), batch.dtype
+    if isinstance(batch, dict):
+        return tuple((key, shape_signature(value)) for key, value in sorted(batch.items()))
+    if isinstance(batch, (list, tuple)):
+        return tuple(shape_signature(item) for item in batch)
+    return None  # texts and other values: no FLOPs
 
 
 def unwrapped_name(name: str) -> str:

@@ -10,13 +10,16 @@ from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 from lit_attention.training.tasks.base import TaskModule
 
 
-def classification_metrics(num_classes: int) -> MetricCollection:
+def classification_metrics(num_classes: int, validate_args: bool = True) -> MetricCollection:
+    """`validate_args=False` skips torchmetrics' check of every batch's labels, which reads them on the
+    host (training: the batches were checked when the run began, check_batch)."""
+    checks = {"validate_args": validate_args}
     metrics = {
-        "acc": MulticlassAccuracy(num_classes, average="micro"),
-        "f1_macro": MulticlassF1Score(num_classes, average="macro"),
+        "acc": MulticlassAccuracy(num_classes, average="micro", **checks),
+        "f1_macro": MulticlassF1Score(num_classes, average="macro", **checks),
     }
     if num_classes >= 10:
-        metrics["acc_top5"] = MulticlassAccuracy(num_classes, top_k=5, average="micro")
+        metrics["acc_top5"] = MulticlassAccuracy(num_classes, top_k=5, average="micro", **checks)
     # No compute groups: torchmetrics would otherwise merge metrics whose states happen to be equal
     # after the first batch (a perfectly classified one makes top-5 accuracy and macro-F1 look alike),
     # and from then on report one metric's value under the other's name.
@@ -37,7 +40,7 @@ class ClassificationTask(TaskModule):
 
     def _build_metrics(self, num_classes: int) -> None:
         metrics = classification_metrics(num_classes)
-        self.train_metrics = metrics.clone(prefix="train/")
+        self.train_metrics = classification_metrics(num_classes, validate_args=False).clone(prefix="train/")
         self.val_metrics = metrics.clone(prefix="val/")
         self.test_metrics = metrics.clone(prefix="test/")
 

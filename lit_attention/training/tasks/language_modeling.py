@@ -48,9 +48,9 @@ class CausalLanguageModel(TaskModule):
             raise ConfigError(f"monitor {monitor!r} is not available for language models; valid choices are {', '.join(MONITORS)}.")
         self.monitor, self.monitor_mode = monitor, MONITORS[monitor]
         self.model = self.build_model()
-        for stage in ("train", "val", "test"):
-            setattr(self, f"{stage}_accuracy",
-                    MulticlassAccuracy(self.config.vocab_size, average="micro", ignore_index=IGNORE))
+        for stage in ("train", "val", "test"):  # training's batches are checked once (check_batch), not every step
+            setattr(self, f"{stage}_accuracy", MulticlassAccuracy(
+                self.config.vocab_size, average="micro", ignore_index=IGNORE, validate_args=stage != "train"))
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
         self._record_model_facts()
 
@@ -67,14 +67,15 @@ class CausalLanguageModel(TaskModule):
         check_token_ids("inputs", inputs, self.config.vocab_size)
         check_token_ids("targets", targets, self.config.vocab_size, ignore=IGNORE)
 
-    def _loss(self, batch, stage: str) -> tuple[torch.Tensor, int]:
+    def _loss(self, batch, stage: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """The mean loss over the scored targets and their count (on the device: no host sync)."""
         inputs, targets = batch
         logits = self.forward_batch(self.model, batch)
         loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE)
         accuracy = getattr(self, f"{stage}_accuracy")
         accuracy.update(logits.detach().argmax(dim=-1), targets)
         self.log(f"{stage}/acc", accuracy, on_step=False, on_epoch=True)
-        return loss, int((targets != IGNORE).sum())
+        return loss, (targets != IGNORE).sum()
 
     def training_step(self, batch, batch_idx):
         self.log_learning_rate()

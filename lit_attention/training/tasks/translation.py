@@ -56,8 +56,8 @@ class Seq2SeqTranslator(TaskModule):
         return batch["src"].shape[0]
 
     @staticmethod
-    def tokens_of(batch) -> int:
-        return int((~batch["src_padding_mask"]).sum() + (~batch["tgt_padding_mask"]).sum())
+    def tokens_of(batch) -> torch.Tensor:
+        return (~batch["src_padding_mask"]).sum() + (~batch["tgt_padding_mask"]).sum()
 
     def check_batch(self, batch) -> None:
         c = self.config
