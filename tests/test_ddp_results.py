@@ -1,7 +1,8 @@
 """What a two-process DDP run (gloo on CPU, through the real `lit-attention` command) reports is what one
 process reports on the same weights and data: the epoch metrics that reach the record, the best
 checkpoint's choice and TensorBoard are synced over the ranks, and `predict` writes every input once,
-in input order. Rank 1 is a new process Lightning starts, so these tests are slow."""
+in input order; translation's `bleu_batches` counts batches over all ranks. Rank 1 is a new process
+Lightning starts, so the tests that run DDP are slow."""
 
 import json
 import os
@@ -9,12 +10,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import lightning as L
 import pytest
+import torch
 from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from in_process import copy_runs, run_main  # tests/ is on sys.path under pytest (in_tmp, finished_run: conftest.py)
+from lit_attention.training.tasks import Seq2SeqTranslator
 from test_commands import TINY_VIT as SHARED_TINY_VIT  # the tiny run test_commands shares through finished_run
+from test_tasks import ListDataset, translation_setup
 
 ROOT = Path(__file__).resolve().parents[1]
 VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
@@ -76,3 +81,30 @@ def test_ddp_predict_writes_every_input_once_in_input_order(in_tmp, finished_run
     assert [row["prediction"] for row in two] == [row["prediction"] for row in one]
     for ours, theirs in zip(two, one):
         assert ours["probabilities"] == pytest.approx(theirs["probabilities"], abs=1e-5)
+
+
+@pytest.mark.parametrize("ranks, bleu_batches, each", [(1, 3, 3), (2, 3, 2), (2, 4, 2), (3, 7, 3), (4, 2, 1)])
+def test_bleu_batches_are_shared_out_over_the_ranks(tmp_path, ranks, bleu_batches, each):
+    module = Seq2SeqTranslator(net=dict(vocab_size=30, max_src_len=10, max_tgt_len=11, pad_id=0, bos_id=1, eos_id=2,
+                                        encoder_depth=1, decoder_depth=1, dim=16, num_heads=2), bleu_batches=bleu_batches)
+    # A DDP trainer knows its world size before it starts any process.
+    module.trainer = L.Trainer(default_root_dir=tmp_path, accelerator="cpu", devices=ranks, logger=False,
+                               strategy="ddp" if ranks > 1 else "auto")
+    assert module.bleu_batches_per_rank() == each
+    assert each * ranks >= bleu_batches > (each - 1) * ranks
+
+
+@pytest.mark.slow  # greedy decoding: seconds
+def test_validation_scores_bleu_on_its_share_of_batches(tmp_path):
+    module, items = translation_setup("standard")
+    module.hparams.bleu_batches = 2
+    counts = []
+
+    class CountScored(L.Callback):
+        def on_validation_batch_end(self, trainer, pl_module, *args, **kwargs):
+            counts.append(pl_module.val_bleu.update_count)
+
+    trainer = L.Trainer(default_root_dir=tmp_path, accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
+                        enable_model_summary=False, callbacks=[CountScored()])
+    trainer.validate(module, torch.utils.data.DataLoader(ListDataset(items), batch_size=4))
+    assert counts == [1, 2, 2, 2]  # 4 batches, the first 2 scored
