@@ -203,7 +203,10 @@ class TaskModule(L.LightningModule):
             self.log(f"{stage}/loss", loss, on_epoch=True, prog_bar=True, sync_dist=True, batch_size=batch_size)
 
     def log_learning_rate(self) -> None:
-        self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], on_step=True, on_epoch=False)
+        # Only on the steps the loggers write: `self.log` copies a Python number to the device, and on a
+        # GPU that copy waits for the device.
+        if (self.trainer.global_step + 1) % max(1, self.trainer.log_every_n_steps) == 0:
+            self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], on_step=True, on_epoch=False)
 
 
 def shape_signature(batch):
