@@ -2,13 +2,14 @@
 the progress bar and the NaN guard read their values (every `log_every_n_steps`).
 
 On a GPU, reading a tensor's value on the host (`.item()`, `bool()`, `int()`, `float()`, `.tolist()`)
-waits for every queued kernel. No GPU is needed to see where those reads happen: the test wraps them
-(and `torch.unique`, whose output size torchmetrics' argument checks read) and counts them per
-training step of a real `lit-attention fit`, through every default callback, the progress bar shown.
+waits for every queued kernel, and so do the operations whose output size depends on the values
+(`torch.unique` in torchmetrics' argument checks, `torch.bincount` in its class counts, a boolean-mask
+index). No GPU is needed to see where those happen: the test wraps them and counts them per training
+step of a real `lit-attention fit`, through every default callback, the progress bar shown.
 
-What this proves: no Python-level read of a tensor's value on the steps between two logging steps.
-What it cannot see: syncs inside a single torch operation (`torch.bincount` in torchmetrics' update,
-a boolean-mask index), which only a GPU shows (torch.cuda.set_sync_debug_mode).
+What this proves: none of those on the steps between two logging steps. What it cannot see: any other
+operation that syncs inside torch (only a GPU shows those: torch.cuda.set_sync_debug_mode), and the copy
+of a Python number to the device (`self.log` of a float), which the code avoids by reading.
 """
 
 import collections
@@ -56,7 +57,7 @@ def reads_per_step(monkeypatch, args: list[str]) -> dict[int, list[str]]:
     def counted(name, read):
         def wrapper(*args, **kwargs):
             if batch[0] >= 0:
-                frames = traceback.extract_stack()[:-1]
+                frames = [frame for frame in traceback.extract_stack() if frame.filename != __file__]
                 site = frames[-1]
                 # Not syncs: the DataLoader collating the next batch on the host, and AdamW's step counts,
                 # host tensors unless it is fused or capturable (fused on GPUs).
@@ -70,6 +71,16 @@ def reads_per_step(monkeypatch, args: list[str]) -> dict[int, list[str]]:
     for name in HOST_READS:
         monkeypatch.setattr(torch.Tensor, name, counted(name, getattr(torch.Tensor, name)))
     monkeypatch.setattr(torch, "unique", counted("torch.unique", torch.unique))
+    monkeypatch.setattr(torch, "bincount", counted("torch.bincount", torch.bincount))
+    index = torch.Tensor.__getitem__
+    by_mask = counted("a boolean-mask index", index)
+
+    def getitem(self, key):  # a mask's True count sizes the result: the host reads it
+        keys = key if isinstance(key, tuple) else (key,)
+        masked = any(isinstance(k, torch.Tensor) and k.dtype == torch.bool for k in keys)
+        return (by_mask if masked else index)(self, key)
+
+    monkeypatch.setattr(torch.Tensor, "__getitem__", getitem)
     # One epoch longer than the steps (an epoch's end reads its metrics), no validation.
     status = run_main(["fit", *args, f"--trainer.max_steps={STEPS}", "--trainer.max_epochs=2",
                        f"--trainer.limit_train_batches={STEPS + 1}", "--trainer.limit_val_batches=0",
@@ -88,3 +99,35 @@ def test_training_steps_read_the_device_only_every_n_steps(in_tmp, monkeypatch, 
     assert quiet and all(not reads[k] for k in quiet), {k: reads[k] for k in quiet}
     # The counter does see reads: the loggers, the progress bar and the NaN guard read on logging steps.
     assert all(reads[k] for k in logging), dict(reads)
+
+
+def test_the_language_models_training_accuracy_is_torchmetrics_micro_accuracy():
+    from torchmetrics.classification import MulticlassAccuracy
+
+    from lit_attention.training.tasks.language_modeling import IGNORE, ScoredAccuracy
+
+    generator = torch.Generator().manual_seed(0)
+    ours, theirs = ScoredAccuracy(), MulticlassAccuracy(7, average="micro", ignore_index=IGNORE)
+    for _ in range(3):
+        predictions, targets = (torch.randint(0, 7, (4, 9), generator=generator) for _ in range(2))
+        targets[torch.rand(4, 9, generator=generator) < 0.4] = IGNORE  # MQAR scores only some positions
+        ours.update(predictions, targets)
+        theirs.update(predictions, targets)
+    assert ours.compute().item() == pytest.approx(theirs.compute().item(), abs=1e-7)
+    assert 0 < ours.compute() < 1
+
+
+def test_the_classifiers_training_metrics_are_torchmetrics_validation_metrics():
+    from lit_attention.training.tasks.classification import TrainingClassificationMetrics, classification_metrics
+
+    generator = torch.Generator().manual_seed(0)
+    for classes in (3, 12):
+        ours, theirs = TrainingClassificationMetrics(classes), classification_metrics(classes)
+        for _ in range(3):
+            labels = torch.randint(0, classes - 1, (16,), generator=generator)  # the last class never occurs
+            logits = torch.randn(16, classes, generator=generator)
+            ours.update(logits, labels)
+            theirs.update(logits, labels)
+        expected = {name: value.item() for name, value in theirs.compute().items()}
+        found = {name: value.item() for name, value in ours.compute().items()}
+        assert found.keys() == expected.keys() and found == pytest.approx(expected, abs=1e-6)
