@@ -95,8 +95,10 @@ class ClassificationTask(TaskModule):
         return loss
 
     def on_train_epoch_end(self) -> None:
-        # compute() sums the counts over the DDP ranks.
-        self.log_dict({f"train/{name}": value for name, value in self.train_metrics.compute().items()})
+        # compute() sums the counts over the DDP ranks; the ranks then log the same values (sync_dist
+        # averages equal numbers, once an epoch, instead of Lightning's warning that they are unsynced).
+        self.log_dict({f"train/{name}": value for name, value in self.train_metrics.compute().items()},
+                      sync_dist=True)
         self.train_metrics.reset()
 
     def training_step(self, batch, batch_idx):
