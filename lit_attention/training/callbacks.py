@@ -4,8 +4,8 @@
 * `BestCheckpoint`: the best checkpoint by the task's monitored metric (ties broken as the task says).
 * `RunRecorder` (recorder.py): the run's record.json, built from state that survives a resume.
 * `FinalValidation`: a run whose last step no validation follows is validated after it.
-* `FiniteLossGuard`: stops at the first NaN or infinite loss, before that step is applied.
-* `ThroughputMonitor`: samples/s, tokens/s and FLOP/s in TensorBoard (FLOPs counted by torch).
+* `FiniteLossGuard`: stops at the first NaN or infinite loss, before any checkpoint holds it.
+* `TrainingThroughput` (throughput.py): samples/s, tokens/s, FLOP/s and MFU in TensorBoard (FLOPs counted by torch).
 * `ProgressBar`: epoch and step (a step-based run has no last epoch to show).
 * `AttentionMapLogger` (opt-in): attention maps of one validation sample.
 """
@@ -25,6 +25,7 @@ from lit_attention.modeling.attention import MultiHeadAttention
 from lit_attention.training.checkpointing import ExactResume, LastCheckpoint
 from lit_attention.training.lightning_internals import validation_follows
 from lit_attention.training.recorder import RunRecorder
+from lit_attention.training.throughput import TrainingThroughput
 from lit_attention.training.tasks.base import TaskModule
 
 
@@ -56,9 +57,9 @@ def default_callbacks(model, user_callbacks: list, fitting: bool, checkpointing:
             callbacks.append(LastCheckpoint(every_n_steps=checkpoint_every_n_steps))
     if missing(FiniteLossGuard):
         callbacks.append(FiniteLossGuard())
-    if fitting and missing(ThroughputMonitor):  # training speed; FLOPs are counted on the first training batch
+    if fitting and missing(ThroughputMonitor) and missing(TrainingThroughput):  # FLOPs: counted per batch shape
         lengths = None if type(model).tokens_of is TaskModule.tokens_of else model.tokens_of  # items/s for tokens only
-        callbacks.append(ThroughputMonitor(batch_size_fn=model.batch_size_of, length_fn=lengths, window_size=10))
+        callbacks.append(TrainingThroughput(batch_size_fn=model.batch_size_of, length_fn=lengths))
     if progress and missing(TQDMProgressBar):
         callbacks.append(ProgressBar())
     if attention_maps:
@@ -129,34 +130,69 @@ class BestCheckpoint(ModelCheckpoint):
 
 
 class PredictionWriter(BasePredictionWriter):
-    """Writes what `predict_step` returns (a list of JSON-able rows per batch) to a JSON-lines file,
-    batch by batch, so a long prediction run keeps what it has done. Lightning's prediction loop never
-    looks at `trainer.received_sigterm`; this stops it after the batch just written (preemption.py)."""
+    """Writes what `predict_step` returns (a list of JSON-able rows per batch) to a JSON-lines file, one
+    row per input, in input order. One process writes batch by batch, so a long prediction run keeps
+    what it has done. Under DDP every rank predicts its share (Lightning's sampler for predict gives
+    each input to one rank, and the ranks may run different numbers of batches), keeps its rows with
+    their input indices, and at the end rank 0 gathers them all and writes them in order. `path` is
+    None on the ranks other than 0, which write nothing. Lightning's prediction loop never looks at
+    `trainer.received_sigterm`; this stops it after the batch just written (preemption.py), keeping the
+    `rows` written so far."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path | None) -> None:
         super().__init__(write_interval="batch")
-        self.path = Path(path)
-        self.rows = 0
+        self.path = None if path is None else Path(path)
+        self.rows = 0  # rows written to the file so far
+        self.pending: list[tuple[int, dict]] = []  # (input index, row) of this rank, under DDP
 
     def on_predict_start(self, trainer, pl_module) -> None:
-        self.path.write_text("")
-        self.rows = 0
+        self.rows, self.pending = 0, []
+        if self.path is not None:
+            self.path.write_text("")
 
     def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch, batch_idx, dataloader_idx) -> None:
-        with open(self.path, "a", encoding="utf-8") as file:
-            for row in prediction:
-                file.write(json.dumps(row, ensure_ascii=False) + "\n")
-        self.rows += len(prediction)
+        if trainer.world_size > 1:
+            self.pending.extend(zip(batch_indices, prediction, strict=True))
+        elif self.path is not None:
+            self._append(prediction)
         if trainer.received_sigterm:
             raise SIGTERMException
 
+    def on_predict_epoch_end(self, trainer, pl_module) -> None:
+        if trainer.world_size == 1:
+            return
+        # One collective on every rank, however many batches each ran.
+        shares = [None] * trainer.world_size
+        torch.distributed.all_gather_object(shares, self.pending)
+        if self.path is not None and trainer.is_global_zero:
+            by_index = {index: row for share in shares for index, row in share}  # an input twice: once
+            self._append([by_index[index] for index in sorted(by_index)])
+        self.pending = []
+
+    def _append(self, rows: list[dict]) -> None:
+        with open(self.path, "a", encoding="utf-8") as file:
+            for row in rows:
+                file.write(json.dumps(row, ensure_ascii=False) + "\n")
+        self.rows += len(rows)
+
 
 class ProgressBar(TQDMProgressBar):
-    """Lightning's bar, described as `epoch E, step S/N`: a run limited by steps shows how far it is."""
+    """Lightning's bar, described as `epoch E, step S/N`: a run limited by steps shows how far it is.
+    The training loss it shows is read every `log_every_n_steps` steps, when the loggers read it too:
+    reading it every step would make the host wait for the device every step."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.shown_loss: float | None = None
 
     def get_metrics(self, trainer, pl_module) -> dict:
         metrics = super().get_metrics(trainer, pl_module)
         metrics.pop("v_num", None)  # the run directory is printed at the start and the end instead
+        if trainer.training and trainer.global_step % max(1, trainer.log_every_n_steps) == 0:
+            loss = trainer.callback_metrics.get("train/loss_step")
+            self.shown_loss = None if loss is None else float(loss)
+        if self.shown_loss is not None:
+            metrics["train/loss_step"] = f"{self.shown_loss:.3g}"
         return metrics
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
@@ -232,28 +268,65 @@ def attention_maps(pl_module, batch) -> dict[str, torch.Tensor]:
 
 
 class NonFiniteLossError(RuntimeError):
-    """The training loss became NaN or infinite; training stopped before that step was applied."""
+    """The training loss became NaN or infinite; training stopped before any later state was saved."""
 
 
 class FiniteLossGuard(L.Callback):
-    """Stops training at the first NaN or infinite training loss, naming the step.
+    """Stops training at the first NaN or infinite training loss, naming its step.
 
-    It checks the loss before the backward pass, so the faulty step never reaches the weights, the
-    optimizer state or any checkpoint: the last checkpoint stays the last good one. The check is one
-    scalar per step (`Trainer(detect_anomaly=True)` checks every operation and is far slower).
+    Reading the loss on the host every step would make the host wait for the device every step, so
+    the losses stay on the device and are read together every `log_every_n_steps` steps, and always
+    before a checkpoint is written, before a validation and when training ends. A faulty step is
+    therefore applied, but neither it nor any later step reaches a checkpoint: `last.ckpt` stays the
+    last good state. (`Trainer(detect_anomaly=True)` checks every operation and is far slower.)
     """
 
+    def __init__(self) -> None:
+        self.losses: list[torch.Tensor] = []  # this rank's training losses since the last check
+        self.places: list[tuple[int, int, int]] = []  # their (global step, epoch, batch)
+
     def on_before_backward(self, trainer, pl_module, loss: torch.Tensor) -> None:
-        finite = bool(torch.isfinite(loss.detach()).all())
+        self.losses.append(loss.detach())
+        self.places.append((trainer.global_step, trainer.current_epoch, trainer.fit_loop.epoch_loop.batch_idx))
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step % max(1, trainer.log_every_n_steps) == 0:
+            self.check(trainer)
+
+    def on_validation_start(self, trainer, pl_module) -> None:
+        if trainer.state.fn == "fit":  # not a NaN model's validation metrics in the record
+            self.check(trainer)
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint) -> None:
+        self.check(trainer)  # raising here leaves the checkpoint on disk as it was
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self.check(trainer)
+
+    def check(self, trainer) -> None:
+        """Raise NonFiniteLossError if any loss since the last check, on any rank, was not finite. Every
+        rank checks at the same points, so the all-reduce below is matched on every rank."""
+        losses, places = self.losses, self.places
+        self.losses, self.places = [], []
+        bad = None
+        if losses:
+            finite = torch.isfinite(torch.stack(losses).float()).tolist()  # the one host sync
+            bad = next((i for i, ok in enumerate(finite) if not ok), None)
         # Every rank must stop together: one rank raising alone would leave the others waiting forever.
-        if trainer.strategy.reduce_boolean_decision(not finite, all=False):
-            raise NonFiniteLossError(nonfinite_message(trainer, loss))
+        if trainer.strategy.reduce_boolean_decision(bad is not None, all=False):
+            loss, place = (losses[bad], places[bad]) if bad is not None else (None, None)
+            raise NonFiniteLossError(nonfinite_message(trainer, loss, place))
 
 
-def nonfinite_message(trainer, loss: torch.Tensor) -> str:
-    loss = loss.detach()
-    value = "nan" if torch.isnan(loss).any() else "infinite" if torch.isinf(loss).any() else "nan or infinite on another rank"
-    where = f"global step {trainer.global_step} (epoch {trainer.current_epoch}, batch {trainer.fit_loop.epoch_loop.batch_idx})"
+def nonfinite_message(trainer, loss: torch.Tensor | None, place: tuple[int, int, int] | None = None) -> str:
+    """`loss`: the first non-finite loss (None: it was another rank's) and `place` its (global step,
+    epoch, batch), by default where the trainer is now."""
+    if loss is None:
+        value = "nan or infinite on another rank"
+    else:
+        value = "nan" if torch.isnan(loss).any() else "infinite"
+    step, epoch, batch = place or (trainer.global_step, trainer.current_epoch, trainer.fit_loop.epoch_loop.batch_idx)
+    where = f"global step {step} (epoch {epoch}, batch {batch})"
     last = next((c.path(trainer) for c in trainer.callbacks if isinstance(c, LastCheckpoint)), None)
     if last is not None and last.is_file():
         then = (f"; the last checkpoint {str(last)!r} is intact: lower the learning rate or clip gradients "
@@ -261,4 +334,4 @@ def nonfinite_message(trainer, loss: torch.Tensor) -> str:
     else:
         then = ("; no checkpoint was written before it, so lower the learning rate or clip gradients "
                 "(trainer.gradient_clip_val) and start the run again")
-    return f"The training loss became {value} at {where}; training stopped before applying that step{then}."
+    return f"The training loss became {value} at {where}; training stopped before saving that step or any later one{then}."

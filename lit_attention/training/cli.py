@@ -317,8 +317,9 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
             attention_maps=config.run.attention_maps, progress=config.trainer.get("enable_progress_bar") is not False,
             checkpoint_dir=str(self.place.directory / CHECKPOINTS) if self.place.directory is not None else None,
         )
-        if self.subcommand == "predict" and self.place.directory is not None:
-            kwargs["callbacks"].append(PredictionWriter(self.place.directory / "predictions.jsonl"))
+        if self.subcommand == "predict":  # on every rank: under DDP rank 0 gathers the others' rows
+            where = self.place.directory
+            kwargs["callbacks"].append(PredictionWriter(None if where is None else where / "predictions.jsonl"))
         # config.yaml goes to the run directory too, not to the first logger's directory.
         self.save_config_kwargs = {**self.save_config_kwargs, "run_dir": self.place.directory}
         kwargs["plugins"] = with_atomic_checkpoints(user.get("plugins"))

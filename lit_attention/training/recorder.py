@@ -16,6 +16,7 @@ from typing import Any
 import lightning as L
 import torch
 
+from lit_attention.training.peak_flops import peak_flops
 from lit_attention.training.records import provenance, write_record
 
 
@@ -26,10 +27,11 @@ class RunRecorder(L.Callback):
         self.curve: list[list[float]] = []  # [epoch, global step, monitored value] after each validation
         self.ties: list[float | None] = []  # the task's tie-breaking metric at each point of the curve, if any
         self.samples = 0
-        self.tokens = 0
+        self.tokens: int | torch.Tensor = 0  # a tensor on the device while training: read when saved
         self.train_seconds = 0.0
         self.first_batch: str | None = None
-        self.flops_per_batch: float | None = None
+        self.flops_per_batch: float | None = None  # of the run's first batch
+        self.flops: float | None = 0  # of every training batch of this rank so far (None: not known)
         self._batch_started = 0.0
         self._started = time.perf_counter()
         self._earlier_wall_seconds = 0.0  # of the processes before a resume, up to their checkpoint
@@ -38,14 +40,16 @@ class RunRecorder(L.Callback):
         return self._earlier_wall_seconds + time.perf_counter() - self._started
 
     def state_dict(self) -> dict[str, Any]:
-        return {"curve": self.curve, "samples": self.samples, "tokens": self.tokens,
+        return {"curve": self.curve, "samples": self.samples, "tokens": int(self.tokens),
                 "train_seconds": self.train_seconds, "first_batch": self.first_batch,
-                "flops_per_batch": self.flops_per_batch, "wall_seconds": self.wall_seconds(), "ties": self.ties}
+                "flops_per_batch": self.flops_per_batch, "flops": self.flops, "wall_seconds": self.wall_seconds(),
+                "ties": self.ties}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.curve, self.samples, self.tokens = [list(p) for p in state["curve"]], state["samples"], state["tokens"]
         self.train_seconds, self.first_batch = state["train_seconds"], state["first_batch"]
         self.flops_per_batch = state.get("flops_per_batch")
+        self.flops = state.get("flops")  # None from a checkpoint written before every batch was counted
         self.ties = list(state.get("ties", [None] * len(self.curve)))
         self._earlier_wall_seconds = float(state.get("wall_seconds", 0.0))
 
@@ -56,12 +60,15 @@ class RunRecorder(L.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         self.train_seconds += time.perf_counter() - self._batch_started
-        if self.flops_per_batch is None:  # counted on the run's first batch, kept across resumes (padded
-            self.flops_per_batch = getattr(pl_module, "flops_per_batch", None)  # batches vary in size)
+        flops = getattr(pl_module, "flops_per_batch", None)  # this batch's, counted by its shape
+        if self.flops_per_batch is None:
+            self.flops_per_batch = flops
+        if self.flops is not None:
+            self.flops = None if flops is None else self.flops + flops
         self.samples += pl_module.batch_size_of(batch) * trainer.world_size
         tokens = pl_module.tokens_of(batch)
-        if tokens is not None:
-            self.tokens += tokens * trainer.world_size  # this rank's count, times the ranks (an estimate under DDP)
+        if tokens is not None:  # this rank's count, times the ranks (an estimate under DDP); a tensor stays one
+            self.tokens = self.tokens + tokens * trainer.world_size
 
     def on_validation_end(self, trainer, pl_module) -> None:
         if trainer.sanity_checking or pl_module.monitor not in trainer.callback_metrics:
@@ -102,6 +109,8 @@ class RunRecorder(L.Callback):
             best = {"epoch": int(epoch), "step": int(step), "value": value}
         flops = self.flops_per_batch
         batches = trainer.global_step * trainer.accumulate_grad_batches
+        # Every batch's own count; from a run resumed from an older checkpoint, the first batch's times the batches.
+        total = self.flops if self.flops else (flops * batches if flops else None)
         return {
             **facts,
             "monitor": pl_module.monitor,
@@ -114,9 +123,10 @@ class RunRecorder(L.Callback):
             "params": dict(pl_module.param_counts),
             "optimizer_steps": trainer.global_step,
             "samples_seen": self.samples,
-            "tokens_seen": self.tokens if self.tokens else None,
-            "flops_per_batch": flops,  # forward + backward of one training batch on one device, counted by torch
-            "train_flops": flops * batches * trainer.world_size if flops else None,
+            "tokens_seen": int(self.tokens) or None,
+            "flops_per_batch": flops,  # forward + backward of the first training batch on one device, counted by torch
+            "train_flops": total * trainer.world_size if total else None,  # rank 0's batches times the ranks
+            "peak_flops": peak_flops(trainer.strategy.root_device, trainer.precision),  # what MFU divides by
             "first_batch_sha256": self.first_batch,
             "data_fingerprints": data_fingerprints(trainer),
             "train_seconds": round(self.train_seconds, 3),

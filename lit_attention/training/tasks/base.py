@@ -20,6 +20,8 @@ from lit_attention.modeling.variants import presets_help, resolve_spec
 # zero mixing.
 POSITION_NAMES = ("pos_embed", "src_pos", "tgt_pos", "cls_token")
 NEVER_DECAYED = ("value_mix",)
+# What FSDP, activation checkpointing and torch.compile insert into parameter names of a wrapped model.
+WRAPPER_PARTS = ("_fsdp_wrapped_module.", "_checkpoint_wrapped_module.", "_orig_mod.")
 
 
 @dataclass(frozen=True)
@@ -98,8 +100,9 @@ class TaskModule(L.LightningModule):
         return batch[0].shape[0]
 
     @staticmethod
-    def tokens_of(batch) -> int | None:
-        """Tokens (or other sequence items) in a batch, for items/s; None for images."""
+    def tokens_of(batch) -> int | torch.Tensor | None:
+        """Tokens (or other sequence items) in a batch, for items/s; None for images. A count that needs the
+        batch's values is a tensor on the batch's device, read on the host only when it is logged."""
         return None
 
     def check_batch(self, batch) -> None:
@@ -121,22 +124,33 @@ class TaskModule(L.LightningModule):
 
     def on_train_batch_start(self, batch, batch_idx: int) -> None:
         self._check_first_batch(batch, "train")
-        # FLOPs of one training step (forward + backward) counted by torch's FlopCounterMode on a
-        # meta-device copy, from the real batch shape: Lightning's ThroughputMonitor reads
-        # `flops_per_batch` to log FLOP/s and, on GPUs, MFU.
-        if not hasattr(self, "flops_per_batch"):
-            with torch.device("meta"):
-                meta_model = self.build_model()
+        # Throughput monitors read `flops_per_batch` for FLOP/s and MFU, and the run recorder sums it.
+        self.flops_per_batch = self.flops_of(batch)
+
+    def flops_of(self, batch) -> int:
+        """FLOPs of one training step (forward + backward) on `batch`, counted by torch's FlopCounterMode on
+        a meta-device copy of the model, once per distinct batch shape (lengths vary in text batches)."""
+        counting = self.__dict__.setdefault("_flop_counting", {"model": None, "by_shape": {}})  # not a submodule
+        shape = shape_signature(batch)
+        if shape not in counting["by_shape"]:
+            if counting["model"] is None:
+                with torch.device("meta"):
+                    counting["model"] = self.build_model()
+            meta_model = counting["model"]
             meta_batch = apply_to_collection(batch, torch.Tensor, lambda t: t.to("meta"))
-            self.flops_per_batch = measure_flops(
-                meta_model, lambda: self.forward_batch(meta_model, meta_batch), lambda out: out.float().sum()
-            )
+            counting["by_shape"][shape] = measure_flops(
+                meta_model, lambda: self.forward_batch(meta_model, meta_batch), lambda out: out.float().sum())
+        return counting["by_shape"][shape]
 
     def _record_model_facts(self) -> None:
         """The parameter counts (total, non-embedding, attention) the logger and the run record report."""
         self.param_counts = self.model.parameter_counts()
 
     def configure_model(self) -> None:
+        # Lightning calls this before FSDP wraps the model: the decay groups are decided here, while every
+        # parameter still has its shape (FSDP makes each a 1-D view of its shard).
+        if not hasattr(self, "_decayed_names"):
+            self._decayed_names = self.decayed_parameter_names()
         # Compile the inner nn.Module in place: parameter names, and so checkpoints, stay the same.
         if self.hparams.get("compile") and not getattr(self, "_compiled", False):
             self.model.compile()
@@ -152,13 +166,15 @@ class TaskModule(L.LightningModule):
         """AdamW over the model's parameters in two groups (decayed, not decayed) and the warm-up +
         cosine schedule that ends at `total_steps` (a step-wise LambdaLR)."""
         settings = OptimizerSettings.of(self.hparams)
-        keep_out = NEVER_DECAYED + (() if settings.decay_positions else POSITION_NAMES)
+        decayed = getattr(self, "_decayed_names", None) or self.decayed_parameter_names()
         decay, no_decay = [], []
         for name, param in self.model.named_parameters():
             if not param.requires_grad:
                 continue
-            kept_out = param.dim() < 2 or any(part in name for part in keep_out)
-            (no_decay if kept_out else decay).append(param)
+            if name.endswith("_flat_param"):
+                raise ConfigError("FSDP with use_orig_params=False merges parameters that are decayed with ones that "
+                                  "are not; use the strategy's default use_orig_params=True.")
+            (decay if unwrapped_name(name) in decayed else no_decay).append(param)
         optimizer = torch.optim.AdamW(
             [{"params": decay, "weight_decay": settings.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
             lr=settings.lr,
@@ -168,8 +184,47 @@ class TaskModule(L.LightningModule):
         schedule = warmup_cosine(settings.warmup_steps, total_steps, settings.min_lr_ratio)
         return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
 
+    def decayed_parameter_names(self) -> set[str]:
+        """The names of the parameters AdamW decays: matrices (two or more dimensions), except W_A and,
+        unless `decay_positions`, the position embeddings and the CLS token. Read from the unwrapped model."""
+        keep_out = NEVER_DECAYED + (() if self.hparams.decay_positions else POSITION_NAMES)
+        return {unwrapped_name(name) for name, param in self.model.named_parameters()
+                if param.dim() >= 2 and not any(part in name for part in keep_out)}
+
+    def log_loss(self, stage: str, loss: torch.Tensor, batch_size: int) -> None:
+        """`<stage>/loss`, its epoch mean over every rank's batches (weighted by batch size) under DDP.
+        Training logs `train/loss_step` (this rank's: syncing it would be an all-reduce every step) and
+        `train/loss_epoch`, synced once, at the epoch's end."""
+        if stage == "train":
+            # Not prog_bar: Lightning would read it on the host every step (our ProgressBar shows it every N).
+            self.log("train/loss_step", loss, on_step=True, on_epoch=False, batch_size=batch_size)
+            self.log("train/loss_epoch", loss, on_step=False, on_epoch=True, sync_dist=True, batch_size=batch_size)
+        else:
+            self.log(f"{stage}/loss", loss, on_epoch=True, prog_bar=True, sync_dist=True, batch_size=batch_size)
+
     def log_learning_rate(self) -> None:
-        self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], on_step=True, on_epoch=False)
+        # Only on the steps the loggers write: `self.log` copies a Python number to the device, and on a
+        # GPU that copy waits for the device.
+        if (self.trainer.global_step + 1) % max(1, self.trainer.log_every_n_steps) == 0:
+            self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], on_step=True, on_epoch=False)
+
+
+def shape_signature(batch):
+    """What a batch's FLOPs depend on: the shapes and dtypes of its tensors, where they are in the batch."""
+    if isinstance(batch, torch.Tensor):
+        return tuple(batch.shape), batch.dtype
+    if isinstance(batch, dict):
+        return tuple((key, shape_signature(value)) for key, value in sorted(batch.items()))
+    if isinstance(batch, (list, tuple)):
+        return tuple(shape_signature(item) for item in batch)
+    return None  # texts and other values: no FLOPs
+
+
+def unwrapped_name(name: str) -> str:
+    """A parameter's name in the plain model, whatever wrapped it (FSDP, activation checkpointing, compile)."""
+    for part in WRAPPER_PARTS:
+        name = name.replace(part, "")
+    return name
 
 
 def _positive_int(v) -> bool:

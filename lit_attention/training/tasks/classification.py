@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torchmetrics import MetricCollection
+from torchmetrics import Metric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
 from lit_attention.training.tasks.base import TaskModule
@@ -23,6 +23,42 @@ def classification_metrics(num_classes: int) -> MetricCollection:
     return MetricCollection(metrics, compute_groups=False)
 
 
+class TrainingClassificationMetrics(Metric):
+    """The values classification_metrics gives (acc, f1_macro, acc_top5 from 10 classes), from counts kept
+    on the device: torchmetrics checks every batch's labels and counts classes with torch.bincount, and
+    both wait for the device, at every training step. Macro-F1 averages the classes that occur among the
+    labels or the predictions, as torchmetrics does."""
+
+    full_state_update, higher_is_better = False, True
+
+    def __init__(self, num_classes: int) -> None:
+        super().__init__()
+        self.num_classes = num_classes
+        for name in ("hits", "predicted", "actual"):  # per class
+            self.add_state(name, torch.zeros(num_classes, dtype=torch.long), dist_reduce_fx="sum")
+        self.add_state("top5", torch.tensor(0), dist_reduce_fx="sum")
+        self.add_state("total", torch.tensor(0), dist_reduce_fx="sum")
+
+    def update(self, logits: torch.Tensor, labels: torch.Tensor) -> None:
+        predictions, ones = logits.argmax(dim=-1), torch.ones_like(labels)
+        self.hits.scatter_add_(0, labels, (predictions == labels).long())
+        self.predicted.scatter_add_(0, predictions, ones)
+        self.actual.scatter_add_(0, labels, ones)
+        self.total += labels.numel()
+        if self.num_classes >= 10:
+            self.top5 += (logits.topk(5, dim=-1).indices == labels[:, None]).any(dim=-1).sum()
+
+    def compute(self) -> dict[str, torch.Tensor]:
+        tp, fp, fn = self.hits, self.predicted - self.hits, self.actual - self.hits
+        present = (tp + fp + fn) > 0
+        f1 = 2 * tp / (2 * tp + fp + fn).clamp(min=1)
+        total = self.total.clamp(min=1)
+        scores = {"acc": tp.sum() / total, "f1_macro": (f1 * present).sum() / present.sum().clamp(min=1)}
+        if self.num_classes >= 10:
+            scores["acc_top5"] = self.top5 / total
+        return scores
+
+
 class ClassificationTask(TaskModule):
     """Cross-entropy training; accuracy (top-1, top-5 from 10 classes) and macro-F1 per stage.
 
@@ -37,7 +73,7 @@ class ClassificationTask(TaskModule):
 
     def _build_metrics(self, num_classes: int) -> None:
         metrics = classification_metrics(num_classes)
-        self.train_metrics = metrics.clone(prefix="train/")
+        self.train_metrics = TrainingClassificationMetrics(num_classes)
         self.val_metrics = metrics.clone(prefix="val/")
         self.test_metrics = metrics.clone(prefix="test/")
 
@@ -53,10 +89,17 @@ class ClassificationTask(TaskModule):
         loss = F.cross_entropy(logits.float(), labels, label_smoothing=smoothing)
         metrics = getattr(self, f"{stage}_metrics")
         metrics.update(logits.detach(), labels)
-        on_step = stage == "train"
-        self.log(f"{stage}/loss", loss, on_step=on_step, on_epoch=True, prog_bar=True, batch_size=labels.shape[0])
-        self.log_dict(metrics, on_step=False, on_epoch=True, prog_bar=stage == "val")
+        self.log_loss(stage, loss, batch_size=labels.shape[0])
+        if stage != "train":  # training's are logged at the epoch's end
+            self.log_dict(metrics, on_step=False, on_epoch=True, prog_bar=stage == "val")
         return loss
+
+    def on_train_epoch_end(self) -> None:
+        # compute() sums the counts over the DDP ranks; the ranks then log the same values (sync_dist
+        # averages equal numbers, once an epoch, instead of Lightning's warning that they are unsynced).
+        self.log_dict({f"train/{name}": value for name, value in self.train_metrics.compute().items()},
+                      sync_dist=True)
+        self.train_metrics.reset()
 
     def training_step(self, batch, batch_idx):
         self.log_learning_rate()

@@ -6,7 +6,7 @@ from typing import Literal
 
 import torch
 import torch.nn.functional as F
-from torchmetrics import MeanMetric
+from torchmetrics import MeanMetric, Metric
 from torchmetrics.classification import MulticlassAccuracy
 
 from lit_attention.errors import ConfigError
@@ -15,6 +15,27 @@ from lit_attention.training.tasks.base import TaskModule, check_length, check_to
 
 IGNORE = -100  # targets equal to this are not scored (MQAR scores only its query positions)
 MONITORS = {"val/loss": "min", "val/acc": "max"}  # the metric that ranks runs and picks the best checkpoint
+
+
+class ScoredAccuracy(Metric):
+    """Next-token accuracy over the targets that are scored (not IGNORE), counted on the device. The same
+    value as MulticlassAccuracy(average="micro", ignore_index=IGNORE), whose update selects the scored
+    targets by a boolean mask and so waits for the device at every training step."""
+
+    full_state_update, higher_is_better = False, True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.add_state("correct", torch.tensor(0), dist_reduce_fx="sum")
+        self.add_state("scored", torch.tensor(0), dist_reduce_fx="sum")
+
+    def update(self, predictions: torch.Tensor, targets: torch.Tensor) -> None:
+        scored = targets != IGNORE
+        self.correct += ((predictions == targets) & scored).sum()
+        self.scored += scored.sum()
+
+    def compute(self) -> torch.Tensor:
+        return self.correct / self.scored.clamp(min=1)
 
 
 class CausalLanguageModel(TaskModule):
@@ -48,7 +69,8 @@ class CausalLanguageModel(TaskModule):
             raise ConfigError(f"monitor {monitor!r} is not available for language models; valid choices are {', '.join(MONITORS)}.")
         self.monitor, self.monitor_mode = monitor, MONITORS[monitor]
         self.model = self.build_model()
-        for stage in ("train", "val", "test"):
+        self.train_accuracy = ScoredAccuracy()
+        for stage in ("val", "test"):
             setattr(self, f"{stage}_accuracy",
                     MulticlassAccuracy(self.config.vocab_size, average="micro", ignore_index=IGNORE))
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
@@ -67,19 +89,20 @@ class CausalLanguageModel(TaskModule):
         check_token_ids("inputs", inputs, self.config.vocab_size)
         check_token_ids("targets", targets, self.config.vocab_size, ignore=IGNORE)
 
-    def _loss(self, batch, stage: str) -> tuple[torch.Tensor, int]:
+    def _loss(self, batch, stage: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """The mean loss over the scored targets and their count (on the device: no host sync)."""
         inputs, targets = batch
         logits = self.forward_batch(self.model, batch)
         loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE)
         accuracy = getattr(self, f"{stage}_accuracy")
         accuracy.update(logits.detach().argmax(dim=-1), targets)
         self.log(f"{stage}/acc", accuracy, on_step=False, on_epoch=True)
-        return loss, int((targets != IGNORE).sum())
+        return loss, (targets != IGNORE).sum()
 
     def training_step(self, batch, batch_idx):
         self.log_learning_rate()
         loss, _ = self._loss(batch, "train")
-        self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True, batch_size=batch[0].shape[0])
+        self.log_loss("train", loss, batch_size=batch[0].shape[0])
         return loss
 
     def validation_step(self, batch, batch_idx):

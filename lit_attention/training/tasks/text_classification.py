@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch
+
 from lit_attention.modeling import TextEncoderClassifier, TextEncoderConfig
 from lit_attention.training.tasks.base import check_length, check_token_ids
 from lit_attention.training.tasks.classification import ClassificationTask
@@ -35,8 +37,8 @@ class TextClassifier(ClassificationTask):
         return batch["tokens"].shape[0]
 
     @staticmethod
-    def tokens_of(batch) -> int:
-        return int((~batch["padding_mask"]).sum())
+    def tokens_of(batch) -> torch.Tensor:
+        return (~batch["padding_mask"]).sum()
 
     def check_batch(self, batch) -> None:
         tokens = batch["tokens"]

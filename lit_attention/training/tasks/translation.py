@@ -29,8 +29,9 @@ class Seq2SeqTranslator(TaskModule):
         net: the encoder-decoder's architecture (vocab_size, lengths and special ids come from the data).
         label_smoothing: label smoothing of the training loss.
         beam_size: beams for test and predict (validation decodes greedily).
-        bleu_batches: validation batches scored with BLEU after each validation (at least 1: val/bleu
-            ranks the runs and picks the best checkpoint, equal BLEU broken by the lower val/loss).
+        bleu_batches: validation batches scored with BLEU after each validation, over all DDP ranks
+            together (each scores ceil(bleu_batches / ranks) of its own share); at least 1: val/bleu
+            ranks the runs and picks the best checkpoint, equal BLEU broken by the lower val/loss.
     """
 
     monitor, monitor_mode = "val/bleu", "max"
@@ -64,8 +65,8 @@ class Seq2SeqTranslator(TaskModule):
         return batch["src"].shape[0]
 
     @staticmethod
-    def tokens_of(batch) -> int:
-        return int((~batch["src_padding_mask"]).sum() + (~batch["tgt_padding_mask"]).sum())
+    def tokens_of(batch) -> torch.Tensor:
+        return (~batch["src_padding_mask"]).sum() + (~batch["tgt_padding_mask"]).sum()
 
     def check_batch(self, batch) -> None:
         c = self.config
@@ -81,8 +82,7 @@ class Seq2SeqTranslator(TaskModule):
             logits.flatten(0, 1).float(), batch["tgt_out"].flatten(),
             ignore_index=self.config.pad_id, label_smoothing=smoothing,
         )
-        self.log(f"{stage}/loss", loss, on_step=stage == "train", on_epoch=True, prog_bar=True,
-                 batch_size=batch["src"].shape[0])
+        self.log_loss(stage, loss, batch_size=batch["src"].shape[0])
         return loss
 
     def _texts(self, ids: torch.Tensor) -> list[str]:
@@ -114,9 +114,13 @@ class Seq2SeqTranslator(TaskModule):
 
     def validation_step(self, batch, batch_idx):
         self._loss(batch, "val")
-        if batch_idx < self.hparams.bleu_batches:
+        if batch_idx < self.bleu_batches_per_rank():
             self._score(batch, self.val_bleu, beam_size=1)
             self.log("val/bleu", self.val_bleu, on_epoch=True, prog_bar=True)
+
+    def bleu_batches_per_rank(self) -> int:
+        """This rank's share of `bleu_batches`: the ranks' shares add up to it (rounded up)."""
+        return -(-self.hparams.bleu_batches // self.trainer.world_size)
 
     def test_step(self, batch, batch_idx):
         self._loss(batch, "test")

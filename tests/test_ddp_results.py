@@ -1,0 +1,110 @@
+"""What a two-process DDP run (gloo on CPU, through the real `lit-attention` command) reports is what one
+process reports on the same weights and data: the epoch metrics that reach the record, the best
+checkpoint's choice and TensorBoard are synced over the ranks, and `predict` writes every input once,
+in input order; translation's `bleu_batches` counts batches over all ranks. Rank 1 is a new process
+Lightning starts, so the tests that run DDP are slow."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+from PIL import Image
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from in_process import copy_runs, run_main  # tests/ is on sys.path under pytest (in_tmp, finished_run: conftest.py)
+from lit_attention.training.tasks import Seq2SeqTranslator
+from test_commands import TINY_VIT as SHARED_TINY_VIT  # the tiny run test_commands shares through finished_run
+from test_tasks import ListDataset, translation_setup
+
+ROOT = Path(__file__).resolve().parents[1]
+VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
+# The digits' validation (144) and test (360) splits divide evenly over 2 ranks, so DistributedSampler
+# adds no padding duplicates, and every batch of both splits is scored (no limit_*_batches).
+TINY_VIT = ["--config", VIT, "--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--model.net.dim=16",
+            "--model.net.num_heads=2", "--model.net.depth=1", "--trainer.enable_progress_bar=false",
+            "--trainer.log_every_n_steps=1"]
+DDP = ["--trainer.accelerator=cpu", "--trainer.devices=2", "--trainer.strategy=ddp"]
+
+
+def lit_attention(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-m", "lit_attention", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=400, env=environment)
+
+
+def last_scalars(directory: Path) -> dict[str, float]:
+    events = EventAccumulator(str(directory))
+    events.Reload()
+    return {tag: events.Scalars(tag)[-1].value for tag in events.Tags()["scalars"]}
+
+
+@pytest.mark.slow
+def test_ddp_validation_and_test_metrics_are_those_of_one_process(in_tmp):
+    result = lit_attention(["fit", *TINY_VIT, *DDP, "--run.test=true"], in_tmp)
+    assert result.returncode == 0, result.stderr[-3000:]
+    [run] = in_tmp.glob("runs/quickstart/vit_digits/standard/seed_0/version_*")
+    record = json.loads((run / "record.json").read_text())
+    ddp_val = last_scalars(run)
+    # The same checkpoints scored by one process over the whole splits.
+    assert run_main(["validate", *TINY_VIT, "--ckpt_path=last"]) == 0
+    assert run_main(["test", *TINY_VIT, "--ckpt_path=best"]) == 0
+    one_val = last_scalars(run / "evaluations/validate_0")
+    one_test = last_scalars(run / "evaluations/test_0")
+    for name in ("val/loss", "val/acc", "val/f1_macro"):
+        assert ddp_val[name] == pytest.approx(one_val[name], rel=1e-5, abs=1e-6), name
+    assert record["curve"][-1][2] == pytest.approx(one_val["val/acc"], rel=1e-5, abs=1e-6)
+    for name in ("test/loss", "test/acc", "test/f1_macro"):
+        assert record["test"][name] == pytest.approx(one_test[name], rel=1e-5, abs=1e-6), name
+
+
+@pytest.mark.slow
+def test_ddp_predict_writes_every_input_once_in_input_order(in_tmp, finished_run):
+    copy_runs(finished_run(SHARED_TINY_VIT), in_tmp)  # `fit *SHARED_TINY_VIT`, trained once for the session
+    [run] = in_tmp.glob("runs/quickstart/vit_digits/standard/seed_0/version_*")
+    images = in_tmp / "images"
+    images.mkdir()
+    for i in range(7):  # odd: the ranks get 4 and 3 inputs
+        Image.new("L", (8, 8), i * 35).save(images / f"{i}.png")
+    # One input per batch: the ranks run different numbers of batches (4 and 3).
+    predict = ["predict", *SHARED_TINY_VIT, "--ckpt_path=last", f"--data.predict_files={images}", "--data.batch_size=1"]
+    assert run_main(predict) == 0
+    result = lit_attention([*predict, *DDP], in_tmp)
+    assert result.returncode == 0, result.stderr[-3000:]
+    one, two = ([json.loads(line) for line in (run / f"evaluations/predict_{k}/predictions.jsonl").read_text().splitlines()]
+                for k in (0, 1))
+    assert [Path(row["input"]).name for row in two] == [f"{i}.png" for i in range(7)]
+    assert [row["prediction"] for row in two] == [row["prediction"] for row in one]
+    for ours, theirs in zip(two, one):
+        assert ours["probabilities"] == pytest.approx(theirs["probabilities"], abs=1e-5)
+
+
+@pytest.mark.parametrize("ranks, bleu_batches, each", [(1, 3, 3), (2, 3, 2), (2, 4, 2), (3, 7, 3), (4, 2, 1)])
+def test_bleu_batches_are_shared_out_over_the_ranks(tmp_path, ranks, bleu_batches, each):
+    module = Seq2SeqTranslator(net=dict(vocab_size=30, max_src_len=10, max_tgt_len=11, pad_id=0, bos_id=1, eos_id=2,
+                                        encoder_depth=1, decoder_depth=1, dim=16, num_heads=2), bleu_batches=bleu_batches)
+    # A DDP trainer knows its world size before it starts any process.
+    module.trainer = L.Trainer(default_root_dir=tmp_path, accelerator="cpu", devices=ranks, logger=False,
+                               strategy="ddp" if ranks > 1 else "auto")
+    assert module.bleu_batches_per_rank() == each
+    assert each * ranks >= bleu_batches > (each - 1) * ranks
+
+
+@pytest.mark.slow  # greedy decoding: seconds
+def test_validation_scores_bleu_on_its_share_of_batches(tmp_path):
+    module, items = translation_setup("standard")
+    module.hparams.bleu_batches = 2
+    counts = []
+
+    class CountScored(L.Callback):
+        def on_validation_batch_end(self, trainer, pl_module, *args, **kwargs):
+            counts.append(pl_module.val_bleu.update_count)
+
+    trainer = L.Trainer(default_root_dir=tmp_path, accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
+                        enable_model_summary=False, callbacks=[CountScored()])
+    trainer.validate(module, torch.utils.data.DataLoader(ListDataset(items), batch_size=4))
+    assert counts == [1, 2, 2, 2]  # 4 batches, the first 2 scored
