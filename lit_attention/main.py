@@ -124,7 +124,7 @@ def explain(error: BaseException) -> tuple[int | None, str]:
     if isinstance(error, ConfigError):
         return 2, last_sentence(str(error))
     if isinstance(error, ArgumentError):
-        from lit_attention.training.cli import registered_classes
+        from lit_attention.training.config_classes import registered_classes
         from lit_attention.training.parser_errors import parser_error_sentence
 
         return 2, parser_error_sentence(str(error), registered_classes()) + " `lit-attention <command> --help` lists the options."

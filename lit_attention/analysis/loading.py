@@ -21,7 +21,7 @@ from lit_attention.errors import ConfigError
 from lit_attention.modeling import CONFIG_FIELDS
 from lit_attention.training import tasks
 from lit_attention.training.checkpointing import read_checkpoint
-from lit_attention.training.cli import class_of
+from lit_attention.training.config_classes import class_of
 from lit_attention.training.run_dirs import CHECKPOINTS, LAST, newest_version, training_run_of
 from lit_attention.training.tasks.base import TaskModule
 

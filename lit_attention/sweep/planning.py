@@ -12,7 +12,8 @@ import torch
 
 from lit_attention.errors import ConfigError
 from lit_attention.sweep.runs import Plan, Run, check_folder_names, grid_points, parse_arms, parse_variants
-from lit_attention.training.cli import LitAttentionCLI, instantiate_config, registered_classes, resolved
+from lit_attention.training.cli import LitAttentionCLI
+from lit_attention.training.config_classes import instantiate_config, registered_classes, resolved
 from lit_attention.training.cli_input import check_trainer_settings
 from lit_attention.training.parser_errors import parser_error_sentence
 

@@ -13,7 +13,6 @@ resolution, resume, lock: `run_dirs.py`, `checkpointing.py`); train. The modules
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import sys
 from argparse import ArgumentError
@@ -21,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
@@ -58,7 +56,8 @@ from lit_attention.training.parser_errors import (
     unknown_net_field,
 )
 from lit_attention.training.recorder import finish_fit
-from lit_attention.training.records import finished_record, run_config
+from lit_attention.training.records import finished_record
+from lit_attention.training.config_classes import class_of, instantiate_config, resolved
 from lit_attention.training.run_dirs import (
     CHECKPOINTS,
     RunLock,
@@ -375,27 +374,6 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
     def _say_where(self) -> None:
         if self.place.directory is not None:
             print(f"Results: {self.place.directory}", flush=True)
-
-
-def resolved(parser, config) -> dict:
-    """The run's config as its record keeps it (records.run_config), dumped the way config.yaml is."""
-    return run_config(yaml.safe_load(parser.dump(config, skip_none=False)))
-
-
-def class_of(class_path: str) -> type:
-    module_name, class_name = class_path.rsplit(".", 1)
-    return getattr(importlib.import_module(module_name), class_name)
-
-
-def instantiate_config(config):
-    """The class a `class_path` / `init_args` config names, built from it (nested configs as dicts)."""
-    init_args = config.get("init_args")
-    return class_of(config.class_path)(**(init_args.as_dict() if init_args else {}))
-
-
-def registered_classes() -> dict[str, list[str]]:
-    """Short names `--model` and `--data` accept, for error messages."""
-    return {"model": list(lit_attention.training.tasks.__all__), "data": [n for n in datamodules.__all__ if n != "DataModule"]}
 
 
 def run(argv: list[str] | None) -> None:
