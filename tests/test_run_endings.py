@@ -48,3 +48,13 @@ def test_a_run_with_validation_switched_off_tests_its_final_weights_and_says_so(
     assert not list((run / "checkpoints").glob("best-*.ckpt"))
     assert record["test_checkpoint"] == "last" and "test/acc" in record["test"]
     assert "so --run.test scores the final weights (record.json: test_checkpoint \"last\")" in capsys.readouterr().err
+
+
+def test_a_fast_dev_run_keeps_no_record_and_no_checkpoint_for_a_later_fit_to_continue(in_tmp, capsys):
+    """Lightning's fast_dev_run is a debugging run of a batch: compare would count its record as a finished
+    run, and `--ckpt_path last` would continue it as if it were real."""
+    assert run_main(["fit", *TINY_VIT, "--trainer.fast_dev_run=true"]) == 0
+    assert "nothing was recorded and no checkpoint was kept" in capsys.readouterr().out
+    assert not list(Path.cwd().glob("runs/**/record.json")) and not list(Path.cwd().glob("runs/**/*.ckpt"))
+    record, _ = fit("--trainer.max_epochs=1", "--ckpt_path=last")
+    assert record["optimizer_steps"] == 2  # a whole run of its own: 1 epoch of 2 batches, from step 0

@@ -128,6 +128,8 @@ class LastCheckpoint(Checkpoint):
         return Path(self.dirpath) / LAST
 
     def save(self, trainer: L.Trainer) -> None:
+        if trainer.fast_dev_run:
+            return  # a debugging run (as Lightning's own ModelCheckpoint does): nothing to resume from
         if trainer.global_step == self._saved_at_step:
             return  # nothing new since the last save
         trainer.save_checkpoint(self.path(trainer), weights_only=False)  # on every rank: some strategies gather state

@@ -143,6 +143,12 @@ def finish_fit(trainer: L.Trainer, model, datamodule, directory: Path | None, fa
     there is none; `test_checkpoint` says which), and record.json.
     `previous`: the record of the finished run this fit resumed; if it trained no further, that record
     stays as it was (its timings are the training's, not this process's) and only gains test scores."""
+    if trainer.fast_dev_run:
+        # A debugging run of a batch or two: no record (compare would count it as a finished run) and no
+        # last.ckpt (`--ckpt_path last` would continue it as if it were a real run).
+        if trainer.is_global_zero:
+            print("fast_dev_run: a debugging run, so nothing was recorded and no checkpoint was kept.", flush=True)
+        return
     recorder = next((c for c in trainer.callbacks if isinstance(c, RunRecorder)), None)
     if previous is not None and previous.get("optimizer_steps") == trainer.global_step:
         record = dict(previous)
