@@ -1,8 +1,9 @@
 """The limits of every value a model config or a task takes, in one table: what each must be, and the
-rule in words for the one sentence a bad value gets (`dim=0 is invalid; it must be a positive integer.`).
+rule in words for the one sentence a bad value gets (`dim=0 is invalid; it must be a positive integer.`);
+and the range of a seed, which the command line, the CLI and the DataModules check.
 
-Below every layer, beside errors.py, so that the model configs (modeling/config.py) and the tasks
-(training/tasks/base.py) check their fields against the same table.
+Below every layer, beside errors.py, so that the model configs (modeling/config.py), the tasks
+(training/tasks/base.py), the DataModules and main.py check against the same limits.
 """
 
 from __future__ import annotations
@@ -46,6 +47,18 @@ LIMITS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "top_k": (positive_int, "a positive integer or null"),
     "top_p": (lambda v: 0 < v <= 1, "in (0, 1] or null"),
 }
+
+
+# The range of every seed: numpy's seeding (Lightning's seed_everything) takes 0 .. 2**32 - 1; the data's
+# seeds (its order, its splits) keep to the run's.
+SEED_MAX = 2**32 - 1
+
+
+def check_run_seed(value) -> None:
+    """`--seed_everything`, a whole number (a bool or a string is the parser's to refuse) in the seeds' range."""
+    if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= SEED_MAX:
+        raise ConfigError(f"--seed_everything {value} is invalid; a seed is a whole number from 0 to {SEED_MAX} "
+                          "(2**32 - 1, the range numpy's seeding takes).")
 
 
 def check_limit(name: str, value) -> None:
