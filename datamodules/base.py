@@ -19,6 +19,7 @@ import lightning as L
 from torch.utils.data import DataLoader, Dataset
 
 from lit_attention.errors import ConfigError
+from lit_attention.limits import SEED_MAX  # the run's seed's range, kept for every seed of the data too
 
 from .loaders import make_loader
 
@@ -158,9 +159,6 @@ def lines_of(paths: list[str]) -> list[str]:
 def check_positive(name: str, value: int, minimum: int = 1) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise ConfigError(f"{name}={value!r} is invalid; it must be an integer >= {minimum}.")
-
-
-SEED_MAX = 2**32 - 1  # the range of the run's seed (numpy's seeding), kept for every seed of the data too
 
 
 def check_seed(name: str, value: int | None) -> None:

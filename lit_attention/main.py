@@ -30,6 +30,7 @@ from pathlib import Path
 import yaml
 
 from lit_attention.errors import ConfigError
+from lit_attention.limits import check_run_seed
 from lit_attention.sweep import die_with_parent
 
 TRACEBACK_ENV = "LIT_ATTENTION_TRACEBACK"
@@ -190,9 +191,8 @@ def check_command_line(words: list[str]) -> None:
             raise ConfigError(_NO_OPTIMIZER.format(option=option))
         if option == "--seed_everything":
             value = value or (words[i + 1] if i + 1 < len(words) else "")
-            if value.lstrip("-").isdigit() and not 0 <= int(value) <= 2**32 - 1:  # numpy's seeding range
-                raise ConfigError(f"--seed_everything {value} is invalid; a seed is a whole number from 0 to "
-                                  f"{2**32 - 1} (2**32 - 1, the range numpy's seeding takes).")
+            if value.lstrip("-").isdigit():
+                check_run_seed(int(value))
     for path in config_files(words):
         file = Path(path)
         if file.is_dir():

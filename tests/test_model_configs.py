@@ -35,6 +35,35 @@ def test_a_config_refuses_a_value_outside_its_limits(bad, sentence):
         GPTConfig(**bad)
 
 
+@pytest.mark.parametrize("task, bad, sentence", [
+    (CausalLanguageModel, dict(lr=0.0), "lr=0.0 is invalid; it must be > 0."),
+    (CausalLanguageModel, dict(top_k=0), "top_k=0 is invalid; it must be a positive integer or null."),
+    (CausalLanguageModel, dict(top_k=True), "top_k=True is invalid; it must be a positive integer or null."),
+    (Seq2SeqTranslator, dict(bleu_batches=0), "bleu_batches=0 is invalid; it must be a positive integer."),
+    (ImageClassifier, dict(betas=(0.9, 1.0)), "betas=(0.9, 1.0) is invalid; it must be two numbers in [0, 1)."),
+])
+def test_a_task_refuses_a_value_outside_the_same_table(task, bad, sentence):
+    with pytest.raises(ConfigError) as raised:
+        task(**bad)
+    assert str(raised.value) == sentence
+
+
+def test_one_table_holds_the_limits_of_the_configs_and_the_tasks():
+    import inspect
+
+    from lit_attention.limits import LIMITS
+    # Every numeric field of a config and every numeric argument of a task has its limits there: a new one
+    # without limits would take any number silently.
+    # Not limits but choices (Literal, bool, a variant), the data's token ids, and the signatures' own names.
+    unlimited = {"monitor", "attention", "compile", "decay_positions", "pool", "bias", "activation", "tie_weights",
+                 "pad_id", "bos_id", "eos_id", "net", "self", "task", "optimization"}
+    names = {f.name for task in TASKS for f in fields(task.config_class)}
+    names |= {name for task in (*TASKS, *(t.__mro__[1] for t in TASKS)) if "__init__" in vars(task)
+              for name in inspect.signature(task.__init__).parameters}
+    numeric = names - unlimited
+    assert numeric <= set(LIMITS), sorted(numeric - set(LIMITS))
+
+
 def test_a_config_from_a_dict_names_an_unknown_field_and_a_model_names_a_missing_size():
     assert GPTConfig.of({"vocab_size": 10, "max_len": 4}) == GPTConfig(vocab_size=10, max_len=4)
     with pytest.raises(ConfigError, match="GPTConfig has no field 'dimm'; its fields are vocab_size, max_len, dim"):

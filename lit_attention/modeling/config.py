@@ -1,5 +1,5 @@
 """What every model family's config dataclass shares (ViTConfig, TextEncoderConfig, GPTConfig,
-Seq2SeqConfig): the limits of its fields, the sizes the data sets, and building one from a dict.
+Seq2SeqConfig): checking its fields (against lit_attention/limits.py), the sizes the data sets, and building one from a dict.
 
 A config holds a model's architecture, everything but the attention variant, which the model takes
 beside it (`GPT(GPTConfig(...), attention="super")`): the variant is what a comparison varies, the
@@ -9,28 +9,13 @@ the task takes it whole (`--model.net.dim 64`), and its docstring is what `--hel
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
 from lit_attention.errors import ConfigError
+from lit_attention.limits import check_limit
 
 
-def _positive_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
-
-
-# field -> (test, the rule in words); checked for every field a config has.
-LIMITS = {
-    **{name: (_positive_int, "a positive integer") for name in (
-        "dim", "depth", "encoder_depth", "decoder_depth", "num_heads", "patch_size", "num_classes", "image_size",
-        "in_channels", "vocab_size", "max_len", "max_src_len", "max_tgt_len")},
-    "mlp_ratio": (lambda v: 0 < v < math.inf, "a finite number > 0"),
-    "dropout": (lambda v: 0 <= v < 1, "in [0, 1)"),
-    "drop_path": (lambda v: 0 <= v < 1, "in [0, 1)"),
-    "norm_eps": (lambda v: v > 0, "> 0"),
-    "init_std": (lambda v: v > 0, "> 0 (GPT-2 uses 0.02)"),
-}
 # Sizes from the data that may be set larger than the data's (a larger embedding or W_A is harmless).
 GROWABLE = ("vocab_size", "max_len", "max_src_len", "max_tgt_len")
 
@@ -44,12 +29,8 @@ class ModelConfig:
     from_data: ClassVar[tuple[str, ...]] = ()
 
     def __post_init__(self) -> None:
-        for field in fields(self):
-            value = getattr(self, field.name)
-            if field.name in LIMITS and value is not None:
-                valid, rule = LIMITS[field.name]
-                if not valid(value):
-                    raise ConfigError(f"{field.name}={value!r} is invalid; it must be {rule}.")
+        for field in fields(self):  # the limits are lit_attention/limits.py's, shared with the tasks
+            check_limit(field.name, getattr(self, field.name))
         dim, ratio = getattr(self, "dim", None), getattr(self, "mlp_ratio", None)
         if isinstance(dim, int) and ratio is not None and int(dim * ratio) < 1:  # the width blocks.py builds
             raise ConfigError(f"mlp_ratio={ratio!r} gives an MLP hidden width of int(dim * mlp_ratio) = "

@@ -78,9 +78,6 @@ class Difference:
     primary: bool = True
 
 
-PairedDifference = Difference  # the name before unpaired comparisons existed
-
-
 def _is_constant(error: float, mean: float) -> bool:
     return error <= 1e-12 * max(1.0, abs(mean))
 

@@ -44,7 +44,8 @@ from lit_attention.training.cli_input import (
     nulls_as_mappings,
 )
 from lit_attention.errors import ConfigError
-from lit_attention.training.input_limits import check_path_lengths, check_seed, check_trainer_values, runs_on_cpu
+from lit_attention.limits import check_run_seed
+from lit_attention.training.input_limits import check_path_lengths, check_trainer_values, runs_on_cpu
 from lit_attention.training.library_errors import TrainerSettingsError
 from lit_attention.training.memory import check_fits_memory
 from lit_attention.training import preemption
@@ -184,7 +185,7 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
                 raise ConfigError(unknown_field_sentence(field, config_class_without(parser, kept, field))) from None
             raise
         subcommand = self.config.get("subcommand")
-        check_seed((self.config[subcommand] if subcommand else self.config).get("seed_everything"))
+        check_run_seed((self.config[subcommand] if subcommand else self.config).get("seed_everything"))
 
     def option_names(self, words: list[str]) -> set[str]:
         """The full option names of the command `words` runs: the parser's own, and the model's config

@@ -1,7 +1,8 @@
 """Values whose limits are known before anything is built, checked up front so that a bad one is one
-sentence instead of a library's traceback later: the seed's range, the trainer values Lightning's
-constructor or the first batch would fail on (or accept and misuse), and the length of every part of
-the run directory's path. training/cli.py calls these before the model or the run directory exist."""
+sentence instead of a library's traceback later: the trainer values Lightning's constructor or the first
+batch would fail on (or accept and misuse), and the length of every part of the run directory's path
+(the seed's range is lit_attention/limits.py's, with the models' and tasks' limits). training/cli.py
+calls these before the model or the run directory exist."""
 
 from __future__ import annotations
 
@@ -12,16 +13,9 @@ import torch
 
 from lit_attention.errors import ConfigError
 
-SEED_MAX = 2**32 - 1  # numpy's seeding (Lightning's seed_everything) takes 0 .. 2**32 - 1
 PRECISIONS = ("32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true")
 DOUBLE = ("64", "64-true")  # float64: the first batch fails on a dtype mismatch of inputs and weights
 CLIP_ALGORITHMS = ("norm", "value")
-
-
-def check_seed(value) -> None:
-    if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= SEED_MAX:
-        raise ConfigError(f"--seed_everything {value} is invalid; a seed is a whole number from 0 to {SEED_MAX} "
-                          "(2**32 - 1, the range numpy's seeding takes).")
 
 
 def check_trainer_values(trainer, on_cpu: bool) -> None:

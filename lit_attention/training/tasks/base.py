@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
 
 import lightning as L
 import torch
@@ -12,6 +11,7 @@ from lightning.fabric.utilities.throughput import measure_flops
 from torch import nn
 
 from lit_attention.errors import ConfigError
+from lit_attention.limits import LIMITS, check_limit
 from lit_attention.modeling.config import ModelConfig
 from lit_attention.modeling.variants import presets_help, resolve_spec
 
@@ -22,23 +22,6 @@ POSITION_NAMES = ("pos_embed", "src_pos", "tgt_pos", "cls_token")
 NEVER_DECAYED = ("value_mix",)
 # What FSDP, activation checkpointing and torch.compile insert into parameter names of a wrapped model.
 WRAPPER_PARTS = ("_fsdp_wrapped_module.", "_checkpoint_wrapped_module.", "_orig_mod.")
-
-
-@dataclass(frozen=True)
-class OptimizerSettings:
-    """AdamW and its warm-up + cosine schedule: the arguments every task takes (see TaskModule).
-    The schedule's length is the trainer's (`max_steps`, else the estimated number of optimizer steps)."""
-
-    lr: float
-    weight_decay: float
-    betas: tuple[float, float]
-    warmup_steps: int
-    min_lr_ratio: float
-    decay_positions: bool
-
-    @classmethod
-    def of(cls, hparams) -> "OptimizerSettings":
-        return cls(**{f.name: hparams[f.name] for f in fields(cls)})
 
 
 class TaskModule(L.LightningModule):
@@ -165,7 +148,7 @@ class TaskModule(L.LightningModule):
     def optimizer_and_schedule(self, total_steps: int) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
         """AdamW over the model's parameters in two groups (decayed, not decayed) and the warm-up +
         cosine schedule that ends at `total_steps` (a step-wise LambdaLR)."""
-        settings = OptimizerSettings.of(self.hparams)
+        settings = self.hparams  # TaskModule.__init__'s arguments, as saved (and as a checkpoint restores them)
         decayed = getattr(self, "_decayed_names", None) or self.decayed_parameter_names()
         decay, no_decay = [], []
         for name, param in self.model.named_parameters():
@@ -227,32 +210,13 @@ def unwrapped_name(name: str) -> str:
     return name
 
 
-def _positive_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
-
-
-# What the tasks' own hyper-parameters must be (the model configs check theirs), checked when a task is
-# built (on the meta device by the CLI, before any data work): name -> (test, the rule in words).
-LIMITS = {
-    "lr": (lambda v: v > 0, "> 0"),
-    "weight_decay": (lambda v: v >= 0, ">= 0"),
-    "betas": (lambda v: len(v) == 2 and all(0 <= b < 1 for b in v), "two numbers in [0, 1)"),
-    "warmup_steps": (lambda v: isinstance(v, int) and v >= 0, "an integer >= 0"),
-    "min_lr_ratio": (lambda v: 0 <= v <= 1, "in [0, 1]"),
-    **{name: (_positive_int, "a positive integer") for name in (
-        "beam_size", "max_new_tokens", "bleu_batches")},  # val/bleu ranks the runs: at least one batch is scored
-    "label_smoothing": (lambda v: 0 <= v < 1, "in [0, 1)"),
-    "temperature": (lambda v: v >= 0, ">= 0 (0 is greedy)"),
-    "top_k": (lambda v: v is None or _positive_int(v), "a positive integer or null"),
-    "top_p": (lambda v: v is None or 0 < v <= 1, "in (0, 1] or null"),
-}
-
-
 def check_hyperparameters(hparams) -> None:
-    """One sentence for the first hyper-parameter outside its limits."""
-    for name, (valid, rule) in LIMITS.items():
-        if name in hparams and not valid(hparams[name]):
-            raise ConfigError(f"{name}={hparams[name]!r} is invalid; it must be {rule}.")
+    """One sentence for the first of the task's own hyper-parameters outside its limits (lit_attention/limits.py,
+    shared with the model configs, which check theirs), checked when a task is built (on the meta device by
+    the CLI, before any data work)."""
+    for name in LIMITS:
+        if name in hparams:
+            check_limit(name, hparams[name])
 
 
 def warmup_cosine(warmup_steps: int, total_steps: int, min_ratio: float):
