@@ -24,6 +24,7 @@ import shlex
 import sys
 import time
 from argparse import ArgumentError
+from dataclasses import replace
 from pathlib import Path
 
 from lit_attention.errors import ConfigError
@@ -73,6 +74,16 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--first-seed", type=int, default=0)
     sweep.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
                        help="a setting to sweep (any fit key, e.g. model.init_args.lr=3e-4,1e-3); repeat for a product")
+    sweep.add_argument("--scale", action="append", default=[], metavar="KEY=V1,V2,...",
+                       help="model sizes: run every arm at every size, each size its own tuned sweep under "
+                            "<output>/runs/<size>/, and add the scaling laws and multipliers to the report "
+                            "(e.g. model.init_args.net.dim=64,128,256); repeat with lists of the same length to "
+                            "change keys together (--scale model.init_args.net.dim=64,128 --scale "
+                            "model.init_args.net.num_heads=2,4 is two sizes)")
+    sweep.add_argument("--tokens-per-parameter", type=float, default=None, metavar="R",
+                       help="with --scale: train each size for R tokens per non-embedding parameter of its "
+                            "baseline arm (a token: one position of a language model's batch, one sample for "
+                            "every other task), setting trainer.max_steps and keeping the recipe's warm-up fraction")
     sweep.add_argument("--match-parameters", metavar="VARIANT",
                        help="give every other arm the MLP width that brings its non-embedding parameters within 1%% "
                             "of VARIANT's")
@@ -155,6 +166,10 @@ def run(argv: list[str]) -> None:
     variants = parse_variants(args.variants)
     grid = parse_grid(args.grid)
     check_extra_arguments(extra, grid)
+    from lit_attention.sweep.sizes import check_scale, parse_scale
+
+    sizes = parse_scale(args.scale)
+    check_scale(sizes, grid, extra, args.arm, args.tokens_per_parameter, args)
     extra = [*device_arguments(args), *extra]  # what a run is given to run on; the user's own words come last
     from lit_attention.training.cli import recipe_name
 
@@ -163,7 +178,12 @@ def run(argv: list[str]) -> None:
     check_writable(output)
     check_reports_writable(output)
     with OutputLock(output, "lit-attention compare " + shlex.join(argv)).acquire(wait=args.wait_for_lock):
-        run_sweep(args, argv, variants, grid, extra, output)
+        if sizes:
+            from lit_attention.sweep.scaled_sweep import run_scaled_sweep
+
+            run_scaled_sweep(args, argv, variants, grid, extra, output, sizes)
+        else:
+            run_sweep(args, argv, variants, grid, extra, output)
 
 
 def run_sweep(args, argv: list[str], variants: list[str], grid, extra: list[str], output: Path) -> None:
@@ -321,8 +341,8 @@ def extend_edges(args, plan: Plan, states: dict, output: Path, extra: list[str])
                 if beyond is None or beyond in points:
                     continue
                 try:
-                    runs = [Run(arm, template.variant, beyond, seed, extension_overrides(args, template, beyond, extra))
-                            for seed in plan.seeds]
+                    overrides = extension_overrides(args, template, beyond, extra)
+                    runs = [replace(template, point=beyond, seed=seed, overrides=overrides) for seed in plan.seeds]
                     plan.configs[(arm, beyond)] = check_run(args.config, runs[0], extra).resolved
                 except ConfigError as error:  # the next value is not one a run can take (batch size 0...)
                     print(f"compare: {arm} stays at the grid's edge: {str(error).rstrip('.')}.", flush=True)
