@@ -36,7 +36,8 @@ def run_scaled_sweep(args, argv: list[str], variants: list[str], grid, extra: li
             states.update({r: find_state(r, output) for r in plan.runs})
         if args.extend_edges:
             failed += extend_edges(args, plan, states, output, size_extra)
-    command = "lit-attention compare " + " ".join(argv)
+    # The sweep's command, the same whether it trained or --report rebuilt it: the report rebuilds byte for byte.
+    command = "lit-attention compare " + " ".join(word for word in argv if word != "--report")
     text = write_scaled_report([(size, plan, list(states.values())) for size, plan, states, _ in parts], output,
                                command, args.baseline, args.success_threshold, primary=primary,
                                cross_fitted=args.cross_fit, common_point=common_point,
