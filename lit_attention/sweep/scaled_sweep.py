@@ -9,12 +9,12 @@ import shlex
 import sys
 from pathlib import Path
 
+from lit_attention.sweep.running import extend_edges, launch
 from lit_attention.sweep.runs import baseline_arm, find_state, parse_point, parse_primary
 
 
 def run_scaled_sweep(args, argv: list[str], variants: list[str], grid, extra: list[str], output: Path, sizes) -> None:
     """Plan every size, run what is not finished, and report, while this command holds the output's lock."""
-    from lit_attention.sweep.compare import extend_edges, launch
     from lit_attention.sweep.planning import plan_sizes
     from lit_attention.sweep.scaled_report import write_scaled_report
 
