@@ -27,6 +27,8 @@ from lit_attention.sweep.runs import check_not_controlled, point_label, same_key
 MAX_STEPS = "trainer.max_steps"
 WARMUP = "model.init_args.warmup_steps"
 LANGUAGE_MODELS = ("CausalLanguageModel",)
+PER_STEP = ("data.init_args.batch_size", "data.init_args.max_len", "trainer.accumulate_grad_batches",
+            "trainer.devices", "trainer.num_nodes")  # what decides the tokens per step
 
 
 @dataclass(frozen=True)
@@ -108,8 +110,9 @@ def check_scale(sizes: list[Size], grid, extra: list[str], arms: list[str], toke
     if not (math.isfinite(tokens_per_parameter) and tokens_per_parameter > 0):
         raise ConfigError(f"--tokens-per-parameter {tokens_per_parameter:g} is invalid; give a positive number, "
                           "such as 20.")
+    arm_words = [part.strip() for arm in arms for part in arm.split(";")[2:]]
     for key in (MAX_STEPS, "trainer.max_epochs", WARMUP):
-        for word in extra:
+        for word in [*extra, *arm_words]:
             if same_key(word.lstrip("-").split("=")[0], key):
                 raise ConfigError(f"--tokens-per-parameter sets each size's {key.split('.')[-1]} itself, so "
                                   f"{word!r} cannot be given too; drop one of them.")
@@ -117,6 +120,11 @@ def check_scale(sizes: list[Size], grid, extra: list[str], arms: list[str], toke
             if same_key(grid_key, key):
                 raise ConfigError(f"--tokens-per-parameter sets each size's {key.split('.')[-1]} itself, so --grid "
                                   f"{grid_key} cannot vary it; drop one of them.")
+    for grid_key, _ in grid:  # one budget per size: every grid point must consume the same tokens per step
+        if any(same_key(grid_key, key) for key in PER_STEP):
+            raise ConfigError(f"--tokens-per-parameter gives every grid point of a size the same steps, so --grid "
+                              f"{grid_key} cannot change the tokens per step; give it one value, or drop "
+                              "--tokens-per-parameter.")
 
 
 def budget(planned, tokens_per_parameter: float) -> tuple[tuple[str, str], ...]:
