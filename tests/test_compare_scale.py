@@ -185,3 +185,22 @@ def test_a_tiny_scaled_sweep_reports_its_laws_and_rebuilds_them(in_tmp, capsys):
     before = (out / "results.md").read_bytes()
     assert run_main([*sweep, "--report"]) == 0, capsys.readouterr().err[-3000:]
     assert (out / "results.md").read_bytes() == before
+
+
+def test_a_point_past_the_grid_stays_in_its_size(monkeypatch):
+    """--extend-edges at one size of a --scale sweep adds runs of that size: its folder, settings and budget."""
+    from lit_attention.sweep import running
+
+    argv = ["--config", VIT, "--variants", "standard", "--seeds", "1", "--grid", "model.init_args.lr=1e-3,2e-3",
+            "--scale", f"{DIM}=16,32", "--extend-edges", "--max-extensions", "1", "--report"]
+    args, extra = build_parser().parse_known_args(argv)
+    size, plan, size_extra = plan_sizes(args, ["standard"], [("model.init_args.lr", ["1e-3", "2e-3"])], extra,
+                                        parse_scale(args.scale))[1]
+    states = {r: RunState(r, record=loss_record(1.0 if r.point[0][1] == "2e-3" else 2.0, 320, "")) for r in plan.runs}
+    found = []
+    monkeypatch.setattr(running, "find_state", lambda run, *a, **k: found.append(run) or RunState(run))
+    running.extend_edges(args, plan, states, Path("out"), size_extra)
+    [beyond] = found
+    assert beyond.point == (("model.init_args.lr", "0.004"),) and beyond.size == size.label == "dim=32"
+    assert beyond.directory(Path("out")) == Path("out/runs/dim=32/lr=0.004/standard/seed_0")
+    assert f"--{DIM}=32" in beyond.arguments(args.config, size_extra)
