@@ -52,6 +52,10 @@ EXAMPLES = """examples:
   lit-attention compare --config recipes/nonlinear_query/gpt3_small.yaml --variants standard,nonlinear_query \\
       --grid model.init_args.lr=6e-4,8e-4,1.2e-3 --seeds 3 --test --launcher slurm \\
       --slurm-partition gpu --slurm-nodes 1 --slurm-gpus-per-node 8 --slurm-time 720
+  lit-attention compare --config recipes/quickstart/gpt_stdlib.yaml --variants standard,nonlinear_query \\
+      --arm 'standard+12.5%;standard;model.init_args.net.mlp_ratio=4.75' --grid model.init_args.lr=1e-3,3e-3 \\
+      --scale model.init_args.net.dim=64,128,256 --scale model.init_args.net.num_heads=2,4,8 \\
+      --tokens-per-parameter 20 --seeds 5 --test --extend-edges
 """
 
 
