@@ -3,6 +3,7 @@ records (synthetic here, and once from a tiny real sweep)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -182,6 +183,13 @@ def test_a_tiny_scaled_sweep_reports_its_laws_and_rebuilds_them(in_tmp, capsys):
     assert "`standard`'s law passes through its two sizes" in text and (out / "scaling.png").is_file()
     records = sorted(p.relative_to(out / "runs").parts[:3] for p in (out / "runs").rglob("record.json"))
     assert len(records) == 8 and records[0] == ("dim=16,num_heads=2", "default", "mlp5")
+    size = out / "runs/dim=32,num_heads=2/default"
+    standard, mlp5 = (json.loads(next((size / arm).rglob("record.json")).read_text()) for arm in ("standard", "mlp5"))
+    budget = standard["settings"]
+    assert budget["size"] == "dim=32,num_heads=2" and budget["tokens_per_parameter"] == "0.1"
+    steps = round(0.1 * standard["params"]["non_embedding"] / 64)  # batch 4 x 16 tokens
+    assert standard["optimizer_steps"] == mlp5["optimizer_steps"] == int(budget["max_steps"]) == steps
+    assert f"| {budget['max_steps']} | {budget['warmup_steps']} | 4/4 |" in text
     before = (out / "results.md").read_bytes()
     assert run_main([*sweep, "--report"]) == 0, capsys.readouterr().err[-3000:]
     assert (out / "results.md").read_bytes() == before
