@@ -22,31 +22,25 @@ import math
 import re
 import shlex
 import sys
-import time
 from argparse import ArgumentError
 from pathlib import Path
 
 from lit_attention.errors import ConfigError
 from lit_attention.modeling.variants import presets_help
 from lit_attention.sweep.atomic import check_reports_writable
-from lit_attention.sweep.launchers import Job, LocalLauncher, SlurmLauncher
 from lit_attention.sweep.output_dir import OutputLock, check_output
 from lit_attention.sweep.report import write_report
+from lit_attention.sweep.running import extend_edges, launch, make_launcher
 from lit_attention.sweep.verify import choose_runs, rerun, scratch
 from lit_attention.training.run_dirs import check_writable
 from lit_attention.sweep.runs import (
-    Plan,
-    Run,
     baseline_arm,
     check_extra_arguments,
-    clear_failure,
     find_state,
     parse_grid,
     parse_point,
     parse_primary,
     parse_variants,
-    point_label,
-    write_failure,
 )
 
 MAX_SEED = 2**32 - 1  # numpy's bound (a uint32), which Lightning's seed_everything enforces
@@ -58,6 +52,10 @@ EXAMPLES = """examples:
   lit-attention compare --config recipes/nonlinear_query/gpt3_small.yaml --variants standard,nonlinear_query \\
       --grid model.init_args.lr=6e-4,8e-4,1.2e-3 --seeds 3 --test --launcher slurm \\
       --slurm-partition gpu --slurm-nodes 1 --slurm-gpus-per-node 8 --slurm-time 720
+  lit-attention compare --config recipes/quickstart/gpt_stdlib.yaml --variants standard,nonlinear_query \\
+      --arm 'standard+12.5%;standard;model.init_args.net.mlp_ratio=4.75' --grid model.init_args.lr=1e-3,3e-3 \\
+      --scale model.init_args.net.dim=64,128,256 --scale model.init_args.net.num_heads=2,4,8 \\
+      --tokens-per-parameter 20 --seeds 5 --test --extend-edges
 """
 
 
@@ -73,6 +71,16 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--first-seed", type=int, default=0)
     sweep.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
                        help="a setting to sweep (any fit key, e.g. model.init_args.lr=3e-4,1e-3); repeat for a product")
+    sweep.add_argument("--scale", action="append", default=[], metavar="KEY=V1,V2,...",
+                       help="model sizes: run every arm at every size, each size its own tuned sweep under "
+                            "<output>/runs/<size>/, and add the scaling laws and multipliers to the report "
+                            "(e.g. model.init_args.net.dim=64,128,256); repeat with lists of the same length to "
+                            "change keys together (--scale model.init_args.net.dim=64,128 --scale "
+                            "model.init_args.net.num_heads=2,4 is two sizes)")
+    sweep.add_argument("--tokens-per-parameter", type=float, default=None, metavar="R",
+                       help="with --scale: train each size for R tokens per non-embedding parameter of its "
+                            "baseline arm (a token: one position of a language model's batch, one sample for "
+                            "every other task), setting trainer.max_steps and keeping the recipe's warm-up fraction")
     sweep.add_argument("--match-parameters", metavar="VARIANT",
                        help="give every other arm the MLP width that brings its non-embedding parameters within 1%% "
                             "of VARIANT's")
@@ -155,6 +163,10 @@ def run(argv: list[str]) -> None:
     variants = parse_variants(args.variants)
     grid = parse_grid(args.grid)
     check_extra_arguments(extra, grid)
+    from lit_attention.sweep.sizes import check_scale, parse_scale
+
+    sizes = parse_scale(args.scale)
+    check_scale(sizes, grid, extra, args.arm, args.tokens_per_parameter, args)
     extra = [*device_arguments(args), *extra]  # what a run is given to run on; the user's own words come last
     from lit_attention.training.cli import recipe_name
 
@@ -163,7 +175,12 @@ def run(argv: list[str]) -> None:
     check_writable(output)
     check_reports_writable(output)
     with OutputLock(output, "lit-attention compare " + shlex.join(argv)).acquire(wait=args.wait_for_lock):
-        run_sweep(args, argv, variants, grid, extra, output)
+        if sizes:
+            from lit_attention.sweep.scaled_sweep import run_scaled_sweep
+
+            run_scaled_sweep(args, argv, variants, grid, extra, output, sizes)
+        else:
+            run_sweep(args, argv, variants, grid, extra, output)
 
 
 def run_sweep(args, argv: list[str], variants: list[str], grid, extra: list[str], output: Path) -> None:
@@ -249,133 +266,3 @@ def device_arguments(args) -> list[str]:
     import torch
 
     return [f"--trainer.devices={args.devices_per_run}"] if torch.cuda.is_available() else []
-
-
-# ---------------------------------------------------------------------------------------------- running
-
-
-def launch(args, plan: Plan, states: dict, output: Path, extra: list[str]) -> int:
-    """Run every unfinished run; print a line per finished one. Returns how many failed."""
-    todo = [r for r in plan.runs if not states[r].finished]
-    launcher = make_launcher(args, output)
-    total, done_before = len(plan.runs), len(plan.runs) - len(todo)
-    print(f"compare: {total} runs ({len(plan.arms)} arm(s) x {len(plan.points)} grid point(s) x {len(plan.seeds)} seed(s)); "
-          f"{done_before} finished earlier, {len(todo)} to run, {launcher.describe()}; output {output}", flush=True)
-    started, finished, failed = time.perf_counter(), [0], [0]
-
-    def report(job: Job, status: int, last_line: str) -> None:
-        run = job.key
-        finished[0] += 1
-        elapsed = time.perf_counter() - started
-        left = elapsed / finished[0] * (len(todo) - finished[0])
-        where = f"{run.arm} seed {run.seed} {point_label(run.point)}"
-        count = f"[{done_before + finished[0]:>{len(str(total))}}/{total}]"
-        if status == 0:
-            state = find_state(run, output)
-            best = state.record.get("best") if state.record else None
-            result = f"best {state.record['monitor']} {best['value']:.4f} at step {best['step']}" if best else "no validation"
-            print(f"{count} {where}: {result}; about {_duration(left)} left", flush=True)
-        else:
-            failed[0] += 1
-            write_failure(run, output, status, last_line.removeprefix("error: "))
-            print(f"{count} {where}: FAILED (exit {status}): {last_line}; about {_duration(left)} left", flush=True)
-
-    for run in todo:
-        clear_failure(run, output)
-    jobs = [Job(run, run.command(args.config, extra, output, args.test), run.directory(output) / "compare.log")
-            for run in todo]
-    try:
-        if jobs:  # nothing to run: no forkserver or SLURM job files either
-            launcher.run(jobs, report)
-    except KeyboardInterrupt:
-        if args.launcher == "slurm":
-            print("\ncompare: interrupted. The jobs it submitted keep running (scancel ends them); once they "
-                  "end, the same command resumes what did not finish.", file=sys.stderr, flush=True)
-        else:
-            print("\ncompare: interrupted. Finished runs keep their records; the same command resumes the others "
-                  "from their last checkpoint.", file=sys.stderr, flush=True)
-        sys.exit(130)
-    return failed[0]
-
-
-def extend_edges(args, plan: Plan, states: dict, output: Path, extra: list[str]) -> int:
-    """--extend-edges: while an arm's tuned point sits at an end of a numeric grid axis, add the point one
-    step past it for every seed of that arm (selection.extension) and run it, for at most
-    --max-extensions rounds. With --report nothing trains: the rounds whose runs are on disk are counted
-    again, so the report of a finished sweep rebuilds. Returns how many runs failed."""
-    from lit_attention.sweep.planning import check_run
-    from lit_attention.sweep.selection import cells_of, edge_flags, extension, tuned_points
-
-    failed = 0
-    for _ in range(args.max_extensions):
-        records = [s.record for s in states.values() if s.record is not None]
-        if not records:
-            break
-        tuned = tuned_points(plan, cells_of(plan, states.values()), records[0]["mode"])
-        added: list[Run] = []
-        for arm, point in tuned.items():
-            points = plan.points_of(arm)
-            template = next(r for r in plan.runs if r.arm == arm and r.point == point)
-            for edge in edge_flags(point, points):
-                beyond = extension(point, edge, points)
-                if beyond is None or beyond in points:
-                    continue
-                try:
-                    runs = [Run(arm, template.variant, beyond, seed, extension_overrides(args, template, beyond, extra))
-                            for seed in plan.seeds]
-                    plan.configs[(arm, beyond)] = check_run(args.config, runs[0], extra).resolved
-                except ConfigError as error:  # the next value is not one a run can take (batch size 0...)
-                    print(f"compare: {arm} stays at the grid's edge: {str(error).rstrip('.')}.", flush=True)
-                    continue
-                plan.extensions.setdefault(arm, []).append(beyond)
-                points = plan.points_of(arm)
-                added += runs
-        if not added:
-            break
-        found = {r: find_state(r, output, needs_test=args.test and not args.report, wanted=plan.configs[(r.arm, r.point)])
-                 for r in added}
-        if args.report and not any(state.finished for state in found.values()):
-            for run in added:  # never run: not part of this report
-                plan.extensions[run.arm] = [p for p in plan.extensions[run.arm] if p != run.point]
-            plan.extensions = {arm: points for arm, points in plan.extensions.items() if points}
-            break
-        plan.runs += added
-        states.update(found)
-        if not args.report:
-            print(f"compare: the tuned choice of {', '.join(sorted({r.arm for r in added}))} sits at the grid's edge; "
-                  f"running the next point past it.", flush=True)
-            extension_plan = Plan(runs=added, arms=list(dict.fromkeys(r.arm for r in added)),
-                                  points=list(dict.fromkeys(r.point for r in added)), seeds=plan.seeds)
-            failed += launch(args, extension_plan, states, output, extra)
-            states.update({r: find_state(r, output) for r in added})
-    return failed
-
-
-def extension_overrides(args, template: Run, point, extra: list[str]) -> tuple[str, ...]:
-    """The arm's own arguments at a point past the grid: a parameter-matched arm (`variant~reference`)
-    gets the MLP width that matches at that point (a grid of widths or depths changes it), any other arm
-    keeps its own."""
-    if "~" not in template.arm or not (args.match_parameters or args.add_control):
-        return template.overrides
-    from lit_attention.sweep.planning import matched_mlp_ratios
-
-    key = (template.variant, template.arm.split("~", 1)[1])
-    ratios = matched_mlp_ratios(args, [template.variant], point, extra)
-    return (f"--model.init_args.net.mlp_ratio={ratios[key]}",) if key in ratios else template.overrides
-
-
-def make_launcher(args, output: Path):
-    """The launcher the options name, for the sweep and for its --verify re-runs (SLURM's job files under
-    `output`): a re-run goes where its run went, with the same threads or GPUs."""
-    if args.launcher == "slurm":
-        return SlurmLauncher(output / "slurm", args.slurm_partition, args.slurm_time, args.slurm_gpus_per_node,
-                             args.slurm_nodes, args.slurm_cpus_per_task, args.slurm_cluster)
-    return LocalLauncher(args.parallel, args.devices_per_run, fresh=args.fresh_processes)
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"

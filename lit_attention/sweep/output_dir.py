@@ -28,7 +28,7 @@ from lit_attention.sweep.verify import VERIFY
 LOCK = ".compare.lock"
 RUNS = "runs"
 # Everything compare itself puts at the top of its output (the SLURM launcher's job files go to slurm/).
-OWN_NAMES = {LOCK, RUNS, INSPECT, VERIFY, "slurm", *REPORT_FILES}
+OWN_NAMES = {LOCK, RUNS, INSPECT, VERIFY, "slurm", "sizes", "scaling.png", *REPORT_FILES}  # sizes/: --scale
 
 
 def check_output(output: Path, report_only: bool) -> None:

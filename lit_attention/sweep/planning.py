@@ -53,9 +53,10 @@ def plan_run(args: list[str], check_trainer: bool = True) -> PlannedRun:
                       resolved(planner.parser, planner.run_config))
 
 
-def build_plan(args, variants: list[str], grid, extra: list[str]) -> Plan:
+def build_plan(args, variants: list[str], grid, extra: list[str], size=None) -> Plan:
     """Every run of the sweep, each arm x grid point checked (its first seed's `Run.arguments` parsed,
-    sized and built on the meta device exactly as its fit will be) before anything trains."""
+    sized and built on the meta device exactly as its fit will be) before anything trains. `size`
+    (sizes.Size): the runs of that size of a --scale sweep, whose settings `extra` holds."""
     points = grid_points(grid)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     arms: list[tuple[str, str, tuple[str, ...], tuple]] = []  # (label, variant, overrides, point)
@@ -78,7 +79,9 @@ def build_plan(args, variants: list[str], grid, extra: list[str]) -> Plan:
         twice = sorted({label for label in labels if labels.count(label) > 1})
         raise ConfigError(f"Two arms are called {twice[0]!r}; give each --arm a label of its own.")
     check_folder_names(list(dict.fromkeys(labels)), points)
-    runs = [Run(label, variant, point, seed, overrides) for label, variant, overrides, point in arms for seed in seeds]
+    where = {"size": size.label, "budget": size.budget} if size is not None else {}
+    runs = [Run(label, variant, point, seed, overrides, **where)
+            for label, variant, overrides, point in arms for seed in seeds]
     configs = {(run.arm, run.point): check_run(args.config, run, extra).resolved for run in runs if run.seed == seeds[0]}
     labels = list(dict.fromkeys(label for label, *_ in arms))
     return Plan(runs=runs, arms=labels, points=points, seeds=seeds, configs=configs)
@@ -87,7 +90,7 @@ def build_plan(args, variants: list[str], grid, extra: list[str]) -> Plan:
 def check_run(configs, run: Run, extra):
     """The run's config as its fit will resolve it (from the same `Run.arguments`); a bad key or value
     is one sentence naming the run."""
-    where = f"{run.arm} at {run.point_label}"
+    where = f"{run.arm} at {run.point_label}" + (f", size {run.size}" if run.size else "")
     try:
         # The hardware is the fit's to check: a login node plans a SLURM sweep of GPU runs.
         return plan_run(run.arguments(configs, extra), check_trainer=False)
@@ -129,3 +132,35 @@ def non_embedding(configs, variant: str, point, overrides, extra) -> tuple[int, 
     plan = check_run(configs, Run(variant, variant, point, 0, overrides), extra)  # any seed: counts do not depend on it
     model = plan.config.model.init_args
     return plan.model.param_counts["non_embedding"], model.net.dim, model.net.mlp_ratio
+
+
+def plan_sizes(args, variants: list[str], grid, extra: list[str], sizes) -> list[tuple]:
+    """[(size, its Plan, its extra arguments)] for a --scale sweep, every size planned before any trains;
+    with --tokens-per-parameter each size's budget is set from its baseline arm's non-embedding
+    parameters at the first grid point (sizes.budget)."""
+    from dataclasses import replace
+
+    from lit_attention.sweep.sizes import budget
+
+    planned = []
+    for size in sizes:
+        if args.tokens_per_parameter is not None:
+            variant = budget_variant(args.baseline, variants)
+            first = Run(variant, variant, grid_points(grid)[0], args.first_seed, size=size.label)
+            size = replace(size, budget=budget(check_run(args.config, first, [*extra, *size.arguments]),
+                                               args.tokens_per_parameter))
+        size_extra = [*extra, *size.arguments]
+        planned.append((size, build_plan(args, variants, grid, size_extra, size), size_extra))
+    return planned
+
+
+def budget_variant(baseline: str, variants: list[str]) -> str:
+    """The variant whose parameters set a size's budget: the baseline's, or the first variant when the
+    baseline is an arm of its own (a control, an --arm)."""
+    if baseline in variants:
+        return baseline
+    try:
+        name = parse_variants([baseline], "--baseline")[0]
+    except ConfigError:
+        return variants[0]
+    return name if name in variants else variants[0]

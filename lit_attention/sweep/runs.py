@@ -3,7 +3,8 @@ where each run lives on disk, the `lit-attention fit` command that trains it (`R
 `Run.arguments`, which compare also checks the run with before the sweep starts), and its state.
 
 A run's directory is `<output>/runs/<grid point>[/<arm>]/<variant>/seed_<n>/version_<k>/` (the
-ordinary run layout with the grid point as the run name; `--run.recipe` keeps the recipe's own name
+ordinary run layout with the grid point as the run name; a `--scale` sweep's runs have their size's
+label in front: `<output>/runs/<size>/<grid point>/...`; `--run.recipe` keeps the recipe's own name
 in the record and TensorBoard). A run is finished when its newest version holds a record.json;
 otherwise re-running the sweep resumes it from its last.ckpt (`fit --ckpt_path last`, which starts it
 afresh when it has none).
@@ -41,6 +42,8 @@ class Run:
     point: tuple[tuple[str, str], ...]  # the grid values, in --grid order
     seed: int
     overrides: tuple[str, ...] = ()  # the arm's own arguments (a matched control's MLP ratio)
+    size: str = ""  # with --scale: the size's label ("dim=32"), which its folder and settings carry
+    budget: tuple[tuple[str, str], ...] = ()  # with --scale: the size's budget, written into the settings
 
     @property
     def point_label(self) -> str:
@@ -55,7 +58,8 @@ class Run:
         """The grid point, and the arm when its label is not just its variant (controls, --arm): two arms
         of one variant never share a directory."""
         name = slug(self.point_label)
-        return f"{name}/{slug(self.arm)}" if self.arm != self.variant or self.overrides else name
+        name = f"{name}/{slug(self.arm)}" if self.arm != self.variant or self.overrides else name
+        return f"{slug(self.size)}/{name}" if self.size else name
 
     def arguments(self, configs: list[str], extra: list[str]) -> list[str]:
         """The `fit` arguments that decide what this run computes: what compare checks the run with
@@ -68,7 +72,7 @@ class Run:
         """The `lit-attention fit` that trains this run: its arguments, then where it is written and what
         it is labelled (settings compare controls, so `extra` cannot set them) and a resume from its last
         checkpoint."""
-        settings = {**dict(self.point), "arm": self.arm}
+        settings = {**dict(self.point), "arm": self.arm, **({"size": self.size, **dict(self.budget)} if self.size else {})}
         return [*LIT_ATTENTION, "fit", *self.arguments(configs, extra), f"--run.root={Path(output) / 'runs'}",
                 f"--run.name={self.run_name}", f"--run.recipe={recipe_name(configs)}", f"--run.test={str(test).lower()}",
                 f"--run.settings={json.dumps(settings)}", "--ckpt_path=last"]

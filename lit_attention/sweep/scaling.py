@@ -8,8 +8,9 @@ what the baseline does at 8M. The compute multiplier says the same in
 training FLOPs. An interval wholly above 1 says the arm is worth more than its size in the baseline's
 currency; one that holds 1 says no difference is detectable at these seeds and sizes. Against a claim
 such as "beats a standard model with 12.5% more parameters", read whether the interval lies above 1.125
-(a parameter-control arm, e.g. standard with 12.5% more parameters, is just another arm: its own
-multiplier should sit near its parameter ratio if parameters are all that matters).
+(a parameter-control arm, e.g. standard with 12.5% more parameters, is just another arm: its N
+already counts its extra parameters, so its own multiplier should sit near 1 if parameters are all
+that matters).
 
 When not to trust one:
 * too few sizes: with fewer than 4, E is fixed at 0 (three points cannot pin E, A and α) and the law

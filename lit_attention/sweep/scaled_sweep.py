@@ -1,0 +1,50 @@
+"""`compare --scale`: every size is a sweep of its own (the arms x the grid x the seeds, planned,
+run, edge-extended and tuned exactly as a sweep without --scale), all of them planned before any
+trains, run one size after another; the report adds the scaling laws over the sizes
+(scaled_report.py)."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+from lit_attention.sweep.running import extend_edges, launch
+from lit_attention.sweep.runs import baseline_arm, find_state, parse_point, parse_primary
+
+
+def run_scaled_sweep(args, argv: list[str], variants: list[str], grid, extra: list[str], output: Path, sizes) -> None:
+    """Plan every size, run what is not finished, and report, while this command holds the output's lock."""
+    from lit_attention.sweep.planning import plan_sizes
+    from lit_attention.sweep.scaled_report import write_scaled_report
+
+    planned = plan_sizes(args, variants, grid, extra, sizes)
+    first = planned[0][1]
+    args.baseline = baseline_arm(first, args.baseline)
+    primary = parse_primary(first, args.primary, args.baseline)
+    common_point = parse_point(first, args.at)
+    parts = []
+    for size, plan, size_extra in planned:
+        states = {r: find_state(r, output, needs_test=args.test and not args.report,
+                                wanted=plan.configs[(r.arm, r.point)]) for r in plan.runs}
+        parts.append((size, plan, states, size_extra))
+    failed = 0
+    for size, plan, states, size_extra in parts:
+        if not args.report:
+            print(f"compare: size {size.label}", flush=True)
+            failed += launch(args, plan, states, output, size_extra)
+            states.update({r: find_state(r, output) for r in plan.runs})
+        if args.extend_edges:
+            failed += extend_edges(args, plan, states, output, size_extra)
+    # The sweep's command, the same whether it trained or --report rebuilt it: the report rebuilds byte for byte.
+    command = "lit-attention compare " + " ".join(word for word in argv if word != "--report")
+    text = write_scaled_report([(size, plan, list(states.values())) for size, plan, states, _ in parts], output,
+                               command, args.baseline, args.success_threshold, primary=primary,
+                               cross_fitted=args.cross_fit, common_point=common_point,
+                               extension_rounds=args.max_extensions if args.extend_edges else None)
+    print("\n" + text)
+    print(f"Wrote {output}/results.md (each size's tables in {output}/sizes/); curves: tensorboard --logdir "
+          f"{shlex.quote(str(output / 'runs'))}")
+    if failed:
+        print(f"{failed} run(s) failed; their errors are in the tables and in each run's compare.log.", file=sys.stderr)
+        sys.exit(1)
