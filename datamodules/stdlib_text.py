@@ -202,4 +202,4 @@ class WindowCollate:
     def __call__(self, rows: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Tensor]:
         windows = torch.stack([window for window, _ in rows]).long() + self.offset
         labels = torch.stack([label for _, label in rows])
-        return {"tokens": windows, "padding_mask": torch.zeros_like(windows, dtype=torch.bool), "labels": labels}
+        return {"tokens": windows, "padding_mask": torch.zeros_like(windows, dtype=torch.bool), "padded": False, "labels": labels}

@@ -94,7 +94,9 @@ class ClassificationCollate:
                     f"Label {missing.args[0]!r} does not occur in the training split, whose labels are "
                     f"{sorted(self.label_ids)}."
                 ) from None
-        return {"tokens": tokens, "padding_mask": padding_mask, "labels": torch.tensor(labels, dtype=torch.long)}
+        # `padded` is decided here on the host, so the model needs no device read to drop an empty mask.
+        return {"tokens": tokens, "padding_mask": padding_mask, "padded": bool(padding_mask.any()),
+                "labels": torch.tensor(labels, dtype=torch.long)}
 
 
 class TextClassificationDataModule(DataModule):

@@ -68,8 +68,10 @@ class TranslationCollate:
         src_ids, src_mask = _pad(src, PAD_ID)
         tgt_in, tgt_mask = _pad([torch.cat([bos, t]) for t in tgt], PAD_ID)
         tgt_out, _ = _pad([torch.cat([t, eos]) for t in tgt], PAD_ID)
+        # Whether each side has padding, decided here on the host: the model then needs no device read
+        # to drop a mask that marks nothing (modeling/attention.py padding_or_none).
         batch = {"src": src_ids, "src_padding_mask": src_mask, "tgt_in": tgt_in, "tgt_out": tgt_out,
-                 "tgt_padding_mask": tgt_mask}
+                 "tgt_padding_mask": tgt_mask, "src_padded": bool(src_mask.any()), "tgt_padded": bool(tgt_mask.any())}
         if self.with_texts:
             batch["texts"] = [row["source"] for row in rows]
         return batch

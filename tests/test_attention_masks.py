@@ -130,3 +130,12 @@ def test_padded_batches_run_on_the_meta_device():
         tokens, padding = torch.zeros(2, LENGTH, dtype=torch.long), torch.zeros(2, LENGTH, dtype=torch.bool)
         assert text(tokens, padding).shape == (2, 3)
         assert translation(tokens, tokens, padding, padding).shape == (2, LENGTH, VOCAB)
+
+
+def test_a_padding_flag_known_on_the_host_decides_without_reading_the_mask():
+    """The collate functions say on the host whether a batch has padding; the model then trusts it."""
+    from lit_attention.modeling.attention import padding_or_none
+
+    unpadded, padded = torch.zeros(2, 5, dtype=torch.bool), torch.ones(2, 5, dtype=torch.bool)
+    assert padding_or_none(unpadded, padded=False) is None and padding_or_none(unpadded, padded=True) is unpadded
+    assert padding_or_none(unpadded) is None and padding_or_none(padded) is padded  # unknown: it looks

@@ -335,13 +335,17 @@ def warn_if_masked_kernels_unfused(model: str, dim: int, num_heads: int) -> None
                   f"or cuDNN kernels (flash takes no mask) and runs the slower math kernel; {fix}.", stacklevel=3)
 
 
-def padding_or_none(padding_mask: torch.Tensor | None) -> torch.Tensor | None:
+def padding_or_none(padding_mask: torch.Tensor | None, padded: bool | None = None) -> torch.Tensor | None:
     """`padding_mask`, or None when it marks no padding: then attention needs no mask and SDPA may pick
-    its flash kernel. The check costs one host sync per forward on an accelerator; under torch.compile
-    (a branch on its values would break the graph) and on the meta device (FLOP counting: no values)
-    the mask is kept."""
-    if (padding_mask is None or torch.compiler.is_compiling() or padding_mask.is_meta
-            or bool(padding_mask.any())):
+    its flash kernel. `padded` says whether it marks any, where the caller knows without reading the
+    device (the DataLoader's collate function decides it on the host); None looks, which costs one host
+    sync per forward on an accelerator. Under torch.compile (a branch on its values would break the
+    graph) and on the meta device (FLOP counting: no values) an unknown mask is kept."""
+    if padding_mask is None or padded is True:
+        return padding_mask
+    if padded is False:
+        return None
+    if torch.compiler.is_compiling() or padding_mask.is_meta or bool(padding_mask.any()):
         return padding_mask
     return None
 

@@ -95,11 +95,11 @@ class Seq2SeqTransformer(nn.Module):
 
     # ------------------------------------------------------------------ encoder / decoder
 
-    def encode(self, src: torch.Tensor, src_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def encode(self, src: torch.Tensor, src_padding_mask: torch.Tensor | None = None, padded: bool | None = None) -> torch.Tensor:
         _check_length("source", src.shape[1], self.max_src_len)
         x = self.dropout(self.src_embed(src) + self.src_pos.weight[: src.shape[1]])
         # Without padding no mask (SDPA may use its flash kernel); with it, one mask for every layer.
-        padding = padding_or_none(src_padding_mask)
+        padding = padding_or_none(src_padding_mask, padded)
         mask = attention_mask(x.shape[1], x.shape[1], padding, causal=False, cross_attention=False, device=x.device)
         for block in self.encoder:
             x = block(x, padding_mask=padding, mask=mask)
@@ -112,8 +112,11 @@ class Seq2SeqTransformer(nn.Module):
         src_padding_mask: torch.Tensor | None = None,
         tgt_padding_mask: torch.Tensor | None = None,
         cache: list[BlockCache] | None = None,
+        src_padded: bool | None = None,
+        tgt_padded: bool | None = None,
     ) -> torch.Tensor:
-        """Decoder logits (B, T, tgt_vocab). With a `cache` (from `new_decoder_cache`, which holds the
+        """Decoder logits (B, T, tgt_vocab). `src_padded` / `tgt_padded`: whether the masks mark any
+        padding, if known on the host (see `padding_or_none`). With a `cache` (from `new_decoder_cache`, which holds the
         memory), `tgt_in` are only the positions after those the cache holds."""
         start = 0 if cache is None else cache[0].attn.length
         end = start + tgt_in.shape[1]
@@ -124,7 +127,7 @@ class Seq2SeqTransformer(nn.Module):
                 x = block(x, cache=block_cache)
             return self.lm_head(self.decoder_norm(x))
         # One mask per kind of attention for every layer, none where there is no padding.
-        tgt_padding, src_padding = padding_or_none(tgt_padding_mask), padding_or_none(src_padding_mask)
+        tgt_padding, src_padding = padding_or_none(tgt_padding_mask, tgt_padded), padding_or_none(src_padding_mask, src_padded)
         t = x.shape[1]
         mask = attention_mask(t, t, tgt_padding, causal=True, cross_attention=False, device=x.device) if tgt_padding is not None else None
         memory_mask = attention_mask(1, memory.shape[1], src_padding, causal=False, cross_attention=True, device=x.device)
@@ -144,10 +147,14 @@ class Seq2SeqTransformer(nn.Module):
         tgt_in: torch.Tensor,
         src_padding_mask: torch.Tensor | None = None,
         tgt_padding_mask: torch.Tensor | None = None,
+        src_padded: bool | None = None,
+        tgt_padded: bool | None = None,
     ) -> torch.Tensor:
-        """Teacher-forced logits (B, T, tgt_vocab) for target inputs `tgt_in` (starting with bos)."""
-        memory = self.encode(src, src_padding_mask)
-        return self.decode(tgt_in, memory, src_padding_mask, tgt_padding_mask)
+        """Teacher-forced logits (B, T, tgt_vocab) for target inputs `tgt_in` (starting with bos);
+        `src_padded` / `tgt_padded` as in `decode`."""
+        memory = self.encode(src, src_padding_mask, src_padded)
+        return self.decode(tgt_in, memory, src_padding_mask, tgt_padding_mask, src_padded=src_padded,
+                           tgt_padded=tgt_padded)
 
     # ------------------------------------------------------------------ decoding
 

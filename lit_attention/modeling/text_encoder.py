@@ -86,9 +86,11 @@ class TextEncoderClassifier(nn.Module):
         nn.init.normal_(self.token_embed.weight, std=0.02)
         nn.init.normal_(self.pos_embed.weight, std=0.02)
 
-    def forward(self, tokens: torch.Tensor, key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, key_padding_mask: torch.Tensor | None = None,
+                padded: bool | None = None) -> torch.Tensor:
         """tokens (B, T) with T <= max_len; key_padding_mask (B, T), True at padding
-        (derived from `pad_id` when not given)."""
+        (derived from `pad_id` when not given); `padded`: whether it marks any, if known on the host
+        (see `padding_or_none`)."""
         if tokens.shape[1] > self.max_len:
             raise ConfigError(f"Sequence length {tokens.shape[1]} exceeds max_len={self.max_len}; truncate inputs to max_len tokens.")
         if key_padding_mask is None:
@@ -99,7 +101,7 @@ class TextEncoderClassifier(nn.Module):
             key_padding_mask = torch.cat([key_padding_mask.new_zeros(x.shape[0], 1), key_padding_mask], dim=1)
         x = self.dropout(x + self.pos_embed.weight[: x.shape[1]])
         # Without padding no mask (SDPA may use its flash kernel); with it, one mask for every layer.
-        padding = padding_or_none(key_padding_mask)
+        padding = padding_or_none(key_padding_mask, padded)
         mask = attention_mask(x.shape[1], x.shape[1], padding, causal=False, cross_attention=False, device=x.device)
         for block in self.blocks:
             x = block(x, padding_mask=padding, mask=mask)

@@ -30,7 +30,7 @@ class TextClassifier(ClassificationTask):
 
     @staticmethod
     def forward_batch(model, batch):
-        return model(batch["tokens"], batch["padding_mask"])
+        return model(batch["tokens"], batch["padding_mask"], batch.get("padded"))
 
     @staticmethod
     def batch_size_of(batch) -> int:

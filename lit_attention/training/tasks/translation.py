@@ -58,7 +58,8 @@ class Seq2SeqTranslator(TaskModule):
 
     @staticmethod
     def forward_batch(model, batch):
-        return model(batch["src"], batch["tgt_in"], batch["src_padding_mask"], batch["tgt_padding_mask"])
+        return model(batch["src"], batch["tgt_in"], batch["src_padding_mask"], batch["tgt_padding_mask"],
+                     batch.get("src_padded"), batch.get("tgt_padded"))
 
     @staticmethod
     def batch_size_of(batch) -> int:
