@@ -99,7 +99,7 @@ def check_scale(sizes: list[Size], grid, extra: list[str], arms: list[str], toke
         for word in [*extra, *(w for arm in arms for w in arm.split(";")[2:])]:
             if same_key(word.lstrip("-").split("=")[0], key):
                 raise ConfigError(f"{word!r} sets {key}, which --scale varies; drop it, or drop that key from --scale.")
-    if args.verify or args.inspect:
+    if sizes and (args.verify or args.inspect):
         raise ConfigError(f"--{'verify' if args.verify else 'inspect'} does not work with --scale yet; run it on "
                           "one size's sweep (the same command without --scale, that size's settings given).")
     if tokens_per_parameter is None:
