@@ -10,7 +10,6 @@ import re
 from pathlib import Path
 
 from lit_attention.errors import ConfigError, brief
-from lit_attention.training.checkpointing import fsync_directory
 
 REPORT_FILES = ("results.md", "results.csv", "timings.csv", "results.png")
 TEMPORARY = re.compile(r"\.(" + "|".join(map(re.escape, REPORT_FILES)) + r")\.\d+\.tmp")
@@ -44,7 +43,7 @@ def write_atomically(path: str | os.PathLike, data: str | bytes) -> None:
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
-    fsync_directory(path.parent)  # so that the rename itself survives a power loss
+    sync_directory(path.parent)  # so that the rename itself survives a power loss
 
 
 def refuse_unwritable(path: Path) -> None:
@@ -60,3 +59,16 @@ def check_reports_writable(output: Path) -> None:
     """Before any run trains: every report file already in `output` can be replaced."""
     for name in REPORT_FILES:
         refuse_unwritable(Path(output) / name)
+
+
+def sync_directory(directory: Path) -> None:
+    try:
+        descriptor = os.open(directory, os.O_RDONLY)
+    except OSError:  # a platform that cannot open directories
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)

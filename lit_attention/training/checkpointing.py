@@ -55,10 +55,10 @@ def atomic_save(checkpoint: Any, path: str | os.PathLike) -> None:
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
-    fsync_directory(path.parent)  # make the rename itself survive a power loss
+    _fsync_directory(path.parent)  # make the rename itself survive a power loss
 
 
-def fsync_directory(directory: Path) -> None:
+def _fsync_directory(directory: Path) -> None:
     try:
         descriptor = os.open(directory, os.O_RDONLY)
     except OSError:  # some platforms cannot open directories
