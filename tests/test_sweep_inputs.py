@@ -37,6 +37,8 @@ VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
         (["--variants", " , "], "--variants ' , ' names no variant"),
         (["--baseline", ""], "--baseline '' names no arm; give the arm every other arm is compared with"),
         (["--arm", "a b;standard", "--arm", "a_b;efficient"], "The arms 'a b' and 'a_b' would share the folder 'a_b'"),
+        (["--trainer.limit_val_batches", "0"], "--trainer.limit_val_batches 0 switches validation off, but compare"),
+        (["--trainer.limit_val_batches=0.0"], "--trainer.limit_val_batches 0.0 switches validation off"),
     ],
 )
 def test_a_plan_compare_cannot_honour_is_refused_before_anything_is_written(args, message, in_tmp, capsys):

@@ -145,6 +145,7 @@ def run(argv: list[str]) -> None:
     except ArgumentError as error:
         raise ConfigError(f"{error}; `lit-attention compare --help` lists the options.") from None
     check_not_abbreviated(extra, parser)
+    check_runs_validate(extra)
     for name in ("seeds", "parallel", "devices_per_run", "slurm_nodes", "slurm_time"):
         if getattr(args, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} {getattr(args, name)} is invalid; give at least 1.")
@@ -245,6 +246,24 @@ def check_seeds(first: int, count: int) -> None:
     if last > MAX_SEED:
         raise ConfigError(f"--first-seed {first} with --seeds {count} reaches seed {last}, past the largest seed "
                           f"{MAX_SEED}; give --first-seed {MAX_SEED - count + 1} or less, or fewer seeds.")
+
+
+def check_runs_validate(extra: list[str]) -> None:
+    """compare chooses each arm's grid point, and reports, on validation: runs told never to validate
+    would all finish and leave an empty report, and the sweep would exit 0."""
+    for i, word in enumerate(extra):
+        key, given, value = word.partition("=")
+        if key != "--trainer.limit_val_batches":
+            continue
+        value = value if given else (extra[i + 1] if i + 1 < len(extra) else "")
+        try:
+            off = float(value) == 0
+        except ValueError:
+            continue  # the fit parser names a malformed value
+        if off:
+            raise ConfigError(f"--trainer.limit_val_batches {value} switches validation off, but compare chooses each "
+                              "arm's grid point and reports on validation; give a number of batches or a fraction in "
+                              "(0, 1], or leave it unset.")
 
 
 def check_not_abbreviated(extra: list[str], parser: argparse.ArgumentParser) -> None:
