@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from lit_attention.errors import ConfigError, brief
+from lit_attention.training.fsync import fsync_directory
 
 REPORT_FILES = ("results.md", "results.csv", "timings.csv", "results.png")
 TEMPORARY = re.compile(r"\.(" + "|".join(map(re.escape, REPORT_FILES)) + r")\.\d+\.tmp")
@@ -43,7 +44,7 @@ def write_atomically(path: str | os.PathLike, data: str | bytes) -> None:
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
-    sync_directory(path.parent)  # so that the rename itself survives a power loss
+    fsync_directory(path.parent)  # so that the rename itself survives a power loss
 
 
 def refuse_unwritable(path: Path) -> None:
@@ -59,16 +60,3 @@ def check_reports_writable(output: Path) -> None:
     """Before any run trains: every report file already in `output` can be replaced."""
     for name in REPORT_FILES:
         refuse_unwritable(Path(output) / name)
-
-
-def sync_directory(directory: Path) -> None:
-    try:
-        descriptor = os.open(directory, os.O_RDONLY)
-    except OSError:  # a platform that cannot open directories
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)

@@ -33,6 +33,7 @@ from lit_attention.modeling.attention import resolve_spec
 from lit_attention.errors import ConfigError
 from lit_attention.training.lightning_internals import load_pending_loader_states, validation_follows
 from lit_attention.training.random_states import gathered_random_states, restore_own_states, seed_own_stream
+from lit_attention.training.fsync import fsync_directory
 from lit_attention.training.run_dirs import CHECKPOINTS, LAST, newest_version
 from lit_attention.training.tasks.base import TaskModule
 
@@ -55,20 +56,7 @@ def atomic_save(checkpoint: Any, path: str | os.PathLike) -> None:
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
-    _fsync_directory(path.parent)  # make the rename itself survive a power loss
-
-
-def _fsync_directory(directory: Path) -> None:
-    try:
-        descriptor = os.open(directory, os.O_RDONLY)
-    except OSError:  # some platforms cannot open directories
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)
+    fsync_directory(path.parent)  # make the rename itself survive a power loss
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
