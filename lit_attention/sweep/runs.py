@@ -126,17 +126,23 @@ def parse_variants(tokens: list[str], option: str = "--variants") -> list[str]:
     return list(dict.fromkeys(variants))
 
 
+def axis_item(item: str, option: str, example: str) -> tuple[str, list[str]]:
+    """(key, [values]) of one `KEY=V1,V2,...` item of `option` (--grid, --scale), the key written with or
+    without `--`, and checked as a key compare may vary; `example` ends the sentence for a malformed one."""
+    key, sep, values = item.partition("=")
+    key = key.strip().lstrip("-")
+    choices = [v.strip() for v in values.split(",")]
+    if not sep or not key or not all(choices):
+        raise ConfigError(f"{option} {item!r} is malformed; write KEY=V1,V2,... such as {example}.")
+    check_not_controlled(key, f"{option} {key}")
+    return key, choices
+
+
 def parse_grid(items: list[str]) -> list[tuple[str, list[str]]]:
     """[(key, [values])] from `KEY=V1,V2,...` items; keys may be written with or without `--`."""
     grid: list[tuple[str, list[str]]] = []
     for item in items:
-        key, sep, values = item.partition("=")
-        key = key.strip().lstrip("-")
-        choices = [v.strip() for v in values.split(",")]
-        if not sep or not key or not all(choices):
-            raise ConfigError(f"--grid {item!r} is malformed; write KEY=V1,V2,... such as "
-                              "model.init_args.lr=3e-4,1e-3,3e-3.")
-        check_not_controlled(key, f"--grid {key}")
+        key, choices = axis_item(item, "--grid", "model.init_args.lr=3e-4,1e-3,3e-3")
         for earlier, _ in grid:
             if key == earlier:
                 raise ConfigError(f"--grid {key} is given twice; put all its values in one --grid {key}=V1,V2,...")

@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 
 from lit_attention.errors import ConfigError
-from lit_attention.sweep.runs import check_not_controlled, point_label, same_key
+from lit_attention.sweep.runs import axis_item, point_label, same_key
 
 MAX_STEPS = "trainer.max_steps"
 WARMUP = "model.init_args.warmup_steps"
@@ -50,14 +50,8 @@ def parse_scale(items: list[str]) -> list[Size]:
     """The sizes of `--scale KEY=V1,V2,...` items (repeated: zipped, lists of one length); [] without."""
     axes: list[tuple[str, list[str]]] = []
     for item in items:
-        key, sep, values = item.partition("=")
-        key = key.strip().lstrip("-")
-        choices = [v.strip() for v in values.split(",")]
-        if not sep or not key or not all(choices):
-            raise ConfigError(f"--scale {item!r} is malformed; write KEY=V1,V2,... such as "
-                              "model.init_args.net.dim=64,128,256 (repeat --scale with as many values to change "
-                              "several keys together).")
-        check_not_controlled(key, f"--scale {key}")
+        key, choices = axis_item(item, "--scale", "model.init_args.net.dim=64,128,256 (repeat --scale with as many "
+                                 "values to change several keys together)")
         for earlier, earlier_values in axes:
             if same_key(key, earlier):
                 raise ConfigError(f"--scale {key} is given twice; give each size key once.")
