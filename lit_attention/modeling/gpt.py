@@ -241,6 +241,26 @@ class GPT(nn.Module):
             raise ConfigError(f"The GPT-2 state dict lacks {sorted(missing)[0]!r}; pass a GPT2LMHeadModel or GPT2Model state dict.")
         return model
 
+    @classmethod
+    def from_llama(cls, source: nn.Module | dict[str, torch.Tensor], llama_config=None, **kwargs) -> "GPT":
+        """A GPT holding the weights of a transformers `LlamaForCausalLM` (or `LlamaModel`), or of its state
+        dict beside its `LlamaConfig`: RoPE, RMSNorm, SwiGLU of width `intermediate_size`, no biases, and
+        `num_key_value_heads` as the attention's kv_heads. The head is tied to the embedding exactly when the
+        config ties them (`tie_word_embeddings`), else it is the checkpoint's own `lm_head`. What the config
+        sets that this GPT cannot compute (rope_scaling, biases, partial rotary, ...) is refused.
+        `kwargs` go to the GPTConfig (a shorter max_len for the cache, dropout, say)."""
+        from lit_attention.modeling.ports import llama_gpt
+
+        return llama_gpt(cls, source, llama_config, "Llama", kwargs)
+
+    @classmethod
+    def from_qwen3(cls, source: nn.Module | dict[str, torch.Tensor], qwen3_config=None, **kwargs) -> "GPT":
+        """`from_llama` for a transformers `Qwen3ForCausalLM`: the same block, plus qk_norm (RMSNorm over each
+        head's queries and keys before the rotation). Sliding-window layers are refused."""
+        from lit_attention.modeling.ports import llama_gpt
+
+        return llama_gpt(cls, source, qwen3_config, "Qwen3", kwargs)
+
 
 def _init_weights(module: nn.Module, std: float) -> None:
     if isinstance(module, nn.Linear):
