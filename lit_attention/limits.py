@@ -28,7 +28,7 @@ LIMITS: dict[str, tuple[Callable[[Any], bool], str]] = {
     # The model configs' fields.
     **{name: _POSITIVE for name in (
         "dim", "depth", "encoder_depth", "decoder_depth", "num_heads", "patch_size", "num_classes", "image_size",
-        "in_channels", "vocab_size", "max_len", "max_src_len", "max_tgt_len")},
+        "in_channels", "vocab_size", "max_len", "max_src_len", "max_tgt_len", "mlp_hidden")},
     "mlp_ratio": (lambda v: 0 < v < math.inf, "a finite number > 0"),
     "dropout": _FRACTION,
     "drop_path": _FRACTION,

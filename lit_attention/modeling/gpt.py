@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from lit_attention.modeling.attention import warn_if_masked_kernels_unfused
-from lit_attention.modeling.blocks import BlockCache, TransformerBlock, drop_path_rates, parameter_counts
+from lit_attention.modeling.blocks import BlockCache, TransformerBlock, drop_path_rates, make_norm, parameter_counts
 from lit_attention.modeling.config import ModelConfig
 from lit_attention.modeling.sampling import check_sampling, next_token
 from lit_attention.modeling.variants import AttentionSpec
@@ -28,12 +28,16 @@ class GPTConfig(ModelConfig):
         depth: transformer blocks.
         num_heads: attention heads (must divide dim).
         mlp_ratio: MLP hidden width as a multiple of dim.
+        norm: layernorm or rmsnorm (weight only, as Llama's), for every norm of the model.
+        mlp: gelu (fc1, GELU, fc2) or swiglu (Llama's gated MLP, SiLU(x W_gate) * x W_up, then W_down).
+        mlp_hidden: the MLP's hidden width; null derives it from mlp_ratio (swiglu: int(2/3 * int(mlp_ratio * dim)),
+            Llama's rule without its rounding up, so it holds about the gelu MLP's parameters).
         dropout: dropout in embeddings, attention and MLP.
         drop_path: stochastic depth of the last block.
-        bias: biases in linear layers and LayerNorms (GPT-2 has them).
+        bias: biases in linear layers and LayerNorms (GPT-2 has them; RMSNorm has none).
         tie_weights: the output head shares the token embedding.
-        activation: gelu (exact) or gelu_tanh (GPT-2's approximation).
-        norm_eps: LayerNorm eps.
+        activation: the gelu MLP's GELU, exact (gelu) or GPT-2's tanh approximation (gelu_tanh).
+        norm_eps: the norms' eps.
         init_std: std of the normal initialisation (GPT-2's 0.02).
     """
 
@@ -43,6 +47,9 @@ class GPTConfig(ModelConfig):
     depth: int = 6
     num_heads: int = 6
     mlp_ratio: float = 4.0
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    mlp: Literal["gelu", "swiglu"] = "gelu"
+    mlp_hidden: int | None = None
     dropout: float = 0.0
     drop_path: float = 0.0
     bias: bool = False
@@ -72,10 +79,10 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(
             TransformerBlock(c.dim, c.num_heads, attention, max_len=c.max_len, causal=True, mlp_ratio=c.mlp_ratio,
                              dropout=c.dropout, drop_path=rate, bias=c.bias, activation=c.activation,
-                             norm_eps=c.norm_eps)
+                             norm_eps=c.norm_eps, norm=c.norm, mlp=c.mlp, mlp_hidden=c.mlp_hidden)
             for rate in drop_path_rates(c.drop_path, c.depth)
         )
-        self.norm = nn.LayerNorm(c.dim, eps=c.norm_eps, bias=c.bias)
+        self.norm = make_norm(c.norm, c.dim, c.norm_eps, c.bias)
         self.lm_head = nn.Linear(c.dim, c.vocab_size, bias=False)
         if c.tie_weights:
             self.lm_head.weight = self.token_embed.weight

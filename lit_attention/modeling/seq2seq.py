@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 import torch.distributed as dist
@@ -11,7 +12,7 @@ from torch import nn
 
 from lit_attention.errors import ConfigError
 from lit_attention.modeling.attention import attention_mask, padding_or_none, warn_if_masked_kernels_unfused
-from lit_attention.modeling.blocks import BlockCache, TransformerBlock, drop_path_rates, parameter_counts
+from lit_attention.modeling.blocks import BlockCache, TransformerBlock, drop_path_rates, make_norm, parameter_counts
 from lit_attention.modeling.config import ModelConfig
 from lit_attention.modeling.variants import AttentionSpec
 
@@ -32,9 +33,13 @@ class Seq2SeqConfig(ModelConfig):
         decoder_depth: decoder blocks.
         num_heads: attention heads (must divide dim).
         mlp_ratio: MLP hidden width as a multiple of dim.
+        norm: layernorm or rmsnorm (weight only, as Llama's), for every norm of the model.
+        mlp: gelu (fc1, GELU, fc2) or swiglu (Llama's gated MLP, SiLU(x W_gate) * x W_up, then W_down).
+        mlp_hidden: the MLP's hidden width; null derives it from mlp_ratio (swiglu: int(2/3 * int(mlp_ratio * dim)),
+            Llama's rule without its rounding up, so it holds about the gelu MLP's parameters).
         dropout: dropout in embeddings, attention and MLP.
         drop_path: stochastic depth of the last block.
-        bias: biases in linear layers and LayerNorms.
+        bias: biases in linear layers and LayerNorms (RMSNorm has none).
         tie_weights: the output head shares the target embedding.
     """
 
@@ -49,6 +54,9 @@ class Seq2SeqConfig(ModelConfig):
     decoder_depth: int = 3
     num_heads: int = 4
     mlp_ratio: float = 4.0
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    mlp: Literal["gelu", "swiglu"] = "gelu"
+    mlp_hidden: int | None = None
     dropout: float = 0.1
     drop_path: float = 0.0
     bias: bool = True
@@ -76,17 +84,17 @@ class Seq2SeqTransformer(nn.Module):
         self.dropout = nn.Dropout(c.dropout)
         self.encoder = nn.ModuleList(
             TransformerBlock(c.dim, c.num_heads, attention, max_len=c.max_src_len, mlp_ratio=c.mlp_ratio,
-                             dropout=c.dropout, drop_path=rate, bias=c.bias)
+                             dropout=c.dropout, drop_path=rate, bias=c.bias, norm=c.norm, mlp=c.mlp, mlp_hidden=c.mlp_hidden)
             for rate in drop_path_rates(c.drop_path, c.encoder_depth)
         )
         self.decoder = nn.ModuleList(
             TransformerBlock(c.dim, c.num_heads, attention, max_len=c.max_tgt_len, causal=True, mlp_ratio=c.mlp_ratio,
                              dropout=c.dropout, drop_path=rate, bias=c.bias, cross_attention=True,
-                             memory_max_len=c.max_src_len)
+                             memory_max_len=c.max_src_len, norm=c.norm, mlp=c.mlp, mlp_hidden=c.mlp_hidden)
             for rate in drop_path_rates(c.drop_path, c.decoder_depth)
         )
-        self.encoder_norm = nn.LayerNorm(c.dim, bias=c.bias)
-        self.decoder_norm = nn.LayerNorm(c.dim, bias=c.bias)
+        self.encoder_norm = make_norm(c.norm, c.dim, bias=c.bias)
+        self.decoder_norm = make_norm(c.norm, c.dim, bias=c.bias)
         self.lm_head = nn.Linear(c.dim, c.vocab_size, bias=False)
         if c.tie_weights:
             self.lm_head.weight = self.tgt_embed.weight

@@ -10,7 +10,7 @@ from torch import nn
 
 from lit_attention.errors import ConfigError
 from lit_attention.modeling.attention import attention_mask, padding_or_none, warn_if_masked_kernels_unfused
-from lit_attention.modeling.blocks import TransformerBlock, drop_path_rates, parameter_counts
+from lit_attention.modeling.blocks import TransformerBlock, drop_path_rates, make_norm, parameter_counts
 from lit_attention.modeling.config import ModelConfig
 from lit_attention.modeling.variants import AttentionSpec
 
@@ -30,10 +30,14 @@ class TextEncoderConfig(ModelConfig):
         depth: transformer blocks.
         num_heads: attention heads (must divide dim).
         mlp_ratio: MLP hidden width as a multiple of dim.
+        norm: layernorm or rmsnorm (weight only, as Llama's), for every norm of the model.
+        mlp: gelu (fc1, GELU, fc2) or swiglu (Llama's gated MLP, SiLU(x W_gate) * x W_up, then W_down).
+        mlp_hidden: the MLP's hidden width; null derives it from mlp_ratio (swiglu: int(2/3 * int(mlp_ratio * dim)),
+            Llama's rule without its rounding up, so it holds about the gelu MLP's parameters).
         pool: cls (a learned CLS token) or mean (masked mean of the real tokens).
         dropout: dropout in embeddings, attention and MLP.
         drop_path: stochastic depth of the last block.
-        bias: biases in linear layers and LayerNorms.
+        bias: biases in linear layers and LayerNorms (RMSNorm has none).
     """
 
     vocab_size: int | None = None
@@ -44,6 +48,9 @@ class TextEncoderConfig(ModelConfig):
     depth: int = 4
     num_heads: int = 4
     mlp_ratio: float = 4.0
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    mlp: Literal["gelu", "swiglu"] = "gelu"
+    mlp_hidden: int | None = None
     pool: Literal["cls", "mean"] = "cls"
     dropout: float = 0.1
     drop_path: float = 0.0
@@ -78,10 +85,10 @@ class TextEncoderClassifier(nn.Module):
         self.dropout = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
             TransformerBlock(c.dim, c.num_heads, attention, max_len=num_positions, mlp_ratio=c.mlp_ratio,
-                             dropout=c.dropout, drop_path=rate, bias=c.bias)
+                             dropout=c.dropout, drop_path=rate, bias=c.bias, norm=c.norm, mlp=c.mlp, mlp_hidden=c.mlp_hidden)
             for rate in drop_path_rates(c.drop_path, c.depth)
         )
-        self.norm = nn.LayerNorm(c.dim, bias=c.bias)
+        self.norm = make_norm(c.norm, c.dim, bias=c.bias)
         self.head = nn.Linear(c.dim, c.num_classes)
         nn.init.normal_(self.token_embed.weight, std=0.02)
         nn.init.normal_(self.pos_embed.weight, std=0.02)
