@@ -34,6 +34,7 @@ LIMITS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "drop_path": _FRACTION,
     "norm_eps": (lambda v: v > 0, "> 0"),
     "init_std": (lambda v: v > 0, "> 0 (GPT-2 uses 0.02)"),
+    "rope_base": (lambda v: 1 < v < math.inf, "a finite number > 1 (Llama uses 10000)"),
     # The tasks' own arguments: the optimiser's, then each task's.
     "lr": (lambda v: v > 0, "> 0"),
     "weight_decay": (lambda v: v >= 0, ">= 0"),

@@ -59,7 +59,8 @@ def test_one_table_holds_the_limits_of_the_configs_and_the_tasks():
     # without limits would take any number silently.
     # Not limits but choices (Literal, bool, a variant), the data's token ids, and the signatures' own names.
     unlimited = {"monitor", "attention", "compile", "decay_positions", "pool", "bias", "activation", "tie_weights",
-                 "norm", "mlp", "pad_id", "bos_id", "eos_id", "net", "self", "task", "optimization"}
+                 "norm", "mlp", "pad_id", "bos_id", "eos_id", "net", "self", "task", "optimization", "position",
+                 "qk_norm"}
     names = {f.name for task in TASKS for f in fields(task.config_class)}
     names |= {name for task in (*TASKS, *(t.__mro__[1] for t in TASKS)) if "__init__" in vars(task)
               for name in inspect.signature(task.__init__).parameters}

@@ -16,6 +16,13 @@ Each variant is a point on three axes plus one flag:
 
     Y = concat_i softmax(s Q_i K_i^T + mask) V_i  W_O        (softmax over the *key* axis)
 
+Three options shape every variant alike (docs/DESIGN.md §2, "Modern options"):
+  * kv_heads g (a setting of the spec): W_K and W_V make g heads, query head i reads key/value head
+    i // (h / g) (grouped-query attention; g = 1 is multi-query); it needs linear keys and values;
+  * qk_norm: RMSNorm over each head's Q_i and K_i (d_h wide), before the rotation;
+  * positions (positions.py): `rotary` rotates whatever Q_i and K_i the variant makes; `alibi` adds its
+    bias to the scores. Neither touches the values, so W_A mixes values as before.
+
 Masking rules for W_A (the ones published code gets wrong):
   * causal: W_A is used lower-triangular, so V_t only mixes positions <= t;
   * padding: the columns of W_A at padded positions are zeroed, so padding never leaks in;
@@ -48,6 +55,7 @@ from lit_attention.modeling.variants import (  # noqa: F401  (re-exported: the s
 from lit_attention.errors import ConfigError
 from lit_attention.modeling.cached_attention import CachedDecoding
 from lit_attention.modeling.kv_cache import KVCache
+from lit_attention.modeling.positions import alibi_bias, alibi_slopes, apply_rotary, check_rotary_width
 
 class QueryMLP(nn.Module):
     """f(X) = LN(GELU(RMSNorm(X) W_1) W_2): the nonlinear part of the residual query, no biases."""
@@ -89,6 +97,8 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
         dropout: dropout on attention weights and on the output.
         cross_attention: keys and values come from `memory` passed to `forward`.
         fused: use `F.scaled_dot_product_attention`; False selects the plain-math reference path.
+        qk_norm: RMSNorm (weight only, eps `norm_eps`) over each head's queries and keys.
+        alibi: add ALiBi's bias to the scores (self-attention only).
     """
 
     def __init__(
@@ -102,6 +112,9 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
         dropout: float = 0.0,
         cross_attention: bool = False,
         fused: bool = True,
+        qk_norm: bool = False,
+        norm_eps: float = 1e-5,
+        alibi: bool = False,
     ) -> None:
         super().__init__()
         self.spec = resolve_spec(variant)
@@ -114,7 +127,12 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
                 f"max_len={max_len} is invalid: variant {self.spec.name!r} mixes values with W_A "
                 "and needs max_len, a positive sequence length."
             )
+        if alibi and cross_attention:
+            raise ConfigError("alibi=True is for self-attention; queries and memory are different sequences, "
+                              "so cross-attention has no distance to penalise.")
         self.dim, self.num_heads, self.head_dim = dim, num_heads, dim // num_heads
+        self.kv_heads = check_kv_heads(self.spec, num_heads)
+        self.kv_dim = self.kv_heads * self.head_dim  # the width of K and V (dim unless grouped)
         self.max_len, self.causal, self.cross_attention = max_len, causal, cross_attention
         self.dropout = dropout
         self.fused = fused
@@ -130,8 +148,10 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
         from_memory = [n for n, keep in (("k", wants_k), ("v", wants_v)) if keep and cross_attention]
         self._from_x, self._from_memory = tuple(from_x), tuple(from_memory)
         # One fused projection for the kept matrices that read x (never one Linear per head).
-        self.in_proj = nn.Linear(dim, len(from_x) * dim, bias=bias) if from_x else None
-        self.memory_proj = nn.Linear(dim, len(from_memory) * dim, bias=bias) if from_memory else None
+        width = {"q": dim, "k": self.kv_dim, "v": self.kv_dim}
+        self._x_widths, self._memory_widths = [width[n] for n in from_x], [width[n] for n in from_memory]
+        self.in_proj = nn.Linear(dim, sum(self._x_widths), bias=bias) if from_x else None
+        self.memory_proj = nn.Linear(dim, sum(self._memory_widths), bias=bias) if from_memory else None
         self.query_mlp = QueryMLP(dim, self.spec.query_hidden or dim // 2) if self.spec.query == "residual_mlp" else None
         self.out_proj = nn.Linear(dim, dim, bias=bias)  # W_O is kept in every variant
 
@@ -139,6 +159,11 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
             self.value_mix = nn.Parameter(value_mix_init(self.spec.value_mix_init, max_len))
         else:
             self.register_parameter("value_mix", None)
+        self.q_norm = nn.RMSNorm(self.head_dim, eps=norm_eps) if qk_norm else None
+        self.k_norm = nn.RMSNorm(self.head_dim, eps=norm_eps) if qk_norm else None
+        self.alibi = alibi
+        if alibi:  # not saved: the slopes follow from num_heads
+            self.register_buffer("alibi_slopes", alibi_slopes(num_heads).float(), persistent=False)
 
         # `half` is the nonlinear-query paper's Q = (X + f(X)) / 2, folded into the softmax scale.
         self.scale = 1.0 / math.sqrt(self.head_dim)
@@ -152,14 +177,14 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
         source = x if memory is None else memory
         parts = self._project_input(x)
         if self.memory_proj is not None:
-            parts.update(zip(self._from_memory, self.memory_proj(source).split(self.dim, dim=-1)))
+            parts.update(zip(self._from_memory, self.memory_proj(source).split(self._memory_widths, dim=-1)))
         return self._query(x, parts), parts.get("k", source), parts.get("v", source)
 
     def _project_input(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         """The projections of `x` this variant keeps, by name (q, k, v), from the one fused matmul."""
         if self.in_proj is None:
             return {}
-        return dict(zip(self._from_x, self.in_proj(x).split(self.dim, dim=-1)))
+        return dict(zip(self._from_x, self.in_proj(x).split(self._x_widths, dim=-1)))
 
     def _query(self, x: torch.Tensor, parts: dict[str, torch.Tensor]) -> torch.Tensor:
         query = self.spec.query
@@ -172,9 +197,29 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
         return x + self.query_mlp(x)  # residual_mlp
 
     def _split_heads(self, t: torch.Tensor) -> torch.Tensor:
-        """(B, T, d) -> (B, h, T, d_h) as a view: head i is the i-th slice of d_h columns."""
-        b, n, _ = t.shape
-        return t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
+        """(B, T, n·d_h) -> (B, n, T, d_h) as a view: head i is the i-th slice of d_h columns (n = h for
+        queries, kv_heads for grouped keys and values)."""
+        b, n, width = t.shape
+        return t.view(b, n, width // self.head_dim, self.head_dim).transpose(1, 2)
+
+    def _shape(self, t: torch.Tensor, norm: nn.Module | None, rotary) -> torch.Tensor:
+        """Heads (B, n, T, d_h) of a query or key: RMSNorm'd with qk_norm, then rotated with `rotary`."""
+        if norm is not None:
+            t = norm(t)
+        return t if rotary is None else apply_rotary(t, rotary)
+
+    def _scores_mask(self, t_q: int, t_k: int, kv_padding: torch.Tensor | None, mask: torch.Tensor | None,
+                     device: torch.device) -> torch.Tensor | None:
+        """The mask this forward attends under: the model's (or one built from the padding), with ALiBi's
+        bias added as floats when this layer has it and the model did not add it already."""
+        if mask is None and kv_padding is not None:
+            mask = self._allowed(t_q, t_k, kv_padding, device)
+        if not self.alibi or (mask is not None and mask.is_floating_point()):
+            return mask
+        if mask is None and self.causal:
+            mask = self._allowed(t_q, t_k, None, device)
+        return biased_mask(mask, alibi_bias(self.alibi_slopes, torch.arange(t_q, device=device),
+                                            torch.arange(t_k, device=device)))
 
     def _value_mix_block(self, length: int) -> torch.Tensor:
         """Top-left length x length block of W_A, lower-triangular when causal."""
@@ -200,6 +245,7 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
         memory_padding_mask: torch.Tensor | None = None,
         cache: KVCache | None = None,
         mask: torch.Tensor | None = None,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """Attend from `x` (B, T, d) to itself, or to `memory` (B, S, d) for cross-attention.
 
@@ -210,9 +256,17 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
         `cache`: decode incrementally (see `KVCache`); `x` then holds only the new positions, and the
         padding and memory live in the cache. This path always uses SDPA (`fused` selects between the
         two uncached paths); tests compare it with the uncached forward.
+        `mask` may be a float mask (ALiBi's bias added, -inf where not allowed; see `biased_mask`).
+        `rotary`: (cos, sin) of `positions.rotary_tables` for the positions of `x` (the new ones with a
+        cache), rotating queries and keys; self-attention only.
         """
+        if rotary is not None:
+            if self.cross_attention:
+                raise ConfigError("rotary is for self-attention; cross-attention's queries and memory are "
+                                  "different sequences and are not rotated.")
+            check_rotary_width(self.head_dim)
         if cache is not None:
-            return self._forward_cached(x, cache)
+            return self._forward_cached(x, cache, rotary)
         if self.cross_attention != (memory is not None):
             raise ConfigError(
                 "memory must be given exactly when the module was built with cross_attention=True."
@@ -222,9 +276,10 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
         if self.value_mix is not None:
             w = self._value_mix_block(v.shape[1])
             v = self._fused_value_mix(w, v, kv_padding) if self.fused else self._reference_value_mix(w, v, kv_padding)
-        q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)
-        if mask is None and kv_padding is not None:
-            mask = self._allowed(q.shape[-2], k.shape[-2], kv_padding, q.device)
+        q = self._shape(self._split_heads(q), self.q_norm, rotary)
+        k = self._shape(self._split_heads(k), self.k_norm, rotary)
+        v = self._split_heads(v)
+        mask = self._scores_mask(q.shape[-2], k.shape[-2], kv_padding, mask, q.device)
         attend = self._fused_attention if self.fused else self._reference_attention
         y = attend(q, k, v, mask)
         y = y.transpose(1, 2).reshape(x.shape[0], x.shape[1], self.dim)
@@ -243,11 +298,16 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
     def _fused_attention(self, q, k, v, mask):
         """SDPA with `mask` (from the padding), or without one: `is_causal` covers causality alone."""
         dropout_p = self.dropout if self.training else 0.0
+        gqa = k.shape[1] != q.shape[1]
         if mask is None and self.causal:
             if q.shape[-2] == k.shape[-2]:
-                return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=self.scale)
+                return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=self.scale,
+                                                      enable_gqa=gqa)
             mask = self._allowed(q.shape[-2], k.shape[-2], None, q.device)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=self.scale)
+        if mask is not None and mask.is_floating_point():
+            mask = mask.to(q.dtype)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=self.scale,
+                                              enable_gqa=gqa)
 
     # ------------------------------------------------------------------ reference path
 
@@ -259,10 +319,16 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
 
     def attention_weights(self, q, k, kv_padding=None, mask=None) -> torch.Tensor:
         """softmax(s Q K^T + mask) over the key axis, explicitly; (B, h, T_q, T_k). `mask` as in
-        `forward`, else built from `kv_padding` (and causality)."""
+        `forward`, else built from `kv_padding` (and causality, and ALiBi). Grouped keys (fewer heads
+        than the queries) are repeated: query head i reads key head i // (h / kv_heads)."""
+        k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
         scores = (q @ k.transpose(-2, -1)) * self.scale
         allowed = mask if mask is not None else self._allowed(q.shape[-2], k.shape[-2], kv_padding, q.device)
-        if allowed is not None:
+        if self.alibi and (allowed is None or not allowed.is_floating_point()):
+            allowed = self._scores_mask(q.shape[-2], k.shape[-2], None, allowed, q.device)
+        if allowed is not None and allowed.is_floating_point():
+            scores = scores + allowed.to(scores.dtype)
+        elif allowed is not None:
             scores = scores.masked_fill(~allowed, float("-inf"))
         return scores.softmax(dim=-1)
 
@@ -271,18 +337,19 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
         if self.record_weights:
             self.recorded_weights = weights.detach()
         weights = F.dropout(weights, self.dropout, self.training)
-        return weights @ v
+        return weights @ v.repeat_interleave(q.shape[1] // v.shape[1], dim=1)
 
     def projection_weights(self) -> dict[str, torch.Tensor]:
         """The kept projection matrices W as applied to rows (X W, shape (d, d)), by name: `q`, `k`, `v`
         (those this variant keeps; `k` and `v` read the memory in cross-attention) and `o`. Head i's
         W_Q,i is columns i*d_h:(i+1)*d_h; head i's W_O,i is rows i*d_h:(i+1)*d_h. Biases are left out.
+        With kv_heads g < h, `k` and `v` are (d, g·d_h): key/value head j serves query heads j·h/g..
         For tools that look at what a trained layer learned (lit_attention/analysis)."""
         found = {}
         if self.in_proj is not None:
-            found.update(zip(self._from_x, self.in_proj.weight.split(self.dim, dim=0)))
+            found.update(zip(self._from_x, self.in_proj.weight.split(self._x_widths, dim=0)))
         if self.memory_proj is not None:
-            found.update(zip(self._from_memory, self.memory_proj.weight.split(self.dim, dim=0)))
+            found.update(zip(self._from_memory, self.memory_proj.weight.split(self._memory_widths, dim=0)))
         found["o"] = self.out_proj.weight
         return {name: weight.detach().t() for name, weight in found.items()}
 
@@ -290,7 +357,38 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
         return (
             f"dim={self.dim}, num_heads={self.num_heads}, variant={self.spec.name!r}, "
             f"max_len={self.max_len}, causal={self.causal}, cross_attention={self.cross_attention}"
+            + (", alibi=True" if self.alibi else "")
         )
+
+
+def check_kv_heads(spec: AttentionSpec, num_heads: int) -> int:
+    """The key/value heads of `spec` with `num_heads` query heads, or one sentence why it has none."""
+    kv_heads = spec.kv_heads or num_heads
+    if num_heads % kv_heads:
+        divisors = ", ".join(str(n) for n in range(1, num_heads + 1) if num_heads % n == 0)
+        raise ConfigError(f"kv_heads={kv_heads} does not divide num_heads={num_heads}; choose kv_heads among {divisors}.")
+    if kv_heads < num_heads and "identity" in (spec.key, spec.value):
+        linear = ", ".join(name for name, s in PRESETS.items() if s.key == s.value == "linear")
+        raise ConfigError(f"kv_heads={kv_heads} needs linear keys and values, but variant {spec.name!r} has an identity "
+                          f"{'key' if spec.key == 'identity' else 'value'} (a shared head of X_i is no slice of X); "
+                          f"use kv_heads with {linear}.")
+    return kv_heads
+
+
+def alibi_mask(slopes: torch.Tensor, t_q: int, t_k: int, key_padding_mask: torch.Tensor | None, causal: bool,
+               device: torch.device) -> torch.Tensor:
+    """The float mask of a self-attention layer with ALiBi at positions 0..T-1: `attention_mask` with the
+    bias of `slopes` added; a model builds it once per forward and hands it to every layer."""
+    allowed = attention_mask(t_q, t_k, key_padding_mask, causal, False, device)
+    return biased_mask(allowed, alibi_bias(slopes, torch.arange(t_q, device=device), torch.arange(t_k, device=device)))
+
+
+def biased_mask(allowed: torch.Tensor | None, bias: torch.Tensor) -> torch.Tensor:
+    """A float mask for SDPA: `bias` (ALiBi's, per head) where `allowed` (a boolean mask of
+    `attention_mask`), -inf elsewhere."""
+    if allowed is None:
+        return bias
+    return torch.where(allowed, bias, torch.tensor(float("-inf"), dtype=bias.dtype, device=bias.device))
 
 
 def attention_mask(t_q: int, t_k: int, key_padding_mask: torch.Tensor | None, causal: bool, cross_attention: bool,

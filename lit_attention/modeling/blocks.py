@@ -99,7 +99,8 @@ class TransformerBlock(nn.Module):
     """x + attn(N(x)), then x + MLP(N(x)); with `cross_attention`, a cross-attention sub-layer
     on the encoder memory sits between the two (the decoder block of an encoder–decoder).
     N is `norm` (layernorm or rmsnorm), the MLP is `mlp` (gelu: fc1, GELU, fc2; swiglu: `SwiGLU`)
-    of width `mlp_hidden_width(dim, mlp_ratio, mlp, mlp_hidden)`."""
+    of width `mlp_hidden_width(dim, mlp_ratio, mlp, mlp_hidden)`. `qk_norm` applies to both attentions;
+    `alibi` and the forward's `rotary` to self-attention only (queries and memory are different sequences)."""
 
     def __init__(
         self,
@@ -116,17 +117,21 @@ class TransformerBlock(nn.Module):
         memory_max_len: int | None = None,
         activation: str = "gelu",
         norm_eps: float = 1e-5,
+        qk_norm: bool = False,
+        alibi: bool = False,
         norm: str = "layernorm",
         mlp: str = "gelu",
         mlp_hidden: int | None = None,
     ) -> None:
         super().__init__()
         self.norm1 = make_norm(norm, dim, norm_eps, bias)
-        self.attn = MultiHeadAttention(dim, num_heads, attention, max_len=max_len, causal=causal, bias=bias, dropout=dropout)
+        self.attn = MultiHeadAttention(dim, num_heads, attention, max_len=max_len, causal=causal, bias=bias, dropout=dropout,
+                                       qk_norm=qk_norm, norm_eps=norm_eps, alibi=alibi)
         if cross_attention:
             self.norm_cross = make_norm(norm, dim, norm_eps, bias)
             self.cross_attn = MultiHeadAttention(
-                dim, num_heads, attention, max_len=memory_max_len, bias=bias, dropout=dropout, cross_attention=True
+                dim, num_heads, attention, max_len=memory_max_len, bias=bias, dropout=dropout, cross_attention=True,
+                qk_norm=qk_norm, norm_eps=norm_eps,
             )
         else:
             self.norm_cross = self.cross_attn = None
@@ -144,20 +149,22 @@ class TransformerBlock(nn.Module):
         cache: BlockCache | None = None,
         mask: torch.Tensor | None = None,
         memory_mask: torch.Tensor | None = None,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """With a `cache` (from `new_cache`), `x` holds only the new positions; padding and memory are
         in the cache. `mask` / `memory_mask`: the `attention_mask` of `padding_mask` /
-        `memory_padding_mask`, built once per forward by the model (else by each layer)."""
+        `memory_padding_mask`, built once per forward by the model (else by each layer); `mask` may carry
+        ALiBi's bias (`biased_mask`). `rotary`: (cos, sin) of the positions of `x`, for self-attention."""
         if cache is not None:
-            return self._forward_cached(x, cache)
-        x = x + self.drop_path(self.attn(self.norm1(x), key_padding_mask=padding_mask, mask=mask))
+            return self._forward_cached(x, cache, rotary)
+        x = x + self.drop_path(self.attn(self.norm1(x), key_padding_mask=padding_mask, mask=mask, rotary=rotary))
         if self.cross_attn is not None:
             x = x + self.drop_path(self.cross_attn(self.norm_cross(x), memory=memory,
                                                    memory_padding_mask=memory_padding_mask, mask=memory_mask))
         return x + self.drop_path(self.mlp(self.norm2(x)))
 
-    def _forward_cached(self, x: torch.Tensor, cache: BlockCache) -> torch.Tensor:
-        x = x + self.drop_path(self.attn(self.norm1(x), cache=cache.attn))
+    def _forward_cached(self, x: torch.Tensor, cache: BlockCache, rotary=None) -> torch.Tensor:
+        x = x + self.drop_path(self.attn(self.norm1(x), cache=cache.attn, rotary=rotary))
         if self.cross_attn is not None:
             x = x + self.drop_path(self.cross_attn(self.norm_cross(x), cache=cache.cross_attn))
         return x + self.drop_path(self.mlp(self.norm2(x)))

@@ -3,6 +3,11 @@
 Causal W_A makes the mixed value at t equal to sum_{j<=t} W_A[t, j] V_j, which never changes once
 written, so the cache holds the unmixed values (to mix each new row) and the mixed ones (to attend to);
 tests prove the cached forward equal to the uncached one.
+
+Keys are cached as attention reads them: qk_norm'd and rotated (RoPE), so a step rotates only its own
+key; an identity key then is no longer its value, and the two get their own buffers. Grouped keys and
+values (kv_heads) are cached with their g heads only. ALiBi's bias is built from the absolute positions
+the cache holds (a row's own positions when rows differ in length).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import torch.nn.functional as F
 
 from lit_attention.errors import ConfigError
 from lit_attention.modeling.kv_cache import KVCache, storage_dtype
+from lit_attention.modeling.positions import alibi_bias
 
 
 class CachedDecoding:
@@ -29,8 +35,10 @@ class CachedDecoding:
         if capacity is None or (self.value_mix is not None and capacity > self.max_len):
             raise ConfigError(f"Cache capacity {capacity} is invalid for variant {self.spec.name!r}; give a positive "
                               f"capacity of at most max_len={self.max_len} (required when max_len is unset).")
-        # Identity keys and values are both the input: one buffer serves as both.
-        return KVCache.empty(batch, capacity, self.dim, shared_values=self.spec.key == self.spec.value == "identity",
+        # Identity keys and values are both the input: one buffer serves as both, unless the keys are
+        # normalised (here) or rotated (known at the first write, see KVCache.allocate).
+        shared = self.spec.key == self.spec.value == "identity" and self.k_norm is None
+        return KVCache.empty(batch, capacity, self.kv_dim, shared_values=shared,
                              mixed=self.value_mix is not None, dtype=dtype, device=device)
 
     def memory_cache(self, memory: torch.Tensor, memory_padding_mask: torch.Tensor | None = None) -> KVCache:
@@ -45,8 +53,10 @@ class CachedDecoding:
         memory, memory_padding_mask = cache.pending
         parts = {}
         if self.memory_proj is not None:
-            parts = dict(zip(self._from_memory, self.memory_proj(memory).split(self.dim, dim=-1)))
+            parts = dict(zip(self._from_memory, self.memory_proj(memory).split(self._memory_widths, dim=-1)))
         k, v = parts.get("k", memory), parts.get("v", memory)
+        if self.k_norm is not None:
+            k = self._flat(self._shape(self._split_heads(k), self.k_norm, None))
         if self.value_mix is not None:
             v = self._fused_value_mix(self._value_mix_block(memory.shape[1]), v, memory_padding_mask)
         # Cast once here, so that no decoding step casts the whole memory again.
@@ -56,24 +66,38 @@ class CachedDecoding:
             cache.allowed = self._allowed(1, memory.shape[1], memory_padding_mask, memory.device)
         cache.pending = None
 
-    def _forward_cached(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
+    @staticmethod
+    def _flat(heads: torch.Tensor) -> torch.Tensor:
+        """(B, n, T, d_h) -> (B, T, n·d_h), the layout the cache stores."""
+        b, n, t, d_h = heads.shape
+        return heads.transpose(1, 2).reshape(b, t, n * d_h)
+
+    def _new_positions(self, x: torch.Tensor, rotary) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Query heads, and the keys (flat, normalised and rotated) and values to cache, of the new positions."""
+        q, k, v = self._project(x, None)
+        q = self._shape(self._split_heads(q), self.q_norm, rotary)
+        if self.k_norm is not None or rotary is not None:
+            k = self._flat(self._shape(self._split_heads(k), self.k_norm, rotary))
+        return q, k, v
+
+    def _forward_cached(self, x: torch.Tensor, cache: KVCache, rotary=None) -> torch.Tensor:
         if self.cross_attention:
             if cache.pending is not None:
                 self._fill_memory_cache(cache)
-            q = self._query(x, self._project_input(x))
+            q = self._shape(self._split_heads(self._query(x, self._project_input(x))), self.q_norm, None)
             y = self._attend(q, cache.keys, cache.values, cache.allowed)
         elif cache.row_lengths is None:
-            y = self._extend(x, cache)
+            y = self._extend(x, cache, rotary)
         else:
-            y = self._extend_rows(x, cache)
+            y = self._extend_rows(x, cache, rotary)
         return F.dropout(self.out_proj(y), self.dropout, self.training)
 
-    def _extend(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
+    def _extend(self, x: torch.Tensor, cache: KVCache, rotary=None) -> torch.Tensor:
         """Append positions [length, length + T) in every row and attend from them."""
-        q, k, v = self._project(x, None)
+        q, k, v = self._new_positions(x, rotary)
         start, end = cache.length, cache.length + x.shape[1]
         cache.check_room(end)
-        cache.allocate(k)
+        cache.allocate(k, shared_values=k is v)
         cache.keys[:, start:end] = k
         if cache.raw_values is not cache.keys:
             cache.raw_values[:, start:end] = v
@@ -85,15 +109,19 @@ class CachedDecoding:
             cache.values[:, start:end] = w.to(cache.raw_values.dtype) @ cache.raw_values[:, :end]
         cache.length = end
         mask = None
-        if 0 < start and end - start > 1:  # several new queries after a prefix: causal with an offset
+        if self.alibi:  # the bias of positions start..end-1 against 0..end-1, causal
+            keys, queries = torch.arange(end, device=x.device), torch.arange(start, end, device=x.device)
+            mask = torch.where(keys <= queries[:, None], alibi_bias(self.alibi_slopes, queries, keys), float("-inf"))
+        elif 0 < start and end - start > 1:  # several new queries after a prefix: causal with an offset
             mask = torch.arange(end, device=x.device) <= torch.arange(start, end, device=x.device)[:, None]
-        return self._attend(q, cache.keys[:, :end], cache.values[:, :end], mask, is_causal=start == 0 and end > 1)
+        return self._attend(q, cache.keys[:, :end], cache.values[:, :end], mask,
+                            is_causal=start == 0 and end > 1 and mask is None)
 
-    def _extend_rows(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
+    def _extend_rows(self, x: torch.Tensor, cache: KVCache, rotary=None) -> torch.Tensor:
         """Append one position per row at row b's own next position (rows of different lengths)."""
         if x.shape[1] != 1:
             raise ConfigError(f"A cache whose rows differ in length takes one new position at a time, got {x.shape[1]}.")
-        q, k, v = self._project(x, None)
+        q, k, v = self._new_positions(x, rotary)
         position, rows = cache.row_lengths, cache.rows
         end = cache.length + 1  # the longest row's new length
         cache.check_room(end)
@@ -107,13 +135,21 @@ class CachedDecoding:
             w = self.value_mix[position, :end].masked_fill(~allowed, 0.0).to(dtype)
             cache.values[rows, position] = (w[:, None] @ cache.raw_values[:, :end])[:, 0].to(dtype)
         cache.row_lengths, cache.length = position + 1, end
-        return self._attend(q, cache.keys[:, :end], cache.values[:, :end], allowed[:, None, None])
+        mask = allowed[:, None, None]
+        if self.alibi:  # row b's query sits at its own position[b]
+            keys = cache.columns[:end].expand(len(position), end)
+            mask = torch.where(mask, alibi_bias(self.alibi_slopes, position[:, None], keys), float("-inf"))
+        return self._attend(q, cache.keys[:, :end], cache.values[:, :end], mask)
 
     def _attend(self, q, k, v, mask, is_causal: bool = False) -> torch.Tensor:
-        """SDPA on (B, T, d) tensors split into heads; returns (B, T, d)."""
-        b, t, _ = q.shape
+        """SDPA from query heads (B, h, T, d_h) to cached (B, S, kv_heads·d_h) keys and values; returns (B, T, d)."""
+        b, _, t, _ = q.shape
+        k, v = self._split_heads(k), self._split_heads(v)
+        q = q.to(k.dtype)  # a normalised query may be float32 under autocast; the cache is not cast per step
+        if mask is not None and mask.is_floating_point():
+            mask = mask.to(q.dtype)
         y = F.scaled_dot_product_attention(
-            self._split_heads(q), self._split_heads(k), self._split_heads(v), attn_mask=mask,
-            dropout_p=self.dropout if self.training else 0.0, is_causal=is_causal, scale=self.scale,
+            q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0,
+            is_causal=is_causal, scale=self.scale, enable_gqa=k.shape[1] != q.shape[1],
         )
         return y.transpose(1, 2).reshape(b, t, self.dim)

@@ -21,8 +21,10 @@ class KVCache:
 
     Self-attention buffers are (B, capacity, d), allocated at the first write (in the dtype attention
     computes in, see `storage_dtype`, unless a dtype was given) and written in place; the first
-    `length` positions are filled. `keys` holds K (the input itself for identity keys), `raw_values`
-    the unmixed V (the same tensor as `keys` when both axes are identity), and `values` what queries
+    `length` positions are filled (d wide, kv_heads·d_h with grouped keys and values). `keys` holds K as
+    attention reads it (the input itself for identity keys, normalised and rotated with qk_norm and RoPE),
+    `raw_values` the unmixed V (the same tensor as `keys` when both axes are identity and the keys are
+    neither normalised nor rotated), and `values` what queries
     attend to: W_A V with value mixing, else `raw_values` again. Before the first write all three are None.
 
     `row_lengths` (B,) is set only when rows hold different numbers of positions (right-aligned prompts,
@@ -70,8 +72,9 @@ class KVCache:
     def capacity(self) -> int:
         return self.layout["capacity"] if self.keys is None else self.keys.shape[1]
 
-    def allocate(self, like: torch.Tensor) -> None:
-        """Make the buffers (once), in the dtype attention consumes `like` in and on its device."""
+    def allocate(self, like: torch.Tensor, shared_values: bool = True) -> None:
+        """Make the buffers (once), in the dtype attention consumes `like` in and on its device;
+        `shared_values` False gives identity keys their own buffer (rotated keys are not the values)."""
         if self.keys is not None:
             return
         layout = self.layout
@@ -79,7 +82,7 @@ class KVCache:
         # Zeros, not empty: masked slots get weight 0 in the softmax, and 0 * NaN would still be NaN.
         zeros = lambda: torch.zeros(layout["batch"], layout["capacity"], layout["dim"], dtype=dtype, device=device)  # noqa: E731
         self.keys = zeros()
-        self.raw_values = self.keys if layout["shared_values"] else zeros()
+        self.raw_values = self.keys if layout["shared_values"] and shared_values else zeros()
         self.values = zeros() if layout["mixed"] else self.raw_values
 
     def check_room(self, length: int) -> None:

@@ -33,11 +33,13 @@ class Option:
 
 
 # The monomials a parameter count is made of, in the order the tables print them; d the width, h the
-# heads, length = max_len (ℓ, the size of W_A).
+# heads, length = max_len (ℓ, the size of W_A), kv = kv_heads (None: h); d_kv = kv·d/h is the width of
+# grouped keys and values.
 MONOMIALS = {
-    "d²": lambda d, h, length: d * d,
-    "d": lambda d, h, length: d,
-    "ℓ²": lambda d, h, length: length * length,
+    "d²": lambda d, h, length, kv=None: d * d,
+    "d·d_kv": lambda d, h, length, kv=None: d * (d // h) * (kv or h),
+    "d": lambda d, h, length, kv=None: d,
+    "ℓ²": lambda d, h, length, kv=None: length * length,
 }
 W_O = {"d²": 1}  # kept in every variant
 
@@ -73,6 +75,10 @@ class AttentionSpec:
     query_hidden: r, the hidden width of the `residual_mlp` query (None: d/2).
     value_mix_init: W_A's initialisation: `identity` (`super` starts out as `efficient`), `xavier`
         (uniform), `orthogonal` or `normal` (N(0, 1/l)).
+    kv_heads: g, the key/value heads (None: as many as the query heads). W_K and W_V then make g heads
+        of d_h columns and query head i reads key/value head i // (h / g): grouped-query attention,
+        multi-query at g = 1. It must divide h and needs linear keys and values (an identity key or
+        value has no shared head: X_i is one slice of X per query head).
     """
 
     query: str = "linear"
@@ -82,6 +88,7 @@ class AttentionSpec:
     query_scale: str | None = None  # None: the query axis' default (see above)
     query_hidden: int | None = None
     value_mix_init: str = "identity"
+    kv_heads: int | None = None
 
     def __post_init__(self) -> None:
         choices = {**AXIS_OPTIONS, "query_scale": (None, *QUERY_SCALES), "value_mix_init": VALUE_MIX_INITS}
@@ -96,6 +103,10 @@ class AttentionSpec:
         if self.query_hidden is not None and (isinstance(self.query_hidden, bool) or not isinstance(self.query_hidden, int)
                                               or self.query_hidden < 1):
             raise ConfigError(f"query_hidden={self.query_hidden!r} is invalid; give a positive width r (or leave it unset for d/2).")
+        if self.kv_heads is not None and (isinstance(self.kv_heads, bool) or not isinstance(self.kv_heads, int)
+                                          or self.kv_heads < 1):
+            raise ConfigError(f"kv_heads={self.kv_heads!r} is invalid; give a positive number of key/value heads "
+                              "that divides num_heads (or leave it unset for one per query head).")
         if self.query_scale is None:  # frozen: fill the default in place once
             object.__setattr__(self, "query_scale", "standard" if self.query == "linear" else "half")
 
@@ -220,8 +231,9 @@ def resolve_spec(variant: str | dict | AttentionSpec | Variant) -> AttentionSpec
         for axis in AXES:
             if isinstance(settings.get(axis), str) and all(isinstance(o, bool) for o in AXIS_OPTIONS[axis]):
                 settings[axis] = _parse_bool(axis, settings[axis])
-        if isinstance(settings.get("query_hidden"), str):
-            settings["query_hidden"] = _parse_int("query_hidden", settings["query_hidden"])
+        for name in ("query_hidden", "kv_heads"):
+            if isinstance(settings.get(name), str):
+                settings[name] = _parse_int(name, settings[name])
         if base is None:
             return AttentionSpec(**settings)
         preset = _preset(base)
@@ -274,10 +286,14 @@ def head_formulas(spec: AttentionSpec) -> tuple[str, str, str]:
 
 
 def parameter_terms(spec: AttentionSpec) -> Counter:
-    """The attention parameters of `spec` without biases (r = d/2), {monomial: coefficient}."""
+    """The attention parameters of `spec` without biases (r = d/2), {monomial: coefficient}. With kv_heads
+    set, the linear key and value are d × d_kv (the MONOMIALS read kv_heads)."""
     terms = Counter(W_O)
     for axis, options in AXIS_OPTIONS.items():
-        terms.update(options[getattr(spec, axis)].parameters)
+        parameters = options[getattr(spec, axis)].parameters
+        if spec.kv_heads is not None and axis in ("key", "value"):
+            parameters = {"d·d_kv" if m == "d²" else m: n for m, n in parameters.items()}
+        terms.update(parameters)
     return terms
 
 

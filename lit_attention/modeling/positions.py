@@ -1,0 +1,102 @@
+"""Positions that live inside attention rather than in the embedding: rotary embeddings (RoPE) and ALiBi.
+
+RoPE (arXiv 2104.09864) rotates each head's queries and keys by angles that grow with the position, so
+the score of a query at m and a key at n depends on m - n only. One convention for the whole project,
+that of Hugging Face's Llama: a head's d_h columns are two halves, column c paired with c + d_h/2, and
+
+    rotary(x) = x * cos + rotate_half(x) * sin,   rotate_half(x) = cat(-x[..., d_h/2:], x[..., :d_h/2]),
+    cos, sin  = cos(p θ), sin(p θ) repeated over both halves,  θ_c = base^(-2c/d_h), c < d_h/2.
+
+A position whose cos is 1 and sin 0 is left as it is (the ViT's class token). The tables are computed once
+per forward by the model and handed to every layer as `rotary = (cos, sin)`, of shape (T, d_h) when every
+row has the same positions, or (B, 1, T, d_h) when they differ.
+
+ALiBi (arXiv 2108.12409) adds -m_i |q - k| to head i's scores, m_i a fixed geometric sequence of slopes:
+a bias on the scores, so it goes into the attention mask as floats (see attention.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from lit_attention.errors import ConfigError
+
+
+# What `position` may be in a model config; a bidirectional model (text encoder, seq2seq) has no `none`.
+POSITIONS = ("learned", "rope", "alibi", "none")
+ORDERED_POSITIONS = ("learned", "rope", "alibi")
+
+
+def check_position(position: str, dim: int, num_heads: int, model: str, causal: bool) -> None:
+    """One sentence when `position` is no choice of `model` (a bidirectional one needs position information)
+    or RoPE meets an odd head width."""
+    if position == "none" and not causal:
+        raise ConfigError(f"position='none' is invalid for the {model}: without the causal mask of a decoder, "
+                          f"attention cannot tell the order of its tokens; choose {', '.join(ORDERED_POSITIONS)}.")
+    if position not in POSITIONS:
+        choices = POSITIONS if causal else ORDERED_POSITIONS
+        raise ConfigError(f"Unknown position {position!r}; valid choices are {', '.join(choices)}.")
+    if position == "rope" and isinstance(dim, int) and isinstance(num_heads, int) and num_heads > 0 and dim % num_heads == 0:
+        check_rotary_width(dim // num_heads)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """(x1, x2) -> (-x2, x1) over the two halves of the last axis."""
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat((-second, first), dim=-1)
+
+
+def apply_rotary(x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """x (..., T, d_h) rotated by `rotary` = (cos, sin), broadcastable to x."""
+    cos, sin = rotary
+    return x * cos.to(x.dtype) + rotate_half(x) * sin.to(x.dtype)
+
+
+def check_rotary_width(head_dim: int) -> None:
+    if head_dim % 2:
+        raise ConfigError(f"position=rope needs an even head width, got d_h = dim / num_heads = {head_dim}; "
+                          "choose num_heads so that dim / num_heads is even.")
+
+
+def rotary_tables(positions: torch.Tensor, head_dim: int, base: float = 10000.0,
+                  dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    """(cos, sin) for integer `positions` (T,) -> each (T, d_h), or (B, T) -> each (B, 1, T, d_h).
+
+    Computed in float32 (float64 if asked): the angles of late positions need the precision.
+    """
+    check_rotary_width(head_dim)
+    work = torch.float64 if dtype == torch.float64 else torch.float32
+    inv_freq = base ** (-torch.arange(0, head_dim, 2, device=positions.device, dtype=work) / head_dim)
+    freqs = positions.to(work)[..., None] * inv_freq
+    angles = torch.cat((freqs, freqs), dim=-1)
+    if positions.dim() == 2:
+        angles = angles[:, None]
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def alibi_slopes(num_heads: int) -> torch.Tensor:
+    """The ALiBi slopes m_1..m_h: 2^(-8/h), 2^(-16/h), ... for h a power of 2; otherwise those of the largest
+    power of 2 below h, then every other slope of twice that power (the ALiBi reference's rule)."""
+
+    def geometric(n: int) -> list[float]:
+        start = 2.0 ** (-8.0 / n)
+        return [start ** (i + 1) for i in range(n)]
+
+    if num_heads & (num_heads - 1) == 0:
+        slopes = geometric(num_heads)
+    else:
+        below = 2 ** math.floor(math.log2(num_heads))
+        slopes = geometric(below) + geometric(2 * below)[0::2][: num_heads - below]
+    return torch.tensor(slopes, dtype=torch.float64)
+
+
+def alibi_bias(slopes: torch.Tensor, query_positions: torch.Tensor, key_positions: torch.Tensor) -> torch.Tensor:
+    """-m_i |q - k| for every head i: (h, T_q, T_k) for positions (T,), (B, h, T_q, T_k) for (B, T).
+
+    Symmetric, so a bidirectional encoder penalises distance both ways; under a causal mask it is the
+    paper's m_i (k - q) on every allowed key.
+    """
+    distance = (query_positions[..., :, None] - key_positions[..., None, :]).abs().to(slopes.dtype)
+    return -slopes.view(-1, 1, 1) * distance[..., None, :, :]
