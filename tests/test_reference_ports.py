@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from lit_attention.modeling import GPT, VisionTransformer
-from lit_attention.modeling.ports import timm_vit_state_dict
+from lit_attention.modeling.ports import timm_rope_vit_state_dict, timm_vit_state_dict
 from lit_attention.modeling import GPTConfig, ViTConfig
 
 transformers = pytest.importorskip("transformers", reason="transformers is in the dev extra")  # always installed in CI
@@ -94,3 +94,42 @@ def test_vit_with_timm_eps_computes_timm_vision_transformer_logits():
     default_eps = VisionTransformer(ViTConfig(image_size=8, patch_size=2, in_channels=1, num_classes=10, dim=32, depth=2, num_heads=4, mlp_ratio=2.0)).double().eval()
     default_eps.load_state_dict(ours.state_dict())
     assert (default_eps(images) - expected).abs().max() > 1e-9
+
+
+def random_timm_rope_vit(indexing="xy"):
+    """timm's axial RoPE ViT as `vit_*_patch16_rope_224` builds it (class token, no absolute positions,
+    temperature 100), tiny and without layer scale, every weight random. timm computes its rotary table in
+    float32 even in a float64 model (about 2e-9 on these logits), so it is rebuilt in float64 with timm's
+    own function and timm's frequencies, 100^(-i/(d_h/4)), computed in float64."""
+    torch.manual_seed(0)
+    reference = timm.models.eva.Eva(
+        img_size=8, patch_size=2, in_chans=1, num_classes=10, embed_dim=32, depth=2, num_heads=2, mlp_ratio=2.0,
+        attn_type="rope", qkv_bias=True, class_token=True, global_pool="token", use_abs_pos_emb=False,
+        use_rot_pos_emb=True, rope_grid_indexing=indexing, rope_temperature=100.0,
+    ).double().eval()
+    with torch.no_grad():
+        for p in reference.parameters():
+            p.copy_(torch.randn_like(p) * 0.2 + (1.0 if p.dim() == 1 else 0.0) * 0.5)
+    bands = 1.0 / 100.0 ** (torch.arange(4, dtype=torch.float64) / 4)  # d_h / 4 = 4 per axis
+    sin, cos = timm.layers.pos_embed_sincos.build_rotary_pos_embed(
+        [4, 4], bands=bands, in_pixels=False, grid_indexing=indexing, dtype=torch.float64)
+    reference.rope.pos_embed = torch.cat([sin, cos], dim=-1)
+    return reference
+
+
+def test_vit_with_rope_computes_timm_axial_rope_vit_logits():
+    reference = random_timm_rope_vit()
+    config = ViTConfig(image_size=8, patch_size=2, in_channels=1, num_classes=10, dim=32, depth=2, num_heads=2,
+                       mlp_ratio=2.0, norm_eps=1e-6, position="rope", rope_base=100.0)
+    ours = VisionTransformer(config).double().eval()
+    ours.load_state_dict(timm_rope_vit_state_dict(reference.state_dict(), num_heads=2))
+    images = torch.randn(4, 1, 8, 8, dtype=torch.float64)
+    expected = reference(images)
+    torch.testing.assert_close(ours(images), expected, rtol=0, atol=1e-10)
+    # Without the permutation to rotate-half order the pairs rotate other columns: another function.
+    unpermuted = VisionTransformer(config).double().eval()
+    unpermuted.load_state_dict(timm_vit_state_dict(reference.state_dict()))
+    assert (unpermuted(images) - expected).abs().max() > 1e-6
+    # Columns first, then rows, is timm's "xy" order (RoPE-ViT's); its "ij" order is another layout.
+    rows_first = random_timm_rope_vit(indexing="ij")
+    assert (ours(images) - rows_first(images)).abs().max() > 1e-6

@@ -5,6 +5,11 @@
   its linear layers as `Conv1D` with (in, out) weights, so each is transposed; `c_attn` holds W_Q, W_K
   and W_V side by side in that order, which is the row order of our fused `in_proj`.
 * `timm_vit_state_dict`: timm's `VisionTransformer` with a class token; its `qkv` is our `in_proj`.
+* `timm_rope_vit_state_dict`: timm's axial RoPE ViT (`Eva` as `vit_*_patch16_rope_224` builds it, a class
+  token, no absolute position embedding) for our ViT with position=rope. timm rotates neighbouring
+  columns (2c, 2c + 1) of a head together, we rotate c with c + d_h/2 (positions.py), so each head's
+  query and key rows of `qkv` are permuted: ours c <- timm's 2c, ours c + d_h/2 <- timm's 2c + 1. The
+  same permutation of queries and keys leaves every score, hence the function, unchanged.
 
 Tests port randomly initialised reference models and compare logits in float64, so a renamed or
 transposed weight cannot go unnoticed.
@@ -85,4 +90,22 @@ def timm_vit_state_dict(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.
         for theirs, mine in _TIMM_BLOCK.items():
             name = name.replace(f".{theirs}.", f".{mine}.")
         ours[name] = tensor
+    return ours
+
+
+def rotate_half_order(head_dim: int) -> torch.Tensor:
+    """The columns of an interleaved-pairs head in rotate-half order: 0, 2, 4, ..., then 1, 3, 5, ..."""
+    return torch.cat((torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)))
+
+
+def timm_rope_vit_state_dict(state_dict: dict[str, torch.Tensor], num_heads: int) -> dict[str, torch.Tensor]:
+    """Our VisionTransformer's (position=rope) state dict from a timm axial RoPE ViT's (see the docstring)."""
+    ours = timm_vit_state_dict(state_dict)
+    dim = ours["cls_token"].shape[-1]
+    head_dim = dim // num_heads
+    order = rotate_half_order(head_dim)
+    # Rows of in_proj: q then k, each num_heads blocks of head_dim; v's rows are not rotated.
+    rows = torch.cat([block * head_dim + order for block in range(2 * num_heads)] + [torch.arange(2 * dim, 3 * dim)])
+    for name in [n for n in ours if re.fullmatch(r"blocks\.\d+\.attn\.in_proj\.(weight|bias)", n)]:
+        ours[name] = ours[name][rows]
     return ours

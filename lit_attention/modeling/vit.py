@@ -9,11 +9,13 @@ import torch
 from torch import nn
 
 from lit_attention.errors import ConfigError
+from lit_attention.modeling.axial_rotary import axial_rotary_tables, check_axial_width
 from lit_attention.modeling.blocks import TransformerBlock, drop_path_rates, make_norm, parameter_counts
 from lit_attention.modeling.config import ModelConfig
 from lit_attention.modeling.variants import AttentionSpec
 
 POOLS = ("cls", "mean")
+POSITIONS = ("learned", "rope")
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,9 @@ class ViTConfig(ModelConfig):
         mlp_hidden: the MLP's hidden width; null derives it from mlp_ratio (swiglu: int(2/3 * int(mlp_ratio * dim)),
             Llama's rule without its rounding up, so it holds about the gelu MLP's parameters).
         pool: cls (a learned CLS token) or mean (mean of the patch tokens).
+        position: learned (an absolute embedding added to the tokens) or rope (2-D axial rotary positions over
+            the patch grid, the CLS token not rotated; needs dim / num_heads divisible by 4).
+        rope_base: the rotary base θ of position=rope (timm's RoPE ViTs call it rope_temperature and use 100).
         dropout: dropout in attention and MLP.
         drop_path: stochastic depth of the last block (growing linearly from 0 over the blocks).
         bias: biases in linear layers and LayerNorms (RMSNorm has none).
@@ -52,6 +57,8 @@ class ViTConfig(ModelConfig):
     mlp: Literal["gelu", "swiglu"] = "gelu"
     mlp_hidden: int | None = None
     pool: Literal["cls", "mean"] = "cls"
+    position: Literal["learned", "rope"] = "learned"
+    rope_base: float = 10000.0
     dropout: float = 0.0
     drop_path: float = 0.1
     bias: bool = True
@@ -63,6 +70,10 @@ class ViTConfig(ModelConfig):
         super().__post_init__()
         if self.pool not in POOLS:
             raise ConfigError(f"Unknown pool {self.pool!r}; valid choices are {', '.join(POOLS)}.")
+        if self.position not in POSITIONS:
+            raise ConfigError(f"Unknown position {self.position!r}; valid choices are {', '.join(POSITIONS)}.")
+        if self.position == "rope" and self.dim % self.num_heads == 0:
+            check_axial_width(self.dim // self.num_heads)
         if self.image_size is not None and self.image_size % self.patch_size != 0:
             raise ConfigError(
                 f"image_size={self.image_size} is not divisible by patch_size={self.patch_size}; "
@@ -81,7 +92,9 @@ class VisionTransformer(nn.Module):
 
     With `norm_eps=1e-6` and `attention="standard"` it computes exactly what timm's
     VisionTransformer (class token, qkv bias) computes; `lit_attention.modeling.ports.timm_vit_state_dict`
-    converts its weights.
+    converts its weights. With `position="rope"` the positions are 2-D axial rotations over the patch
+    grid (axial_rotary.py), the CLS token not rotated: with `rope_base=100` it computes timm's RoPE ViT
+    (`vit_*_patch16_rope_224` without layer scale), whose weights `timm_rope_vit_state_dict` converts.
     """
 
     def __init__(self, config: ViTConfig, attention: str | dict | AttentionSpec = "standard") -> None:
@@ -93,7 +106,8 @@ class VisionTransformer(nn.Module):
         # A strided convolution is the patch split + shared linear projection in one op.
         self.patch_embed = nn.Conv2d(c.in_channels, c.dim, kernel_size=c.patch_size, stride=c.patch_size)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, c.dim)) if c.pool == "cls" else None
-        self.pos_embed = nn.Parameter(torch.randn(1, self.num_tokens, c.dim) * 0.02)
+        # With rope the positions are rotations inside attention, so there is no embedding to add.
+        self.pos_embed = nn.Parameter(torch.randn(1, self.num_tokens, c.dim) * 0.02) if c.position == "learned" else None
         self.dropout = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
             TransformerBlock(c.dim, c.num_heads, attention, max_len=self.num_tokens, mlp_ratio=c.mlp_ratio,
@@ -109,15 +123,27 @@ class VisionTransformer(nn.Module):
         x = self.patch_embed(images).flatten(2).transpose(1, 2)  # (B, patches, dim)
         if self.cls_token is not None:
             x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
-        x = self.dropout(x + self.pos_embed)
+        rotary = None
+        if self.pos_embed is not None:
+            x = x + self.pos_embed
+        else:
+            rotary = self.rotary_tables(x)
+        x = self.dropout(x)
         for block in self.blocks:
-            x = block(x)
+            x = block(x, rotary=rotary)
         x = self.norm(x)
         pooled = x[:, 0] if self.pool == "cls" else x.mean(dim=1)
         return self.head(pooled)
 
+    def rotary_tables(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(cos, sin) of position=rope for the tokens `x`, the CLS token (first) not rotated."""
+        c = self.config
+        return axial_rotary_tables(c.image_size // c.patch_size, c.dim // c.num_heads, c.rope_base,
+                                   prefix_tokens=int(self.cls_token is not None),
+                                   dtype=torch.float64 if x.dtype == torch.float64 else torch.float32, device=x.device)
+
     def parameter_counts(self) -> dict[str, int]:
-        embedding = [self.pos_embed, *self.patch_embed.parameters()]
+        embedding = [p for p in (self.pos_embed, *self.patch_embed.parameters()) if p is not None]
         if self.cls_token is not None:
             embedding.append(self.cls_token)
         return parameter_counts(self, embedding)
