@@ -28,12 +28,13 @@ LIMITS: dict[str, tuple[Callable[[Any], bool], str]] = {
     # The model configs' fields.
     **{name: _POSITIVE for name in (
         "dim", "depth", "encoder_depth", "decoder_depth", "num_heads", "patch_size", "num_classes", "image_size",
-        "in_channels", "vocab_size", "max_len", "max_src_len", "max_tgt_len")},
+        "in_channels", "vocab_size", "max_len", "max_src_len", "max_tgt_len", "mlp_hidden")},
     "mlp_ratio": (lambda v: 0 < v < math.inf, "a finite number > 0"),
     "dropout": _FRACTION,
     "drop_path": _FRACTION,
     "norm_eps": (lambda v: v > 0, "> 0"),
     "init_std": (lambda v: v > 0, "> 0 (GPT-2 uses 0.02)"),
+    "rope_base": (lambda v: 1 < v < math.inf, "a finite number > 1 (Llama uses 10000)"),
     # The tasks' own arguments: the optimiser's, then each task's.
     "lr": (lambda v: v > 0, "> 0"),
     "weight_decay": (lambda v: v >= 0, ">= 0"),

@@ -109,6 +109,39 @@ def test_parameter_matched_control_is_within_one_percent(tmp_path):
     assert counts["control"]["attention"] > counts["efficient"]["attention"]  # the MLP, not attention, gave way
 
 
+def test_block_options_are_grid_axes_planned_named_and_built(tmp_path):
+    from torch import nn
+
+    from lit_attention.modeling.blocks import SwiGLU
+    from lit_attention.sweep.planning import plan_run
+
+    grid = ["model.init_args.net.norm=layernorm,rmsnorm", "model.init_args.net.mlp=gelu,swiglu"]
+    args, extra = build_parser().parse_known_args(["--config", VIT, "--variants", "standard", "--seeds", "1",
+                                                   *(f"--grid={item}" for item in grid)])
+    plan = build_plan(args, ["standard"], parse_grid(args.grid), extra)
+    folders = [run.directory(tmp_path).relative_to(tmp_path).as_posix() for run in plan.runs]
+    assert folders == [f"runs/norm={norm},mlp={mlp}/standard/seed_0"
+                       for norm in ("layernorm", "rmsnorm") for mlp in ("gelu", "swiglu")]
+    for (arm, point), config in plan.configs.items():  # each run resolves to its point's values
+        assert [config["model.init_args.net.norm"], config["model.init_args.net.mlp"]] == [v for _, v in point]
+    run = plan.runs[-1]  # rmsnorm, swiglu: built as its fit will build it
+    model = plan_run(run.arguments(args.config, extra)).model.model
+    assert isinstance(model.norm, nn.RMSNorm) and isinstance(model.blocks[0].mlp, SwiGLU)
+
+
+def test_parameter_matching_widens_a_swiglu_mlp_and_refuses_a_fixed_width():
+    from lit_attention.errors import ConfigError
+
+    args, extra = build_parser().parse_known_args(["--config", VIT, "--variants", "efficient", "--add-control",
+                                                   "efficient", "--seeds", "1", "--model.net.mlp=swiglu"])
+    plan = build_plan(args, ["efficient"], [], extra)
+    assert plan.arms == ["efficient", "standard~efficient"]  # within 1% of efficient's count, else refused
+    args, extra = build_parser().parse_known_args(["--config", VIT, "--variants", "efficient", "--add-control",
+                                                   "efficient", "--seeds", "1", "--model.net.mlp_hidden=64"])
+    with pytest.raises(ConfigError, match="its config sets mlp_hidden, so mlp_ratio leaves the MLP width as it is"):
+        build_plan(args, ["efficient"], [], extra)
+
+
 # ---------------------------------------------------------------------------------------------- statistics
 
 

@@ -29,6 +29,9 @@ def test_a_task_takes_its_config_whole_and_mirrors_none_of_its_fields(task):
     (dict(dropout=1.0), "dropout=1.0 is invalid; it must be in [0, 1)"),
     (dict(init_std=0.0), "init_std=0.0 is invalid; it must be > 0"),
     (dict(max_len=-3), "max_len=-3 is invalid"),
+    (dict(mlp_hidden=0), "mlp_hidden=0 is invalid; it must be a positive integer"),
+    (dict(norm="batchnorm"), "Unknown norm 'batchnorm'; valid choices are layernorm, rmsnorm."),
+    (dict(mlp="relu"), "Unknown mlp 'relu'; valid choices are gelu, swiglu."),
 ])
 def test_a_config_refuses_a_value_outside_its_limits(bad, sentence):
     with pytest.raises(ConfigError, match=sentence.replace("[", r"\[").replace(")", r"\)")):
@@ -56,7 +59,8 @@ def test_one_table_holds_the_limits_of_the_configs_and_the_tasks():
     # without limits would take any number silently.
     # Not limits but choices (Literal, bool, a variant), the data's token ids, and the signatures' own names.
     unlimited = {"monitor", "attention", "compile", "decay_positions", "pool", "bias", "activation", "tie_weights",
-                 "pad_id", "bos_id", "eos_id", "net", "self", "task", "optimization"}
+                 "norm", "mlp", "pad_id", "bos_id", "eos_id", "net", "self", "task", "optimization", "position",
+                 "qk_norm"}
     names = {f.name for task in TASKS for f in fields(task.config_class)}
     names |= {name for task in (*TASKS, *(t.__mro__[1] for t in TASKS)) if "__init__" in vars(task)
               for name in inspect.signature(task.__init__).parameters}

@@ -2,7 +2,7 @@
 counts each variant declares against the module's own, and the docs' tables it generates."""
 
 import json
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
@@ -10,7 +10,9 @@ import pytest
 from lit_attention.errors import ConfigError
 from lit_attention.modeling.attention import MultiHeadAttention, count_attention_parameters
 from lit_attention.modeling.costs import attention_flops, attention_parameters
+from lit_attention.modeling.block_options import FAMILIES, OPTIONS, block_options_table, family_options
 from lit_attention.modeling.variant_tables import DOCUMENTS, TABLE_BEGIN, TABLE_END, documented_table, variants_table, write_tables
+from lit_attention.modeling.variant_tables import BLOCK_DOCUMENT, BLOCK_TABLE_BEGIN, BLOCK_TABLE_END, write_block_table
 from lit_attention.modeling.variants import (
     PRESETS,
     REGISTRY,
@@ -148,6 +150,35 @@ def test_tables_have_a_row_per_preset_and_write_touches_only_the_table(tmp_path)
     (tmp_path / "README.md").write_text("no markers\n")
     with pytest.raises(ConfigError, match="has no variants table markers"):
         write_tables(tmp_path)
+
+
+def test_design_shows_the_generated_block_options_table():
+    table = documented_table((ROOT / BLOCK_DOCUMENT).read_text(), BLOCK_TABLE_BEGIN, BLOCK_TABLE_END)
+    assert table is not None, f"{BLOCK_DOCUMENT} lost its block options table markers ({BLOCK_TABLE_BEGIN!r} ...)"
+    assert table == block_options_table(), (
+        f"{BLOCK_DOCUMENT}'s block options table is not the configs'; regenerate it with "
+        "`python -m lit_attention.modeling.variant_tables --write`")
+
+
+def test_block_options_table_is_read_from_the_configs_and_write_touches_only_the_table(tmp_path):
+    lines = block_options_table().splitlines()
+    header = lines[0].strip("| ").split(" | ")
+    assert header == ["option", *FAMILIES, "what it is"] and len({line.count("|") for line in lines}) == 1
+    rows = {line.split(" | ")[0].strip("| `"): line.split(" | ")[1:-1] for line in lines[2:]}
+    assert {"norm", "mlp"} <= set(rows) <= set(OPTIONS)
+    for column, config_class in enumerate(FAMILIES.values()):
+        for name, values in family_options(config_class).items():
+            cell = rows[name][column]  # every value the config's Literal declares, its default in bold
+            default = next(f.default for f in fields(config_class) if f.name == name)
+            assert cell.replace("**", "").split(", ") == [str(v).lower() if isinstance(v, bool) else v for v in values]
+            assert f"**{str(default).lower() if isinstance(default, bool) else default}**" in cell, (name, cell)
+    (tmp_path / BLOCK_DOCUMENT).parent.mkdir(parents=True)
+    (tmp_path / BLOCK_DOCUMENT).write_text(f"before\n{BLOCK_TABLE_BEGIN}\n| old |\n{BLOCK_TABLE_END}\nafter\n")
+    assert write_block_table(tmp_path) and not write_block_table(tmp_path)
+    assert (tmp_path / BLOCK_DOCUMENT).read_text() == f"before\n{BLOCK_TABLE_BEGIN}\n{block_options_table()}\n{BLOCK_TABLE_END}\nafter\n"
+    (tmp_path / BLOCK_DOCUMENT).write_text(f"{TABLE_BEGIN}\n| only the variants |\n{TABLE_END}\n")
+    with pytest.raises(ConfigError, match="has no block options table markers"):
+        write_block_table(tmp_path)
 
 
 def test_replace_keeps_a_presets_name_with_its_settings():

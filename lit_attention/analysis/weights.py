@@ -66,14 +66,16 @@ def head_products(layer: MultiHeadAttention) -> dict[str, list[torch.Tensor]]:
     weights = {name: w.double().cpu() for name, w in layer.projection_weights().items()}
     h, d_h = layer.num_heads, layer.head_dim
     heads = [slice(i * d_h, (i + 1) * d_h) for i in range(h)]
+    group = h // layer.kv_heads  # query head i reads key/value head i // group
+    shared = [heads[i // group] for i in range(h)]
     products = {}
     query = weights.get("q")
     if query is not None and layer.spec.query == "residual":
         query = query + torch.eye(layer.dim, dtype=query.dtype)
     if query is not None and "k" in weights:
-        products["W_Q,i W_K,iᵀ"] = [query[:, s] @ weights["k"][:, s].T for s in heads]
+        products["W_Q,i W_K,iᵀ"] = [query[:, s] @ weights["k"][:, kv].T for s, kv in zip(heads, shared)]
     if "v" in weights:
-        products["W_V,i W_O,i"] = [weights["v"][:, s] @ weights["o"][s, :] for s in heads]
+        products["W_V,i W_O,i"] = [weights["v"][:, kv] @ weights["o"][s, :] for s, kv in zip(heads, shared)]
     return products
 
 

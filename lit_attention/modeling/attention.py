@@ -218,8 +218,8 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
             return mask
         if mask is None and self.causal:
             mask = self._allowed(t_q, t_k, None, device)
-        positions = torch.arange(max(t_q, t_k), device=device)
-        return biased_mask(mask, alibi_bias(self.alibi_slopes, positions[:t_q], positions[:t_k]))
+        return biased_mask(mask, alibi_bias(self.alibi_slopes, torch.arange(t_q, device=device),
+                                            torch.arange(t_k, device=device)))
 
     def _value_mix_block(self, length: int) -> torch.Tensor:
         """Top-left length x length block of W_A, lower-triangular when causal."""
@@ -373,6 +373,14 @@ def check_kv_heads(spec: AttentionSpec, num_heads: int) -> int:
                           f"{'key' if spec.key == 'identity' else 'value'} (a shared head of X_i is no slice of X); "
                           f"use kv_heads with {linear}.")
     return kv_heads
+
+
+def alibi_mask(slopes: torch.Tensor, t_q: int, t_k: int, key_padding_mask: torch.Tensor | None, causal: bool,
+               device: torch.device) -> torch.Tensor:
+    """The float mask of a self-attention layer with ALiBi at positions 0..T-1: `attention_mask` with the
+    bias of `slopes` added; a model builds it once per forward and hands it to every layer."""
+    allowed = attention_mask(t_q, t_k, key_padding_mask, causal, False, device)
+    return biased_mask(allowed, alibi_bias(slopes, torch.arange(t_q, device=device), torch.arange(t_k, device=device)))
 
 
 def biased_mask(allowed: torch.Tensor | None, bias: torch.Tensor) -> torch.Tensor:

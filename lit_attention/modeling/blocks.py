@@ -1,10 +1,12 @@
-"""Pre-norm transformer blocks shared by every model family."""
+"""Pre-norm transformer blocks shared by every model family, with their norm (LayerNorm or RMSNorm) and
+MLP (GELU or SwiGLU) chosen by the family's config."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from lit_attention.modeling.attention import AttentionSpec, KVCache, MultiHeadAttention, count_attention_parameters
@@ -12,6 +14,33 @@ from lit_attention.errors import ConfigError
 
 # GPT-2 uses the tanh approximation of GELU; ViT, BERT and most recent models the exact one.
 ACTIVATIONS = {"gelu": "none", "gelu_tanh": "tanh"}
+NORMS = ("layernorm", "rmsnorm")
+MLPS = ("gelu", "swiglu")
+
+
+def make_norm(norm: str, dim: int, eps: float = 1e-5, bias: bool = True) -> nn.Module:
+    """One norm of a model: LayerNorm (with a bias when `bias`) or RMSNorm (a weight only, as Llama's)."""
+    if norm == "layernorm":
+        return nn.LayerNorm(dim, eps=eps, bias=bias)
+    if norm == "rmsnorm":
+        return nn.RMSNorm(dim, eps=eps)
+    raise ConfigError(f"Unknown norm {norm!r}; valid choices are {', '.join(NORMS)}.")
+
+
+def mlp_hidden_width(dim: int, mlp_ratio: float, mlp: str = "gelu", mlp_hidden: int | None = None) -> int:
+    """The MLP's hidden width: `mlp_hidden` when given, else H = int(mlp_ratio * dim) for the GELU MLP and,
+    for SwiGLU, Llama's two thirds of it, int(2 * H / 3), so that its three matrices hold about the GELU
+    MLP's parameters (3 * d * 2H/3 = 2 * d * H). Llama then rounds up to a multiple of 256 (`multiple_of`),
+    for its kernels; that is skipped here: it adds up to 255 units (3·255·d parameters) a block, and
+    compare's parameter matching steps the width one unit at a time. A port sets `mlp_hidden` instead."""
+    if mlp not in MLPS:
+        raise ConfigError(f"Unknown mlp {mlp!r}; valid choices are {', '.join(MLPS)}.")
+    if mlp_hidden is not None:
+        return mlp_hidden
+    hidden = int(dim * mlp_ratio)
+    if mlp == "gelu":
+        return hidden
+    return max(1, int(2 * hidden / 3))
 
 
 class DropPath(nn.Module):
@@ -42,6 +71,22 @@ class MLP(nn.Module):
         return self.dropout(self.fc2(self.act(self.fc1(x))))
 
 
+class SwiGLU(nn.Module):
+    """y = W_down (SiLU(x W_gate) * x W_up), Llama's MLP. The gate and up projections are one Linear,
+    `fc1`, whose output rows are [gate; up] (one matmul instead of two); `fc2` is the down projection,
+    named as the GELU MLP's so that GPT's scaled residual init and the ports find it."""
+
+    def __init__(self, dim: int, hidden: int, dropout: float = 0.0, bias: bool = True) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(dim, 2 * hidden, bias=bias)
+        self.fc2 = nn.Linear(hidden, dim, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.fc1(x).chunk(2, dim=-1)
+        return self.dropout(self.fc2(F.silu(gate) * up))
+
+
 @dataclass
 class BlockCache:
     """One block's decoding state: its self-attention cache and, in a decoder block, its cross-attention's."""
@@ -51,10 +96,11 @@ class BlockCache:
 
 
 class TransformerBlock(nn.Module):
-    """x + attn(LN(x)), then x + MLP(LN(x)); with `cross_attention`, a cross-attention sub-layer
+    """x + attn(N(x)), then x + MLP(N(x)); with `cross_attention`, a cross-attention sub-layer
     on the encoder memory sits between the two (the decoder block of an encoder–decoder).
-    `qk_norm` applies to both attentions; `alibi` and the forward's `rotary` to self-attention only
-    (queries and memory are different sequences)."""
+    N is `norm` (layernorm or rmsnorm), the MLP is `mlp` (gelu: fc1, GELU, fc2; swiglu: `SwiGLU`)
+    of width `mlp_hidden_width(dim, mlp_ratio, mlp, mlp_hidden)`. `qk_norm` applies to both attentions;
+    `alibi` and the forward's `rotary` to self-attention only (queries and memory are different sequences)."""
 
     def __init__(
         self,
@@ -73,21 +119,25 @@ class TransformerBlock(nn.Module):
         norm_eps: float = 1e-5,
         qk_norm: bool = False,
         alibi: bool = False,
+        norm: str = "layernorm",
+        mlp: str = "gelu",
+        mlp_hidden: int | None = None,
     ) -> None:
         super().__init__()
-        self.norm1 = nn.LayerNorm(dim, eps=norm_eps, bias=bias)
+        self.norm1 = make_norm(norm, dim, norm_eps, bias)
         self.attn = MultiHeadAttention(dim, num_heads, attention, max_len=max_len, causal=causal, bias=bias, dropout=dropout,
                                        qk_norm=qk_norm, norm_eps=norm_eps, alibi=alibi)
         if cross_attention:
-            self.norm_cross = nn.LayerNorm(dim, eps=norm_eps, bias=bias)
+            self.norm_cross = make_norm(norm, dim, norm_eps, bias)
             self.cross_attn = MultiHeadAttention(
                 dim, num_heads, attention, max_len=memory_max_len, bias=bias, dropout=dropout, cross_attention=True,
                 qk_norm=qk_norm, norm_eps=norm_eps,
             )
         else:
             self.norm_cross = self.cross_attn = None
-        self.norm2 = nn.LayerNorm(dim, eps=norm_eps, bias=bias)
-        self.mlp = MLP(dim, int(dim * mlp_ratio), dropout, bias, activation)
+        self.norm2 = make_norm(norm, dim, norm_eps, bias)
+        hidden = mlp_hidden_width(dim, mlp_ratio, mlp, mlp_hidden)
+        self.mlp = SwiGLU(dim, hidden, dropout, bias) if mlp == "swiglu" else MLP(dim, hidden, dropout, bias, activation)
         self.drop_path = DropPath(drop_path)
 
     def forward(

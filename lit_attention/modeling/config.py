@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from lit_attention.errors import ConfigError
 from lit_attention.limits import check_limit
+from lit_attention.modeling.blocks import MLPS, NORMS
 
 
 # Sizes from the data that may be set larger than the data's (a larger embedding or W_A is harmless).
@@ -31,8 +32,13 @@ class ModelConfig:
     def __post_init__(self) -> None:
         for field in fields(self):  # the limits are lit_attention/limits.py's, shared with the tasks
             check_limit(field.name, getattr(self, field.name))
+        for name, choices in (("norm", NORMS), ("mlp", MLPS)):  # a Python caller's value (the parser checks its own)
+            value = getattr(self, name, None)
+            if value is not None and value not in choices:
+                raise ConfigError(f"Unknown {name} {value!r}; valid choices are {', '.join(choices)}.")
         dim, ratio = getattr(self, "dim", None), getattr(self, "mlp_ratio", None)
-        if isinstance(dim, int) and ratio is not None and int(dim * ratio) < 1:  # the width blocks.py builds
+        explicit = getattr(self, "mlp_hidden", None) is not None  # then mlp_ratio sets no width
+        if isinstance(dim, int) and ratio is not None and not explicit and int(dim * ratio) < 1:  # the width blocks.py builds
             raise ConfigError(f"mlp_ratio={ratio!r} gives an MLP hidden width of int(dim * mlp_ratio) = "
                               f"{int(dim * ratio)} with dim={dim}; it must be at least 1, so mlp_ratio >= 1/{dim}.")
 

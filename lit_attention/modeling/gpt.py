@@ -9,9 +9,10 @@ from typing import Literal
 import torch
 from torch import nn
 
-from lit_attention.modeling.attention import warn_if_masked_kernels_unfused
-from lit_attention.modeling.blocks import BlockCache, TransformerBlock, drop_path_rates, parameter_counts
+from lit_attention.modeling.attention import alibi_mask, warn_if_masked_kernels_unfused
+from lit_attention.modeling.blocks import BlockCache, TransformerBlock, drop_path_rates, make_norm, parameter_counts
 from lit_attention.modeling.config import ModelConfig
+from lit_attention.modeling.positions import check_position, rotary_tables
 from lit_attention.modeling.sampling import check_sampling, next_token
 from lit_attention.modeling.variants import AttentionSpec
 from lit_attention.errors import ConfigError
@@ -28,13 +29,22 @@ class GPTConfig(ModelConfig):
         depth: transformer blocks.
         num_heads: attention heads (must divide dim).
         mlp_ratio: MLP hidden width as a multiple of dim.
+        norm: layernorm or rmsnorm (weight only, as Llama's), for every norm of the model.
+        mlp: gelu (fc1, GELU, fc2) or swiglu (Llama's gated MLP, SiLU(x W_gate) * x W_up, then W_down).
+        mlp_hidden: the MLP's hidden width; null derives it from mlp_ratio (swiglu: int(2/3 * int(mlp_ratio * dim)),
+            Llama's rule without its rounding up, so it holds about the gelu MLP's parameters).
         dropout: dropout in embeddings, attention and MLP.
         drop_path: stochastic depth of the last block.
-        bias: biases in linear layers and LayerNorms (GPT-2 has them).
+        bias: biases in linear layers and LayerNorms (GPT-2 has them; RMSNorm has none).
         tie_weights: the output head shares the token embedding.
-        activation: gelu (exact) or gelu_tanh (GPT-2's approximation).
-        norm_eps: LayerNorm eps.
+        activation: the gelu MLP's GELU, exact (gelu) or GPT-2's tanh approximation (gelu_tanh).
+        norm_eps: the norms' eps.
         init_std: std of the normal initialisation (GPT-2's 0.02).
+        position: how attention knows positions: learned (an embedding per position, GPT-2's), rope
+            (rotary queries and keys), alibi (a distance penalty on the scores) or none (the causal
+            mask alone); see docs/DESIGN.md.
+        rope_base: RoPE's base, the longest wavelength's scale (Llama uses 10000).
+        qk_norm: RMSNorm (eps norm_eps) over each head's queries and keys, before RoPE.
     """
 
     vocab_size: int | None = None
@@ -43,6 +53,9 @@ class GPTConfig(ModelConfig):
     depth: int = 6
     num_heads: int = 6
     mlp_ratio: float = 4.0
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    mlp: Literal["gelu", "swiglu"] = "gelu"
+    mlp_hidden: int | None = None
     dropout: float = 0.0
     drop_path: float = 0.0
     bias: bool = False
@@ -50,8 +63,15 @@ class GPTConfig(ModelConfig):
     activation: Literal["gelu", "gelu_tanh"] = "gelu"
     norm_eps: float = 1e-5
     init_std: float = 0.02
+    position: Literal["learned", "rope", "alibi", "none"] = "learned"
+    rope_base: float = 10000.0
+    qk_norm: bool = False
 
     from_data = ("vocab_size", "max_len")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_position(self.position, self.dim, self.num_heads, "GPT", causal=True)
 
 
 class GPT(nn.Module):
@@ -67,15 +87,17 @@ class GPT(nn.Module):
         self.config, c = config, config
         self.vocab_size, self.max_len = c.vocab_size, c.max_len
         self.token_embed = nn.Embedding(c.vocab_size, c.dim)
-        self.pos_embed = nn.Embedding(c.max_len, c.dim)
+        # Only a learned position has an embedding; rope and alibi live in attention (positions.py).
+        self.pos_embed = nn.Embedding(c.max_len, c.dim) if c.position == "learned" else None
         self.dropout = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
             TransformerBlock(c.dim, c.num_heads, attention, max_len=c.max_len, causal=True, mlp_ratio=c.mlp_ratio,
                              dropout=c.dropout, drop_path=rate, bias=c.bias, activation=c.activation,
-                             norm_eps=c.norm_eps)
+                             norm_eps=c.norm_eps, qk_norm=c.qk_norm, alibi=c.position == "alibi", norm=c.norm,
+                             mlp=c.mlp, mlp_hidden=c.mlp_hidden)
             for rate in drop_path_rates(c.drop_path, c.depth)
         )
-        self.norm = nn.LayerNorm(c.dim, eps=c.norm_eps, bias=c.bias)
+        self.norm = make_norm(c.norm, c.dim, c.norm_eps, c.bias)
         self.lm_head = nn.Linear(c.dim, c.vocab_size, bias=False)
         if c.tie_weights:
             self.lm_head.weight = self.token_embed.weight
@@ -104,10 +126,25 @@ class GPT(nn.Module):
         t = tokens.shape[1]
         if t > self.max_len:
             raise ConfigError(f"Sequence length {t} exceeds max_len={self.max_len}; use at most {self.max_len} tokens of context.")
-        x = self.dropout(self.token_embed(tokens) + self.pos_embed.weight[:t])
+        x = self.token_embed(tokens)
+        if self.pos_embed is not None:
+            x = x + self.pos_embed.weight[:t]
+        x = self.dropout(x)
+        # One set of position tables per forward, for every block (like a mask).
+        positions = torch.arange(t, device=tokens.device)
+        rotary = self._rotary(positions, x.dtype)
+        mask = None
+        if self.config.position == "alibi":
+            mask = alibi_mask(self.blocks[0].attn.alibi_slopes, t, t, None, causal=True, device=x.device)
         for block in self.blocks:
-            x = block(x)
+            x = block(x, mask=mask, rotary=rotary)
         return self.norm(x)
+
+    def _rotary(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """RoPE's (cos, sin) of `positions` ((T,) shared by every row, or (B, T)), None without RoPE."""
+        if self.config.position != "rope":
+            return None
+        return rotary_tables(positions, self.config.dim // self.config.num_heads, self.config.rope_base, dtype)
 
     def new_cache(self, batch: int) -> list[BlockCache]:
         """One empty key/value cache per block for `batch` rows, each sized to max_len."""
@@ -119,12 +156,16 @@ class GPT(nn.Module):
         if end > self.max_len:
             raise ConfigError(f"Sequence length {end} exceeds max_len={self.max_len}; use at most {self.max_len} tokens of context.")
         if first.row_lengths is None:
-            positions = self.pos_embed.weight[first.length : end]
+            positions = torch.arange(first.length, end, device=tokens.device)
         else:
-            positions = self.pos_embed(first.row_lengths)[:, None]  # one new token per row
-        x = self.dropout(self.token_embed(tokens) + positions)
+            positions = first.row_lengths[:, None]  # one new token per row, at the row's own position
+        x = self.token_embed(tokens)
+        if self.pos_embed is not None:
+            x = x + self.pos_embed(positions)
+        x = self.dropout(x)
+        rotary = self._rotary(positions, x.dtype)
         for block, block_cache in zip(self.blocks, cache):
-            x = block(x, cache=block_cache)
+            x = block(x, cache=block_cache, rotary=rotary)
         return self.norm(x)
 
     @torch.no_grad()
@@ -201,7 +242,7 @@ class GPT(nn.Module):
         return self.lm_head(self.features(context)[rows, ends - 1 - starts])
 
     def parameter_counts(self) -> dict[str, int]:
-        return parameter_counts(self, [self.token_embed.weight, self.pos_embed.weight])
+        return parameter_counts(self, [self.token_embed.weight] + ([] if self.pos_embed is None else [self.pos_embed.weight]))
 
     @classmethod
     def from_gpt2(cls, source: nn.Module | dict[str, torch.Tensor], num_heads: int | None = None,

@@ -24,6 +24,24 @@ import torch
 from lit_attention.errors import ConfigError
 
 
+# What `position` may be in a model config; a bidirectional model (text encoder, seq2seq) has no `none`.
+POSITIONS = ("learned", "rope", "alibi", "none")
+ORDERED_POSITIONS = ("learned", "rope", "alibi")
+
+
+def check_position(position: str, dim: int, num_heads: int, model: str, causal: bool) -> None:
+    """One sentence when `position` is no choice of `model` (a bidirectional one needs position information)
+    or RoPE meets an odd head width."""
+    if position == "none" and not causal:
+        raise ConfigError(f"position='none' is invalid for the {model}: without the causal mask of a decoder, "
+                          f"attention cannot tell the order of its tokens; choose {', '.join(ORDERED_POSITIONS)}.")
+    if position not in POSITIONS:
+        choices = POSITIONS if causal else ORDERED_POSITIONS
+        raise ConfigError(f"Unknown position {position!r}; valid choices are {', '.join(choices)}.")
+    if position == "rope" and isinstance(dim, int) and isinstance(num_heads, int) and num_heads > 0 and dim % num_heads == 0:
+        check_rotary_width(dim // num_heads)
+
+
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
     """(x1, x2) -> (-x2, x1) over the two halves of the last axis."""
     first, second = x.chunk(2, dim=-1)

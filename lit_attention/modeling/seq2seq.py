@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 import torch.distributed as dist
@@ -10,9 +11,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from lit_attention.errors import ConfigError
-from lit_attention.modeling.attention import attention_mask, padding_or_none, warn_if_masked_kernels_unfused
-from lit_attention.modeling.blocks import BlockCache, TransformerBlock, drop_path_rates, parameter_counts
+from lit_attention.modeling.attention import alibi_mask, attention_mask, padding_or_none, warn_if_masked_kernels_unfused
+from lit_attention.modeling.blocks import BlockCache, TransformerBlock, drop_path_rates, make_norm, parameter_counts
 from lit_attention.modeling.config import ModelConfig
+from lit_attention.modeling.positions import check_position, rotary_tables
 from lit_attention.modeling.variants import AttentionSpec
 
 
@@ -32,10 +34,19 @@ class Seq2SeqConfig(ModelConfig):
         decoder_depth: decoder blocks.
         num_heads: attention heads (must divide dim).
         mlp_ratio: MLP hidden width as a multiple of dim.
+        norm: layernorm or rmsnorm (weight only, as Llama's), for every norm of the model.
+        mlp: gelu (fc1, GELU, fc2) or swiglu (Llama's gated MLP, SiLU(x W_gate) * x W_up, then W_down).
+        mlp_hidden: the MLP's hidden width; null derives it from mlp_ratio (swiglu: int(2/3 * int(mlp_ratio * dim)),
+            Llama's rule without its rounding up, so it holds about the gelu MLP's parameters).
         dropout: dropout in embeddings, attention and MLP.
         drop_path: stochastic depth of the last block.
-        bias: biases in linear layers and LayerNorms.
+        bias: biases in linear layers and LayerNorms (RMSNorm has none).
         tie_weights: the output head shares the target embedding.
+        position: how attention knows positions, in both stacks: learned (an embedding per position),
+            rope (rotary queries and keys) or alibi (a distance penalty on the scores); self-attention
+            only, cross-attention is neither rotated nor biased; see docs/DESIGN.md.
+        rope_base: RoPE's base, the longest wavelength's scale (Llama uses 10000).
+        qk_norm: RMSNorm over each head's queries and keys (self- and cross-attention), before RoPE.
     """
 
     vocab_size: int | None = None
@@ -49,12 +60,23 @@ class Seq2SeqConfig(ModelConfig):
     decoder_depth: int = 3
     num_heads: int = 4
     mlp_ratio: float = 4.0
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    mlp: Literal["gelu", "swiglu"] = "gelu"
+    mlp_hidden: int | None = None
     dropout: float = 0.1
     drop_path: float = 0.0
     bias: bool = True
     tie_weights: bool = True
+    position: Literal["learned", "rope", "alibi"] = "learned"
+    rope_base: float = 10000.0
+    qk_norm: bool = False
 
     from_data = ("vocab_size", "max_src_len", "max_tgt_len", "pad_id", "bos_id", "eos_id")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_position(self.position, self.dim, self.num_heads, "encoder-decoder (its encoder is bidirectional)",
+                       causal=False)
 
 
 class Seq2SeqTransformer(nn.Module):
@@ -70,40 +92,63 @@ class Seq2SeqTransformer(nn.Module):
         self.max_src_len, self.max_tgt_len = c.max_src_len, c.max_tgt_len
         self.pad_id, self.bos_id, self.eos_id = c.pad_id, c.bos_id, c.eos_id
         self.src_embed = nn.Embedding(c.vocab_size, c.dim)
-        self.src_pos = nn.Embedding(c.max_src_len, c.dim)
+        learned = c.position == "learned"  # rope and alibi live in attention (positions.py)
+        self.src_pos = nn.Embedding(c.max_src_len, c.dim) if learned else None
         self.tgt_embed = nn.Embedding(c.vocab_size, c.dim)
-        self.tgt_pos = nn.Embedding(c.max_tgt_len, c.dim)
+        self.tgt_pos = nn.Embedding(c.max_tgt_len, c.dim) if learned else None
         self.dropout = nn.Dropout(c.dropout)
         self.encoder = nn.ModuleList(
             TransformerBlock(c.dim, c.num_heads, attention, max_len=c.max_src_len, mlp_ratio=c.mlp_ratio,
-                             dropout=c.dropout, drop_path=rate, bias=c.bias)
+                             dropout=c.dropout, drop_path=rate, bias=c.bias, qk_norm=c.qk_norm,
+                             alibi=c.position == "alibi", norm=c.norm, mlp=c.mlp, mlp_hidden=c.mlp_hidden)
             for rate in drop_path_rates(c.drop_path, c.encoder_depth)
         )
         self.decoder = nn.ModuleList(
             TransformerBlock(c.dim, c.num_heads, attention, max_len=c.max_tgt_len, causal=True, mlp_ratio=c.mlp_ratio,
                              dropout=c.dropout, drop_path=rate, bias=c.bias, cross_attention=True,
-                             memory_max_len=c.max_src_len)
+                             memory_max_len=c.max_src_len, qk_norm=c.qk_norm, alibi=c.position == "alibi",
+                             norm=c.norm, mlp=c.mlp, mlp_hidden=c.mlp_hidden)
             for rate in drop_path_rates(c.drop_path, c.decoder_depth)
         )
-        self.encoder_norm = nn.LayerNorm(c.dim, bias=c.bias)
-        self.decoder_norm = nn.LayerNorm(c.dim, bias=c.bias)
+        self.encoder_norm = make_norm(c.norm, c.dim, bias=c.bias)
+        self.decoder_norm = make_norm(c.norm, c.dim, bias=c.bias)
         self.lm_head = nn.Linear(c.dim, c.vocab_size, bias=False)
         if c.tie_weights:
             self.lm_head.weight = self.tgt_embed.weight
         for embedding in (self.src_embed, self.src_pos, self.tgt_embed, self.tgt_pos):
-            nn.init.normal_(embedding.weight, std=0.02)
+            if embedding is not None:
+                nn.init.normal_(embedding.weight, std=0.02)
 
     # ------------------------------------------------------------------ encoder / decoder
 
     def encode(self, src: torch.Tensor, src_padding_mask: torch.Tensor | None = None, padded: bool | None = None) -> torch.Tensor:
         _check_length("source", src.shape[1], self.max_src_len)
-        x = self.dropout(self.src_embed(src) + self.src_pos.weight[: src.shape[1]])
+        x = self._embed(self.src_embed, self.src_pos, src, 0)
         # Without padding no mask (SDPA may use its flash kernel); with it, one mask for every layer.
         padding = padding_or_none(src_padding_mask, padded)
-        mask = attention_mask(x.shape[1], x.shape[1], padding, causal=False, cross_attention=False, device=x.device)
+        t = x.shape[1]
+        if self.config.position == "alibi":
+            mask = alibi_mask(self.encoder[0].attn.alibi_slopes, t, t, padding, causal=False, device=x.device)
+        else:
+            mask = attention_mask(t, t, padding, causal=False, cross_attention=False, device=x.device)
+        rotary = self._rotary(0, t, x)
         for block in self.encoder:
-            x = block(x, padding_mask=padding, mask=mask)
+            x = block(x, padding_mask=padding, mask=mask, rotary=rotary)
         return self.encoder_norm(x)
+
+    def _embed(self, embed: nn.Embedding, pos: nn.Embedding | None, tokens: torch.Tensor, start: int) -> torch.Tensor:
+        """Token embeddings of positions start.., plus the learned position's (the only one that is an embedding)."""
+        x = embed(tokens)
+        if pos is not None:
+            x = x + pos.weight[start : start + tokens.shape[1]]
+        return self.dropout(x)
+
+    def _rotary(self, start: int, end: int, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """RoPE's (cos, sin) of positions start..end-1, None without RoPE."""
+        if self.config.position != "rope":
+            return None
+        return rotary_tables(torch.arange(start, end, device=x.device), self.config.dim // self.config.num_heads,
+                             self.config.rope_base, x.dtype)
 
     def decode(
         self,
@@ -121,19 +166,25 @@ class Seq2SeqTransformer(nn.Module):
         start = 0 if cache is None else cache[0].attn.length
         end = start + tgt_in.shape[1]
         _check_length("target", end, self.max_tgt_len)
-        x = self.dropout(self.tgt_embed(tgt_in) + self.tgt_pos.weight[start:end])
+        x = self._embed(self.tgt_embed, self.tgt_pos, tgt_in, start)
+        rotary = self._rotary(start, end, x)
         if cache is not None:
             for block, block_cache in zip(self.decoder, cache):
-                x = block(x, cache=block_cache)
+                x = block(x, cache=block_cache, rotary=rotary)
             return self.lm_head(self.decoder_norm(x))
         # One mask per kind of attention for every layer, none where there is no padding.
         tgt_padding, src_padding = padding_or_none(tgt_padding_mask, tgt_padded), padding_or_none(src_padding_mask, src_padded)
         t = x.shape[1]
-        mask = attention_mask(t, t, tgt_padding, causal=True, cross_attention=False, device=x.device) if tgt_padding is not None else None
+        if self.config.position == "alibi":
+            mask = alibi_mask(self.decoder[0].attn.alibi_slopes, t, t, tgt_padding, causal=True, device=x.device)
+        elif tgt_padding is not None:
+            mask = attention_mask(t, t, tgt_padding, causal=True, cross_attention=False, device=x.device)
+        else:
+            mask = None
         memory_mask = attention_mask(1, memory.shape[1], src_padding, causal=False, cross_attention=True, device=x.device)
         for block in self.decoder:
             x = block(x, padding_mask=tgt_padding, memory=memory, memory_padding_mask=src_padding, mask=mask,
-                      memory_mask=memory_mask)
+                      memory_mask=memory_mask, rotary=rotary)
         return self.lm_head(self.decoder_norm(x))
 
     def new_decoder_cache(self, memory: torch.Tensor, src_padding_mask: torch.Tensor | None = None) -> list[BlockCache]:
@@ -252,7 +303,7 @@ class Seq2SeqTransformer(nn.Module):
         return seqs[best, 1 : done.steps + 1]
 
     def parameter_counts(self) -> dict[str, int]:
-        embedding = [self.src_embed.weight, self.src_pos.weight, self.tgt_embed.weight, self.tgt_pos.weight]
+        embedding = [e.weight for e in (self.src_embed, self.src_pos, self.tgt_embed, self.tgt_pos) if e is not None]
         return parameter_counts(self, embedding)
 
 

@@ -9,9 +9,10 @@ import torch
 from torch import nn
 
 from lit_attention.errors import ConfigError
-from lit_attention.modeling.attention import attention_mask, padding_or_none, warn_if_masked_kernels_unfused
-from lit_attention.modeling.blocks import TransformerBlock, drop_path_rates, parameter_counts
+from lit_attention.modeling.attention import alibi_mask, attention_mask, padding_or_none, warn_if_masked_kernels_unfused
+from lit_attention.modeling.blocks import TransformerBlock, drop_path_rates, make_norm, parameter_counts
 from lit_attention.modeling.config import ModelConfig
+from lit_attention.modeling.positions import check_position, rotary_tables
 from lit_attention.modeling.variants import AttentionSpec
 
 POOLS = ("cls", "mean")
@@ -30,10 +31,19 @@ class TextEncoderConfig(ModelConfig):
         depth: transformer blocks.
         num_heads: attention heads (must divide dim).
         mlp_ratio: MLP hidden width as a multiple of dim.
+        norm: layernorm or rmsnorm (weight only, as Llama's), for every norm of the model.
+        mlp: gelu (fc1, GELU, fc2) or swiglu (Llama's gated MLP, SiLU(x W_gate) * x W_up, then W_down).
+        mlp_hidden: the MLP's hidden width; null derives it from mlp_ratio (swiglu: int(2/3 * int(mlp_ratio * dim)),
+            Llama's rule without its rounding up, so it holds about the gelu MLP's parameters).
         pool: cls (a learned CLS token) or mean (masked mean of the real tokens).
         dropout: dropout in embeddings, attention and MLP.
         drop_path: stochastic depth of the last block.
-        bias: biases in linear layers and LayerNorms.
+        bias: biases in linear layers and LayerNorms (RMSNorm has none).
+        position: how attention knows positions: learned (an embedding per position), rope (rotary
+            queries and keys; the CLS token sits at position 0, which is not rotated) or alibi (a
+            distance penalty on the scores, both ways); see docs/DESIGN.md.
+        rope_base: RoPE's base, the longest wavelength's scale (Llama uses 10000).
+        qk_norm: RMSNorm over each head's queries and keys, before RoPE.
     """
 
     vocab_size: int | None = None
@@ -44,10 +54,16 @@ class TextEncoderConfig(ModelConfig):
     depth: int = 4
     num_heads: int = 4
     mlp_ratio: float = 4.0
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    mlp: Literal["gelu", "swiglu"] = "gelu"
+    mlp_hidden: int | None = None
     pool: Literal["cls", "mean"] = "cls"
     dropout: float = 0.1
     drop_path: float = 0.0
     bias: bool = True
+    position: Literal["learned", "rope", "alibi"] = "learned"
+    rope_base: float = 10000.0
+    qk_norm: bool = False
 
     from_data = ("vocab_size", "max_len", "num_classes", "pad_id")
 
@@ -55,6 +71,7 @@ class TextEncoderConfig(ModelConfig):
         super().__post_init__()
         if self.pool not in POOLS:
             raise ConfigError(f"Unknown pool {self.pool!r}; valid choices are {', '.join(POOLS)}.")
+        check_position(self.position, self.dim, self.num_heads, "text encoder", causal=False)
 
 
 class TextEncoderClassifier(nn.Module):
@@ -74,17 +91,19 @@ class TextEncoderClassifier(nn.Module):
         num_positions = c.max_len + (c.pool == "cls")
         self.token_embed = nn.Embedding(c.vocab_size, c.dim)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, c.dim)) if c.pool == "cls" else None
-        self.pos_embed = nn.Embedding(num_positions, c.dim)
+        self.pos_embed = nn.Embedding(num_positions, c.dim) if c.position == "learned" else None
         self.dropout = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
             TransformerBlock(c.dim, c.num_heads, attention, max_len=num_positions, mlp_ratio=c.mlp_ratio,
-                             dropout=c.dropout, drop_path=rate, bias=c.bias)
+                             dropout=c.dropout, drop_path=rate, bias=c.bias, qk_norm=c.qk_norm,
+                             alibi=c.position == "alibi", norm=c.norm, mlp=c.mlp, mlp_hidden=c.mlp_hidden)
             for rate in drop_path_rates(c.drop_path, c.depth)
         )
-        self.norm = nn.LayerNorm(c.dim, bias=c.bias)
+        self.norm = make_norm(c.norm, c.dim, bias=c.bias)
         self.head = nn.Linear(c.dim, c.num_classes)
         nn.init.normal_(self.token_embed.weight, std=0.02)
-        nn.init.normal_(self.pos_embed.weight, std=0.02)
+        if self.pos_embed is not None:
+            nn.init.normal_(self.pos_embed.weight, std=0.02)
 
     def forward(self, tokens: torch.Tensor, key_padding_mask: torch.Tensor | None = None,
                 padded: bool | None = None) -> torch.Tensor:
@@ -99,12 +118,22 @@ class TextEncoderClassifier(nn.Module):
         if self.cls_token is not None:
             x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
             key_padding_mask = torch.cat([key_padding_mask.new_zeros(x.shape[0], 1), key_padding_mask], dim=1)
-        x = self.dropout(x + self.pos_embed.weight[: x.shape[1]])
+        t = x.shape[1]
+        if self.pos_embed is not None:
+            x = x + self.pos_embed.weight[:t]
+        x = self.dropout(x)
         # Without padding no mask (SDPA may use its flash kernel); with it, one mask for every layer.
         padding = padding_or_none(key_padding_mask, padded)
-        mask = attention_mask(x.shape[1], x.shape[1], padding, causal=False, cross_attention=False, device=x.device)
+        if self.config.position == "alibi":
+            mask = alibi_mask(self.blocks[0].attn.alibi_slopes, t, t, padding, causal=False, device=x.device)
+        else:
+            mask = attention_mask(t, t, padding, causal=False, cross_attention=False, device=x.device)
+        rotary = None
+        if self.config.position == "rope":
+            rotary = rotary_tables(torch.arange(t, device=x.device), self.config.dim // self.config.num_heads,
+                                   self.config.rope_base, x.dtype)
         for block in self.blocks:
-            x = block(x, padding_mask=padding, mask=mask)
+            x = block(x, padding_mask=padding, mask=mask, rotary=rotary)
         x = self.norm(x)
         if self.pool == "cls":
             pooled = x[:, 0]
@@ -114,7 +143,7 @@ class TextEncoderClassifier(nn.Module):
         return self.head(pooled)
 
     def parameter_counts(self) -> dict[str, int]:
-        embedding = [self.token_embed.weight, self.pos_embed.weight]
+        embedding = [self.token_embed.weight] + ([] if self.pos_embed is None else [self.pos_embed.weight])
         if self.cls_token is not None:
             embedding.append(self.cls_token)
         return parameter_counts(self, embedding)

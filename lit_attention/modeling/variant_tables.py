@@ -1,10 +1,12 @@
-"""The variants' tables in README.md and docs/DESIGN.md, generated from the registry (variants.py).
+"""The generated tables of README.md and docs/DESIGN.md: the variants' (from the registry, variants.py)
+and, in docs/DESIGN.md, the block options' (from the model configs, block_options.py).
 
-    python -m lit_attention.modeling.variant_tables            # print both tables
+    python -m lit_attention.modeling.variant_tables            # print the tables
     python -m lit_attention.modeling.variant_tables --write    # put them into the documents
 
-Each document's table sits between the marker lines TABLE_BEGIN and TABLE_END; tests/test_variants.py
-fails until it is the generated one, so a new preset cannot leave the docs behind.
+Each document's variants table sits between the marker lines TABLE_BEGIN and TABLE_END, the block options
+table between BLOCK_TABLE_BEGIN and BLOCK_TABLE_END; tests/test_variants.py fails until they are the
+generated ones, so a new preset or a new option value cannot leave the docs behind.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import re
 from pathlib import Path
 
 from lit_attention.errors import ConfigError
+from lit_attention.modeling.block_options import block_options_table
 from lit_attention.modeling.variants import AXES, QUERY_SCALES, REGISTRY, head_formulas, parameter_formula
 
 
@@ -40,37 +43,50 @@ def variants_table(style: str = "readme") -> str:
 TABLE_BEGIN = "<!-- variants table: generated from the registry by python -m lit_attention.modeling.variant_tables --write -->"
 TABLE_END = "<!-- end of variants table -->"
 DOCUMENTS = {"README.md": "readme", "docs/DESIGN.md": "design"}
+BLOCK_TABLE_BEGIN = ("<!-- block options table: generated from the model configs by "
+                     "python -m lit_attention.modeling.variant_tables --write -->")
+BLOCK_TABLE_END = "<!-- end of block options table -->"
+BLOCK_DOCUMENT = "docs/DESIGN.md"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def documented_table(text: str) -> str | None:
-    """The table between TABLE_BEGIN and TABLE_END in a document's text (None without the markers)."""
-    match = re.search(re.escape(TABLE_BEGIN) + r"\n(.*?)\n" + re.escape(TABLE_END), text, flags=re.DOTALL)
+def documented_table(text: str, begin: str = TABLE_BEGIN, end: str = TABLE_END) -> str | None:
+    """The table between the markers `begin` and `end` in a document's text (None without them)."""
+    match = re.search(re.escape(begin) + r"\n(.*?)\n" + re.escape(end), text, flags=re.DOTALL)
     return match.group(1) if match else None
 
 
+def _write_between(path: Path, begin: str, end: str, new: str, what: str) -> bool:
+    """Put `new` between the markers of `path`; whether the file changed."""
+    text = path.read_text()
+    old = documented_table(text, begin, end)
+    if old is None:
+        raise ConfigError(f"{path} has no {what} markers; put the lines {begin!r} and {end!r} where its table goes.")
+    if old == new:
+        return False
+    path.write_text(text.replace(f"{begin}\n{old}\n{end}", f"{begin}\n{new}\n{end}"))
+    return True
+
+
 def write_tables(root: Path = ROOT) -> list[str]:
-    """Put each document's generated table between its markers; returns the documents that changed."""
-    changed = []
-    for name, style in DOCUMENTS.items():
-        path = root / name
-        text = path.read_text()
-        old = documented_table(text)
-        if old is None:
-            raise ConfigError(f"{path} has no variants table markers; put the lines {TABLE_BEGIN!r} and "
-                              f"{TABLE_END!r} where its table goes.")
-        new = variants_table(style)
-        if old != new:
-            path.write_text(text.replace(f"{TABLE_BEGIN}\n{old}\n{TABLE_END}", f"{TABLE_BEGIN}\n{new}\n{TABLE_END}"))
-            changed.append(name)
-    return changed
+    """Put each document's generated variants table between its markers; returns the documents that changed."""
+    return [name for name, style in DOCUMENTS.items()
+            if _write_between(root / name, TABLE_BEGIN, TABLE_END, variants_table(style), "variants table")]
+
+
+def write_block_table(root: Path = ROOT) -> bool:
+    """Put the generated block options table into BLOCK_DOCUMENT; whether it changed."""
+    return _write_between(root / BLOCK_DOCUMENT, BLOCK_TABLE_BEGIN, BLOCK_TABLE_END, block_options_table(),
+                          "block options table")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--write", action="store_true", help=f"put the tables into {' and '.join(DOCUMENTS)}")
     if parser.parse_args().write:
-        print("updated: " + (", ".join(write_tables()) or "nothing, the tables were current"))
+        changed = write_tables() + ([f"{BLOCK_DOCUMENT} (block options)"] if write_block_table() else [])
+        print("updated: " + (", ".join(changed) or "nothing, the tables were current"))
     else:
         for name, style in DOCUMENTS.items():
             print(f"{name}:\n{variants_table(style)}\n")
+        print(f"{BLOCK_DOCUMENT}, block options:\n{block_options_table()}\n")

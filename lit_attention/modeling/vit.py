@@ -10,7 +10,7 @@ from torch import nn
 
 from lit_attention.errors import ConfigError
 from lit_attention.modeling.axial_rotary import axial_rotary_tables, check_axial_width
-from lit_attention.modeling.blocks import TransformerBlock, drop_path_rates, parameter_counts
+from lit_attention.modeling.blocks import TransformerBlock, drop_path_rates, make_norm, parameter_counts
 from lit_attention.modeling.config import ModelConfig
 from lit_attention.modeling.variants import AttentionSpec
 
@@ -31,14 +31,18 @@ class ViTConfig(ModelConfig):
         depth: transformer blocks.
         num_heads: attention heads (must divide dim).
         mlp_ratio: MLP hidden width as a multiple of dim.
+        norm: layernorm or rmsnorm (weight only, as Llama's), for every norm of the model.
+        mlp: gelu (fc1, GELU, fc2) or swiglu (Llama's gated MLP, SiLU(x W_gate) * x W_up, then W_down).
+        mlp_hidden: the MLP's hidden width; null derives it from mlp_ratio (swiglu: int(2/3 * int(mlp_ratio * dim)),
+            Llama's rule without its rounding up, so it holds about the gelu MLP's parameters).
         pool: cls (a learned CLS token) or mean (mean of the patch tokens).
         position: learned (an absolute embedding added to the tokens) or rope (2-D axial rotary positions over
             the patch grid, the CLS token not rotated; needs dim / num_heads divisible by 4).
         rope_base: the rotary base θ of position=rope (timm's RoPE ViTs call it rope_temperature and use 100).
         dropout: dropout in attention and MLP.
         drop_path: stochastic depth of the last block (growing linearly from 0 over the blocks).
-        bias: biases in linear layers and LayerNorms.
-        norm_eps: LayerNorm eps (timm's ViT uses 1e-6).
+        bias: biases in linear layers and LayerNorms (RMSNorm has none).
+        norm_eps: the norms' eps (timm's ViT uses 1e-6).
     """
 
     num_classes: int | None = None
@@ -49,6 +53,9 @@ class ViTConfig(ModelConfig):
     depth: int = 6
     num_heads: int = 3
     mlp_ratio: float = 4.0
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    mlp: Literal["gelu", "swiglu"] = "gelu"
+    mlp_hidden: int | None = None
     pool: Literal["cls", "mean"] = "cls"
     position: Literal["learned", "rope"] = "learned"
     rope_base: float = 10000.0
@@ -104,10 +111,11 @@ class VisionTransformer(nn.Module):
         self.dropout = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
             TransformerBlock(c.dim, c.num_heads, attention, max_len=self.num_tokens, mlp_ratio=c.mlp_ratio,
-                             dropout=c.dropout, drop_path=rate, bias=c.bias, norm_eps=c.norm_eps)
+                             dropout=c.dropout, drop_path=rate, bias=c.bias, norm_eps=c.norm_eps,
+                             norm=c.norm, mlp=c.mlp, mlp_hidden=c.mlp_hidden)
             for rate in drop_path_rates(c.drop_path, c.depth)
         )
-        self.norm = nn.LayerNorm(c.dim, eps=c.norm_eps, bias=c.bias)
+        self.norm = make_norm(c.norm, c.dim, c.norm_eps, c.bias)
         self.head = nn.Linear(c.dim, c.num_classes)
         self.apply(_init_weights)
 

@@ -116,6 +116,9 @@ def matched_mlp_ratios(args, variants: list[str], point, extra) -> dict[tuple[st
         hidden = int(dim * ratio)
         wider, _, _ = non_embedding(args.config, variant, point, (f"--model.init_args.net.mlp_ratio={(hidden + dim + 0.5) / dim}",), extra)
         per_unit = (wider - count) / dim
+        if per_unit == 0:  # mlp_hidden fixes the width whatever mlp_ratio says
+            raise ConfigError(f"{variant} cannot be matched to {reference}'s parameters: its config sets mlp_hidden, "
+                              "so mlp_ratio leaves the MLP width as it is; unset mlp_hidden to match parameters.")
         new_hidden = hidden + round((target - count) / per_unit)
         if new_hidden < 1:
             raise ConfigError(f"{variant} cannot be matched to {reference}'s {target:,} non-embedding parameters "
