@@ -290,17 +290,23 @@ class GPT(nn.Module):
         config ties them (`tie_word_embeddings`), else it is the checkpoint's own `lm_head`. What the config
         sets that this GPT cannot compute (rope_scaling, biases, partial rotary, ...) is refused.
         `kwargs` go to the GPTConfig (a shorter max_len for the cache, dropout, say)."""
-        from lit_attention.modeling.ports import llama_gpt
-
-        return llama_gpt(cls, source, llama_config, "Llama", kwargs)
+        return cls._from_llama_family(source, llama_config, "Llama", kwargs)
 
     @classmethod
     def from_qwen3(cls, source: nn.Module | dict[str, torch.Tensor], qwen3_config=None, **kwargs) -> "GPT":
         """`from_llama` for a transformers `Qwen3ForCausalLM`: the same block, plus qk_norm (RMSNorm over each
         head's queries and keys before the rotation). Sliding-window layers are refused."""
-        from lit_attention.modeling.ports import llama_gpt
+        return cls._from_llama_family(source, qwen3_config, "Qwen3", kwargs)
 
-        return llama_gpt(cls, source, qwen3_config, "Qwen3", kwargs)
+    @classmethod
+    def _from_llama_family(cls, source, family_config, family: str, kwargs: dict) -> "GPT":
+        from lit_attention.modeling.ports import llama_port, load_port
+
+        weights, settings, attention = llama_port(source, family_config, family)
+        model = cls(GPTConfig(**{**settings, **kwargs}), attention=attention)
+        model = model.to(weights["token_embed.weight"].dtype)  # in the weights' own precision
+        load_port(model, weights, family)
+        return model
 
 
 def _init_weights(module: nn.Module, std: float) -> None:

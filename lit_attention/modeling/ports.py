@@ -184,8 +184,9 @@ def llama_settings(config, family: str = "Llama") -> tuple[dict[str, object], st
     return settings, "standard" if kv_heads == heads else f"standard,kv_heads={kv_heads}"
 
 
-def llama_gpt(gpt_class, source, config, family: str, overrides: dict[str, object]):
-    """A GPT holding a transformers Llama or Qwen3 (the model, or its state dict beside its config)."""
+def llama_port(source, config, family: str) -> tuple[dict[str, torch.Tensor], dict[str, object], str]:
+    """(our GPT's state dict, its GPTConfig fields, its attention spec) for a transformers Llama or Qwen3:
+    the model, or its state dict beside its config."""
     from torch import nn
 
     if isinstance(source, nn.Module):
@@ -201,13 +202,13 @@ def llama_gpt(gpt_class, source, config, family: str, overrides: dict[str, objec
     elif "lm_head.weight" not in weights:
         raise ConfigError(f"The {family} config has untied embeddings (tie_word_embeddings=False) but the state "
                           "dict has no lm_head.weight; pass the ForCausalLM state dict.")
-    from lit_attention.modeling.gpt import GPTConfig
+    return weights, settings, attention
 
-    model = gpt_class(GPTConfig(**{**settings, **overrides}), attention=attention)
-    model = model.to(weights["token_embed.weight"].dtype)  # in the weights' own precision
+
+def load_port(model: torch.nn.Module, weights: dict[str, torch.Tensor], family: str) -> None:
+    """Load a port's state dict, every weight of the model and no other, or say which one does not fit."""
     result = model.load_state_dict(weights, strict=False)
     if result.missing_keys or result.unexpected_keys:
         name = (result.missing_keys or result.unexpected_keys)[0]
         raise ConfigError(f"The {family} weights do not fit its config: {'no' if result.missing_keys else 'an unexpected'} "
                           f"{name!r}; pass the state dict and config of one model.")
-    return model
