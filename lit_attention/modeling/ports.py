@@ -10,6 +10,11 @@
   columns (2c, 2c + 1) of a head together, we rotate c with c + d_h/2 (positions.py), so each head's
   query and key rows of `qkv` are permuted: ours c <- timm's 2c, ours c + d_h/2 <- timm's 2c + 1. The
   same permutation of queries and keys leaves every score, hence the function, unchanged.
+* `llama_port`: transformers' `LlamaForCausalLM` / `Qwen3ForCausalLM` (or the base models) for the
+  Llama-style GPT (`GPT.from_llama`, `GPT.from_qwen3`); `llama_settings` reads the config and refuses what
+  the GPT cannot compute. `q_proj`, `k_proj`, `v_proj` stack into `in_proj` in that order (k and v
+  `num_key_value_heads` heads wide, the grouping of transformers' repeat_kv), `gate_proj` and `up_proj`
+  into SwiGLU's `fc1` (gate first), `down_proj` is `fc2`.
 
 Tests port randomly initialised reference models and compare logits in float64, so a renamed or
 transposed weight cannot go unnoticed.
