@@ -16,6 +16,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+from lit_attention.analysis.weights import head_products
 from lit_attention.errors import ConfigError
 from lit_attention.modeling.attention import PRESETS, MultiHeadAttention, count_attention_parameters, resolve_spec
 from lit_attention.modeling.costs import attention_flops
@@ -113,6 +114,9 @@ def test_grouped_heads_are_standard_heads_with_shared_keys_and_values():
         for fused in (True, False):
             gqa.fused = full.fused = fused
             torch.testing.assert_close(gqa(x), full(x), rtol=1e-10, atol=1e-10)
+        # The weight analysis reads each query head's shared key/value head the same way.
+        for name, per_head in head_products(gqa).items():
+            torch.testing.assert_close(per_head, head_products(full)[name], rtol=1e-10, atol=1e-10)
 
 
 def test_qk_norm_makes_scores_blind_to_the_scale_of_queries_and_keys():
