@@ -2,11 +2,14 @@
 
     pip install -e ".[bench]"                      # transformers and timm
     python benchmarks/reference_models.py          # GPT vs GPT2LMHeadModel, ViT vs timm
+    python benchmarks/reference_models.py --models llama   # the Llama-style GPT vs LlamaForCausalLM
     python benchmarks/reference_models.py --device cuda --dtype bfloat16 --gpt-dim 768 --gpt-depth 12
 
 Both sides compute the same function: our GPT (bias, tanh GELU) gets GPT2LMHeadModel's weights through
 GPT.from_gpt2, our ViT (LayerNorm eps 1e-6) gets timm's through models/ports.py, and the script checks
-that the logits agree before timing (float32: to 1e-4). Identical sizes, no dropout, the same dtype,
+that the logits agree before timing (float32: to 1e-4). The Llama-style GPT (RoPE, RMSNorm, SwiGLU,
+grouped heads, untied head as Llama's) gets a LlamaForCausalLM's weights through GPT.from_llama, at the
+GPT's sizes (--gpt-*, --context, --vocab) with --llama-kv-heads key/value heads. Identical sizes, no dropout, the same dtype,
 threads and optimizer (AdamW); every step is forward + cross-entropy + backward + optimizer step. Both
 use scaled_dot_product_attention. Steps are interleaved and the median is reported with the ratio
 ours / reference.
@@ -75,6 +78,36 @@ def gpt_pair(args, device, dtype):
             args.batch * args.context, "tokens/s")
 
 
+def llama_pair(args, device, dtype):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from lit_attention.modeling.blocks import mlp_hidden_width
+
+    config = LlamaConfig(vocab_size=args.vocab, hidden_size=args.gpt_dim, num_hidden_layers=args.gpt_depth,
+                         intermediate_size=mlp_hidden_width(args.gpt_dim, 4.0, "swiglu"),
+                         num_attention_heads=args.gpt_heads, num_key_value_heads=args.llama_kv_heads,
+                         max_position_embeddings=args.context, tie_word_embeddings=False, bos_token_id=0,
+                         eos_token_id=0, attn_implementation="sdpa")
+    reference = LlamaForCausalLM(config)
+    assert reference.config._attn_implementation == "sdpa"
+    ours = GPT.from_llama(reference)
+    tokens = torch.randint(0, args.vocab, (args.batch, args.context + 1), device=device)
+    inputs, targets = tokens[:, :-1], tokens[:, 1:]
+
+    def ours_forward(model):
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
+            logits = model(inputs)
+        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
+
+    def reference_forward(model):
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
+            logits = model(input_ids=inputs).logits
+        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
+
+    return ("Llama-style GPT", "transformers LlamaForCausalLM", ours, reference, ours_forward, reference_forward,
+            args.batch * args.context, "tokens/s")
+
+
 def vit_pair(args, device, dtype):
     from timm.models.vision_transformer import VisionTransformer as TimmViT
 
@@ -94,6 +127,9 @@ def vit_pair(args, device, dtype):
     return "ViT", "timm VisionTransformer", ours, reference, forward, forward, args.batch, "images/s"
 
 
+PAIRS = {"gpt": gpt_pair, "vit": vit_pair, "llama": llama_pair}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -104,6 +140,8 @@ def main() -> None:
     parser.add_argument("--gpt-dim", type=int, default=256)
     parser.add_argument("--gpt-depth", type=int, default=4)
     parser.add_argument("--gpt-heads", type=int, default=4)
+    parser.add_argument("--models", nargs="+", default=["gpt", "vit"], choices=list(PAIRS))
+    parser.add_argument("--llama-kv-heads", type=int, default=2)
     parser.add_argument("--classes", type=int, default=10)
     parser.add_argument("--vit-dim", type=int, default=192)
     parser.add_argument("--vit-depth", type=int, default=6)
@@ -119,7 +157,7 @@ def main() -> None:
     print()
     print("| model | ours params | reference params | ours | reference | ratio ours / reference |")
     print("|---|---|---|---|---|---|")
-    for make_pair in (gpt_pair, vit_pair):
+    for make_pair in (PAIRS[name] for name in args.models):
         torch.manual_seed(0)
         name, ref_name, ours, reference, ours_forward, ref_forward, items, unit = make_pair(args, device, dtype)
         same_function(ours, reference, ours_forward, ref_forward, device)

@@ -95,6 +95,19 @@ def test_reference_model_benchmark_times_models_that_compute_the_same_function()
     assert all(row[1] == row[2] for row in rows)  # equal parameter counts: the same architecture
 
 
+def test_reference_model_benchmark_times_the_llama_style_gpt_against_llama(monkeypatch, capsys):
+    """In this process, at a tiny size (the script itself runs in the GPT-2 and ViT rows' test)."""
+    import reference_models
+
+    monkeypatch.setattr(sys, "argv", ["reference_models.py", "--models", "llama", "--batch", "2", "--vocab", "64",
+                                      "--context", "8", "--gpt-dim", "16", "--gpt-depth", "1", "--gpt-heads", "2",
+                                      "--llama-kv-heads", "1", "--warmup", "0", "--calls", "1", "--repeats", "1"])
+    reference_models.main()
+    rows = table(capsys.readouterr().out)
+    assert [row[0] for row in rows] == ["Llama-style GPT vs transformers LlamaForCausalLM"]
+    assert rows[0][1] == rows[0][2]  # equal parameter counts: the same architecture, grouped heads included
+
+
 @pytest.mark.slow  # two sweeps, two runs at a time
 def test_compare_parallel_benchmark_runs_its_sweeps():
     """Its serial and parallel sweeps (the fresh-process one is left out here: a forked run's record

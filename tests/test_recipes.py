@@ -131,7 +131,8 @@ def test_recipe_prints_its_config_and_builds_offline(recipe, plans, offline_home
     if not is_overlay:
         assert raw["run"]["name"] == rel(recipe.with_suffix("")).removeprefix("recipes/")
         assert "seed_everything" in raw
-        assert raw["model"]["init_args"]["attention"] == "standard", "switch variants with --model.attention"
+        # The baseline variant, with settings that are not a variant (kv_heads of a Llama-style recipe).
+        assert raw["model"]["init_args"]["attention"].split(",")[0] == "standard", "switch variants with --model.attention"
     # Sizes the DataModule defines are left to it, except a size deliberately larger than the data's.
     model_args = (raw.get("model") or {}).get("init_args") or {}
     net = model_args.get("net") or {}
@@ -291,3 +292,34 @@ def test_gpt3_small_base_trains_on_the_documented_tokens_per_step(offline_home, 
     budget = re.search(r"max_steps ([\d,]+) x 491,520 = ([\d.]+)B tokens", text)
     assert budget and int(budget.group(1).replace(",", "")) == trainer["max_steps"]
     assert math.isclose(trainer["max_steps"] * TOKENS_PER_STEP / 1e9, float(budget.group(2)), abs_tol=0.05)
+
+
+# ---------------------------------------------------------------------------------------------- the modern block
+
+
+def test_modern_block_overlay_keeps_the_non_embedding_parameters_and_drops_the_positions(plans):
+    classic, modern = plans[NQ / "standard.yaml"], plans[NQ / "modern_block.yaml"]
+    net = modern.config.model.init_args.net
+    assert (net.position, net.norm, net.mlp, net.mlp_hidden) == ("rope", "rmsnorm", "swiglu", None)
+    assert modern.config.run.name == "nonlinear_query/gpt3_small_modern"  # apart from the classic block's runs
+    mlp = next(m for m in modern.model.modules() if type(m).__name__ == "SwiGLU")
+    assert mlp.fc2.in_features == 2048  # 2/3 of 4 x 768
+    counts, standard = modern.model.param_counts, classic.model.param_counts
+    assert counts["non_embedding"] == standard["non_embedding"] and counts["attention"] == standard["attention"]
+    assert standard["total"] - counts["total"] == 1024 * 768  # the learned positions
+    for section in ("trainer", "data", "seed_everything"):
+        assert modern.config[section] == classic.config[section], section
+
+
+def test_llama_style_quickstart_is_the_stdlib_quickstart_in_a_modern_block(plans):
+    llama = plans[RECIPES / "quickstart" / "gpt_llama_stdlib.yaml"]
+    classic = plans[RECIPES / "quickstart" / "gpt_stdlib.yaml"]
+    net = llama.config.model.init_args.net
+    assert (net.position, net.norm, net.mlp) == ("rope", "rmsnorm", "swiglu")
+    layer = next(m for m in llama.model.modules() if isinstance(m, MultiHeadAttention))
+    assert (layer.num_heads, layer.kv_heads) == (4, 2)
+    for section in ("trainer", "data", "seed_everything"):
+        assert llama.config[section] == classic.config[section], section
+    model, base = llama.config.model.init_args, classic.config.model.init_args
+    assert {k for k in model.keys() if model[k] != base[k]} == {
+        "attention", "net.position", "net.norm", "net.mlp"}

@@ -282,6 +282,32 @@ class GPT(nn.Module):
             raise ConfigError(f"The GPT-2 state dict lacks {sorted(missing)[0]!r}; pass a GPT2LMHeadModel or GPT2Model state dict.")
         return model
 
+    @classmethod
+    def from_llama(cls, source: nn.Module | dict[str, torch.Tensor], llama_config=None, **kwargs) -> "GPT":
+        """A GPT holding the weights of a transformers `LlamaForCausalLM` (or `LlamaModel`), or of its state
+        dict beside its `LlamaConfig`: RoPE, RMSNorm, SwiGLU of width `intermediate_size`, no biases, and
+        `num_key_value_heads` as the attention's kv_heads. The head is tied to the embedding exactly when the
+        config ties them (`tie_word_embeddings`), else it is the checkpoint's own `lm_head`. What the config
+        sets that this GPT cannot compute (rope_scaling, biases, partial rotary, ...) is refused.
+        `kwargs` go to the GPTConfig (a shorter max_len for the cache, dropout, say)."""
+        return cls._from_llama_family(source, llama_config, "Llama", kwargs)
+
+    @classmethod
+    def from_qwen3(cls, source: nn.Module | dict[str, torch.Tensor], qwen3_config=None, **kwargs) -> "GPT":
+        """`from_llama` for a transformers `Qwen3ForCausalLM`: the same block, plus qk_norm (RMSNorm over each
+        head's queries and keys before the rotation). Sliding-window layers are refused."""
+        return cls._from_llama_family(source, qwen3_config, "Qwen3", kwargs)
+
+    @classmethod
+    def _from_llama_family(cls, source, family_config, family: str, kwargs: dict) -> "GPT":
+        from lit_attention.modeling.ports import llama_port, load_port
+
+        weights, settings, attention = llama_port(source, family_config, family)
+        model = cls(GPTConfig(**{**settings, **kwargs}), attention=attention)
+        model = model.to(weights["token_embed.weight"].dtype)  # in the weights' own precision
+        load_port(model, weights, family)
+        return model
+
 
 def _init_weights(module: nn.Module, std: float) -> None:
     if isinstance(module, nn.Linear):

@@ -10,6 +10,11 @@
   columns (2c, 2c + 1) of a head together, we rotate c with c + d_h/2 (positions.py), so each head's
   query and key rows of `qkv` are permuted: ours c <- timm's 2c, ours c + d_h/2 <- timm's 2c + 1. The
   same permutation of queries and keys leaves every score, hence the function, unchanged.
+* `llama_port`: transformers' `LlamaForCausalLM` / `Qwen3ForCausalLM` (or the base models) for the
+  Llama-style GPT (`GPT.from_llama`, `GPT.from_qwen3`); `llama_settings` reads the config and refuses what
+  the GPT cannot compute. `q_proj`, `k_proj`, `v_proj` stack into `in_proj` in that order (k and v
+  `num_key_value_heads` heads wide, the grouping of transformers' repeat_kv), `gate_proj` and `up_proj`
+  into SwiGLU's `fc1` (gate first), `down_proj` is `fc2`.
 
 Tests port randomly initialised reference models and compare logits in float64, so a renamed or
 transposed weight cannot go unnoticed.
@@ -109,3 +114,106 @@ def timm_rope_vit_state_dict(state_dict: dict[str, torch.Tensor], num_heads: int
     for name in [n for n in ours if re.fullmatch(r"blocks\.\d+\.attn\.in_proj\.(weight|bias)", n)]:
         ours[name] = ours[name][rows]
     return ours
+
+
+# Llama and Qwen3 names per block (after `model.layers.<i>.`) -> ours; q, k, v (and gate, up) are stacked.
+_LLAMA_BLOCK = {
+    "input_layernorm.weight": "norm1.weight", "post_attention_layernorm.weight": "norm2.weight",
+    "self_attn.o_proj.weight": "attn.out_proj.weight", "mlp.down_proj.weight": "mlp.fc2.weight",
+    "self_attn.q_norm.weight": "attn.q_norm.weight", "self_attn.k_norm.weight": "attn.k_norm.weight",
+}
+_LLAMA_STACKED = {
+    "attn.in_proj.weight": ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"),
+    "mlp.fc1.weight": ("mlp.gate_proj.weight", "mlp.up_proj.weight"),  # SwiGLU's fc1 rows: [gate; up]
+}
+_LLAMA_TOP = {"embed_tokens.weight": "token_embed.weight", "norm.weight": "norm.weight", "lm_head.weight": "lm_head.weight"}
+
+
+def llama_state_dict(state_dict: dict[str, torch.Tensor], family: str = "Llama") -> dict[str, torch.Tensor]:
+    """Our GPT's state dict from a `LlamaForCausalLM` / `Qwen3ForCausalLM` (or base model) state dict."""
+    ours: dict[str, torch.Tensor] = {}
+    blocks: dict[int, dict[str, torch.Tensor]] = {}
+    known = set(_LLAMA_BLOCK) | {part for parts in _LLAMA_STACKED.values() for part in parts}
+    for name, tensor in state_dict.items():
+        name = name.removeprefix("model.")
+        match = re.fullmatch(r"layers\.(\d+)\.(.+)", name)
+        if name in _LLAMA_TOP:
+            ours[_LLAMA_TOP[name]] = tensor
+        elif match is not None and match.group(2) in known:
+            blocks.setdefault(int(match.group(1)), {})[match.group(2)] = tensor
+        else:
+            raise ConfigError(f"Unexpected {family} weight {name!r}; pass a {family}ForCausalLM or {family}Model state dict "
+                              "(biases, rope_scaling and other extras have no counterpart here).")
+    for block, weights in blocks.items():
+        for theirs, mine in _LLAMA_BLOCK.items():
+            if theirs in weights:
+                ours[f"blocks.{block}.{mine}"] = weights[theirs]
+        for mine, parts in _LLAMA_STACKED.items():
+            missing = [part for part in parts if part not in weights]
+            if missing:
+                raise ConfigError(f"The {family} state dict lacks 'layers.{block}.{missing[0]}'; pass a whole {family} state dict.")
+            ours[f"blocks.{block}.{mine}"] = torch.cat([weights[part] for part in parts])
+    return ours
+
+
+def llama_settings(config, family: str = "Llama") -> tuple[dict[str, object], str]:
+    """(GPTConfig fields, attention spec) of a transformers Llama or Qwen3 config; what this GPT cannot
+    compute (scaled or partial RoPE, biases, another activation or head width, sliding windows) is refused."""
+    heads, kv_heads, dim = config.num_attention_heads, config.num_key_value_heads or config.num_attention_heads, config.hidden_size
+    rope = dict(getattr(config, "rope_parameters", None) or {})
+    rope.setdefault("rope_theta", getattr(config, "rope_theta", 10000.0))
+    rope_type = rope.get("rope_type") or (getattr(config, "rope_scaling", None) or {}).get("rope_type", "default")
+    refusals = [
+        (rope_type != "default", f"rope_type {rope_type!r} (rope_scaling): only unscaled RoPE is computed here"),
+        (rope.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0)) != 1.0,
+         "partial_rotary_factor != 1: every column of a head is rotated here"),
+        (getattr(config, "attention_bias", False), "attention_bias=True: the Llama-style GPT has no biases"),
+        (getattr(config, "mlp_bias", False), "mlp_bias=True: the Llama-style GPT has no biases"),
+        (config.hidden_act != "silu", f"hidden_act {config.hidden_act!r}: SwiGLU here is SiLU-gated"),
+        ((getattr(config, "head_dim", None) or dim // heads) * heads != dim,
+         f"head_dim={getattr(config, 'head_dim', None)} with hidden_size={dim} and {heads} heads: heads here are "
+         "hidden_size / num_attention_heads wide"),
+        ("sliding_attention" in (getattr(config, "layer_types", None) or []),
+         "sliding-window layers: attention here sees the whole context"),
+    ]
+    for refused, reason in refusals:
+        if refused:
+            raise ConfigError(f"The {family} config has {reason}; choose a config without it.")
+    settings = {
+        "vocab_size": config.vocab_size, "max_len": config.max_position_embeddings, "dim": dim,
+        "depth": config.num_hidden_layers, "num_heads": heads, "mlp_hidden": config.intermediate_size,
+        "norm_eps": config.rms_norm_eps, "rope_base": float(rope["rope_theta"]),
+        "tie_weights": bool(getattr(config, "tie_word_embeddings", False)), "bias": False,
+        "position": "rope", "norm": "rmsnorm", "mlp": "swiglu", "qk_norm": family == "Qwen3",
+    }
+    return settings, "standard" if kv_heads == heads else f"standard,kv_heads={kv_heads}"
+
+
+def llama_port(source, config, family: str) -> tuple[dict[str, torch.Tensor], dict[str, object], str]:
+    """(our GPT's state dict, its GPTConfig fields, its attention spec) for a transformers Llama or Qwen3:
+    the model, or its state dict beside its config."""
+    from torch import nn
+
+    if isinstance(source, nn.Module):
+        config = getattr(source, "config", None) if config is None else config
+        source = source.state_dict()
+    if config is None:
+        raise ConfigError(f"A {family} state dict does not say its heads, RoPE base or norm eps; "
+                          f"pass the {family}ForCausalLM itself, or its config beside the state dict.")
+    settings, attention = llama_settings(config, family)
+    weights = llama_state_dict(source, family)
+    if settings["tie_weights"]:
+        weights["lm_head.weight"] = weights.get("token_embed.weight")  # the head is the embedding
+    elif "lm_head.weight" not in weights:
+        raise ConfigError(f"The {family} config has untied embeddings (tie_word_embeddings=False) but the state "
+                          "dict has no lm_head.weight; pass the ForCausalLM state dict.")
+    return weights, settings, attention
+
+
+def load_port(model: torch.nn.Module, weights: dict[str, torch.Tensor], family: str) -> None:
+    """Load a port's state dict, every weight of the model and no other, or say which one does not fit."""
+    result = model.load_state_dict(weights, strict=False)
+    if result.missing_keys or result.unexpected_keys:
+        name = (result.missing_keys or result.unexpected_keys)[0]
+        raise ConfigError(f"The {family} weights do not fit its config: {'no' if result.missing_keys else 'an unexpected'} "
+                          f"{name!r}; pass the state dict and config of one model.")
