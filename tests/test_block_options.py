@@ -3,7 +3,9 @@ which norms each family builds, and what the parameter and FLOP counts make of t
 
 import pytest
 import torch
+import torch.distributed as dist
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 from lit_attention.errors import ConfigError
 from lit_attention.modeling import GPT, GPTConfig, Seq2SeqConfig, Seq2SeqTransformer, TextEncoderClassifier
@@ -11,7 +13,10 @@ from lit_attention.modeling import TextEncoderConfig, ViTConfig, VisionTransform
 from lit_attention.modeling.attention import MultiHeadAttention
 from lit_attention.modeling.block_options import FAMILIES, family_options
 from lit_attention.modeling.blocks import MLP, SwiGLU, TransformerBlock, mlp_hidden_width
+from lit_attention.modeling.attention import list_presets
+from lit_attention.modeling.variants import resolve_spec
 from lit_attention.training.tasks import CausalLanguageModel
+from option_cases import option_cases, options_met  # tests/ is on sys.path under pytest
 
 TINY = dict(dim=16, num_heads=2)
 VOCAB, LENGTH = 11, 6
@@ -122,3 +127,33 @@ def test_training_flops_follow_the_hand_formula():
         weights = depth * (4 * d * d + (3 if mlp == "swiglu" else 2) * d * h) + d * VOCAB  # blocks and the head
         expected = 6 * batch * length * weights + 12 * batch * length * length * d * depth
         assert module.flops_of((tokens[:, :-1], tokens[:, 1:])) == expected, (mlp, hidden)
+
+
+def test_the_option_cases_meet_every_value_with_every_preset():
+    """What the compile, DDP and inspect guarantees rely on: read from the configs, none written out here."""
+    met = options_met(option_cases())
+    assert set(met) == set(list_presets())
+    for preset, pairs in met.items():
+        for config_class in FAMILIES.values():
+            for name, values in family_options(config_class).items():
+                assert {(name, v) for v in values} <= pairs, (preset, name)
+        spec = resolve_spec(preset)
+        assert (("kv_heads", 1) in pairs) == (spec.key == spec.value == "linear"), preset
+
+
+@pytest.mark.slow  # DDP's first wrap takes seconds, then some 28 models take two steps each
+def test_every_parameter_gets_a_gradient_under_ddp_for_every_option_value_and_preset(tmp_path):
+    """DDP (Lightning's default, find_unused_parameters=False) needs every parameter to take part in the loss.
+    A real gloo process group of one process: its reducer refuses the second step when the first left a
+    parameter without a gradient. Beyond it, no parameter's gradient is all zeros."""
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        for case in option_cases():
+            model = case.build()
+            wrapped = DistributedDataParallel(model)
+            for _ in range(2):
+                case.loss(wrapped).backward()
+            silent = [name for name, p in model.named_parameters() if p.grad is None or not p.grad.any()]
+            assert not silent, f"{case}: {silent}"
+    finally:
+        dist.destroy_process_group()

@@ -129,6 +129,29 @@ def test_block_options_are_grid_axes_planned_named_and_built(tmp_path):
     assert isinstance(model.norm, nn.RMSNorm) and isinstance(model.blocks[0].mlp, SwiGLU)
 
 
+def test_a_block_option_axis_is_tuned_and_paired_like_any_other(tmp_path):
+    """norm is a choice, not a number: each arm takes its better norm on validation, the arms are paired
+    seed by seed at their own points, and no edge of the axis is flagged (only numeric axes have edges)."""
+    layer, rms = (("model.init_args.net.norm", "layernorm"),), (("model.init_args.net.norm", "rmsnorm"),)
+    values = {("standard", layer): (0.80, 0.90), ("standard", rms): (0.85, 0.70),
+              ("efficient", layer): (0.86, 0.88), ("efficient", rms): (0.84, 0.95)}
+    plan = Plan(arms=["standard", "efficient"], points=[layer, rms], seeds=[0, 1, 2])
+    states = []
+    for (arm, point), (best, test) in values.items():
+        for seed in plan.seeds:
+            run = Run(arm, arm, point, seed)
+            plan.runs.append(run)
+            states.append(RunState(run, record=record(best + seed / 1000, test + seed / 1000)))
+    text = write_report(plan, states, tmp_path, "compare ...", "standard", None)
+    tuned = text.split("## Tuned per arm")[1].split("##")[0]
+    assert "| standard | norm=rmsnorm | 0.8510 ± 0.0010 | 0.7010 ± 0.0010 |" in tuned
+    assert "| efficient | norm=layernorm | 0.8610 ± 0.0010 | 0.8810 ± 0.0010 |" in tuned
+    assert "| efficient | 3 | +0.1800 | [+0.1800, +0.1800] |" in text  # paired, each at its own norm
+    assert "No arm's choice sits at an end of the grid." in tuned and "| - |" in tuned
+    rows = list(csv.DictReader(open(tmp_path / "results.csv")))
+    assert {row["point"] for row in rows} == {"norm=layernorm", "norm=rmsnorm"}
+
+
 def test_parameter_matching_widens_a_swiglu_mlp_and_refuses_a_fixed_width():
     from lit_attention.errors import ConfigError
 

@@ -6,6 +6,7 @@ import torch
 from lit_attention.modeling.attention import MultiHeadAttention, list_presets
 from lit_attention.modeling import GPT, Seq2SeqTransformer, TextEncoderClassifier, VisionTransformer
 from lit_attention.modeling import GPTConfig, Seq2SeqConfig, TextEncoderConfig, ViTConfig
+from option_cases import option_cases  # tests/ is on sys.path under pytest
 
 SMALL = dict(dim=32, num_heads=4, mlp_ratio=2.0, dropout=0.0, drop_path=0.0)  # deterministic in train mode
 
@@ -47,3 +48,14 @@ def test_model_families_compile_in_one_graph(variant):
     for model, inputs in cases:
         compiled = torch.compile(model, backend="eager", fullgraph=True)
         torch.testing.assert_close(compiled(*inputs), model(*inputs))
+
+
+@pytest.mark.slow  # some 28 one-block models traced
+def test_every_block_option_value_compiles_in_one_graph_with_every_preset():
+    """Each value of position, norm, mlp, qk_norm (read from the configs) and kv_heads meets each preset in
+    one of the models (option_cases.py): no graph break in its forward."""
+    for case in option_cases():
+        torch._dynamo.reset()
+        model = case.build()
+        compiled = torch.compile(model, backend="eager", fullgraph=True)
+        torch.testing.assert_close(compiled(*case.inputs()), model(*case.inputs()), msg=lambda m: f"{case}: {m}")

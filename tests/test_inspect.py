@@ -14,7 +14,7 @@ import torch
 
 from lit_attention.analysis import measures
 from lit_attention.analysis.collect import Collector, run_batches
-from lit_attention.analysis.weights import Geometry, head_products, value_mix_report, value_mix_used
+from lit_attention.analysis.weights import Geometry, head_products, projection_report, value_mix_report, value_mix_used
 from lit_attention.modeling.attention import MultiHeadAttention
 from lit_attention.modeling.gpt import GPT, GPTConfig
 
@@ -101,8 +101,10 @@ def test_a_rank_r_product_has_effective_rank_r(rank):
 def test_head_products_are_the_layers_own_scores_and_value_path():
     """Per head, softmax(s X W_Q,i W_K,iᵀ Xᵀ) is the layer's attention and Σ_i A_i X W_V,i W_O,i its output."""
     torch.manual_seed(0)
-    for variant in ("standard", "residual_query"):
-        layer = MultiHeadAttention(8, 2, variant, fused=False).double().eval()
+    # Grouped heads too: query head i reads key/value head i // (h / kv_heads), its W_K and W_V (d, kv·d_h).
+    for variant, num_heads in (("standard", 2), ("residual_query", 2), ("standard,kv_heads=2", 4),
+                               ("residual_query,kv_heads=1", 4)):
+        layer = MultiHeadAttention(8, num_heads, variant, fused=False).double().eval()
         x = torch.randn(3, 5, 8, dtype=torch.float64)
         layer.record_weights = True
         y = layer(x)
@@ -111,6 +113,12 @@ def test_head_products_are_the_layers_own_scores_and_value_path():
         assert torch.allclose(scores.softmax(dim=-1), layer.recorded_weights, atol=1e-12)
         heads = sum(layer.recorded_weights[:, i] @ x @ m for i, m in enumerate(products["W_V,i W_O,i"]))
         assert torch.allclose(heads, y, atol=1e-12)
+        kv_width = (layer.spec.kv_heads or num_heads) * layer.head_dim
+        shapes = {name: tuple(w.shape) for name, w in layer.projection_weights().items()}
+        assert shapes == {"q": (8, 8), "k": (8, kv_width), "v": (8, kv_width), "o": (8, 8)}
+        report = projection_report(layer)
+        assert [len(report[f"W_{n}"]["singular_values"]) for n in "QKVO"] == [8, kv_width, kv_width, 8]
+        assert [len(report[k]["singular_values"]) for k in ("W_Q,i W_K,iᵀ", "W_V,i W_O,i")] == [num_heads] * 2
     assert set(head_products(MultiHeadAttention(8, 2, "optimized"))) == {"W_Q,i W_K,iᵀ"}
     assert head_products(MultiHeadAttention(8, 2, "efficient")) == {}
 
@@ -158,6 +166,49 @@ def test_causal_super_reports_no_mass_above_the_diagonal():
         assert all(0.0 < e <= 1.0 for e in result["entropy"])
         assert torch.all(result["map"].triu(diagonal=1) == 0)
     assert set(collector.features) == {"blocks.0", "blocks.1"} and collector.features["blocks.0"].shape == (36, 16)
+
+
+def test_a_report_of_grouped_heads_names_the_shared_key_value_heads():
+    from types import SimpleNamespace
+
+    from lit_attention.analysis.inspect import summarise
+    from lit_attention.analysis.report import markdown
+
+    sentences = []
+    for variant in ("standard,kv_heads=1", "standard"):
+        model = tiny_gpt(variant)
+        with Collector(model) as collector:
+            run_batches([model], lambda m, b: m(b), [torch.randint(0, 11, (2, 9))], lambda b: b)
+        run = SimpleNamespace(name="run", checkpoint="last.ckpt", step=1, task=SimpleNamespace(spec=model.blocks[0].attn.spec))
+        summary, _, _ = summarise(run, collector, 1)
+        assert [layer["kv_heads"] for layer in summary["layers"].values()] == [1 if "kv" in variant else 2] * 2
+        assert len(summary["layers"]["blocks.0.attn"]["projections"]["W_K"]["singular_values"]) == (8 if "kv" in variant else 16)
+        sentences.append("Key/value heads are shared (kv_heads = 1): W_K and W_V are d × kv_heads·d_h"
+                         in markdown(summary, ["spectra.png"]))
+    assert sentences == [True, False]
+
+
+@pytest.mark.slow  # some 28 models through the reference path and the per-head measures
+def test_every_block_option_value_with_every_preset_is_inspected():
+    """The collector and the weight report over the option cases (option_cases.py): every attention layer
+    measured, finite, weights leaving the forward as it was; q_norm, k_norm and the MLPs are no projections."""
+    from option_cases import option_cases
+
+    for case in option_cases():
+        model = case.build().eval()
+        expected = model(*case.inputs())
+        with Collector(model) as collector:
+            run_batches([model], lambda m, b: m(*b), [case.inputs()], lambda b: b)
+        torch.testing.assert_close(model(*case.inputs()), expected)
+        assert collector.layers, case
+        for name, layer in collector.layers.items():
+            result = collector.attention[name].result()
+            assert all(math.isfinite(e) for e in result["entropy"]) and len(result["entropy"]) == layer.num_heads, case
+            kept = {"W_Q", "W_K", "W_V", "W_O", "W_Q,i W_K,iᵀ", "W_V,i W_O,i"}
+            report = projection_report(layer)
+            assert "W_O" in report and set(report) <= kept, (case, set(report))
+            if "W_K" in report:
+                assert len(report["W_K"]["singular_values"]) == layer.kv_heads * layer.head_dim, case
 
 
 def test_the_nonlinear_query_ratio_is_the_size_of_f():

@@ -131,6 +131,21 @@ def test_a_config_field_set_to_null_on_the_command_line(capsys):
     assert (net["vocab_size"], net["dim"]) == (256, 768)  # the rest of the recipe's config is kept
 
 
+@pytest.mark.slow  # three parses of a recipe by the CLI, in this process
+def test_a_bad_block_option_on_the_command_line_is_one_sentence_and_exit_status_2(capsys):
+    from lit_attention.main import main
+
+    recipe = str(Path(__file__).resolve().parents[1] / "recipes/quickstart/vit_digits.yaml")
+    for argument, sentence in (("--model.net.norm=batchnorm", "--model.net.norm 'batchnorm' is invalid; valid choices "
+                                "are layernorm, rmsnorm."),
+                               ("--model.net.mlp=relu", "--model.net.mlp 'relu' is invalid; valid choices are gelu, swiglu."),
+                               ("--model.net.mlp_hidden=0", "mlp_hidden=0 is invalid; it must be a positive integer.")):
+        with pytest.raises(SystemExit) as exit_:
+            main(["fit", "--config", recipe, argument, "--trainer.max_steps=1"])
+        error = capsys.readouterr().err
+        assert exit_.value.code == 2 and sentence in error and "Traceback" not in error, error[-2000:]
+
+
 def test_a_record_from_the_flat_arguments_meets_the_plan_under_its_new_names():
     """A record written before the configs (model.init_args.dim) is compared with a plan's model.init_args.net.dim:
     compare refuses an older record made with another architecture instead of reusing it."""

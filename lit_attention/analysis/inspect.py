@@ -137,7 +137,8 @@ def summarise(run: LoadedRun, collector: Collector, count: int) -> tuple[dict, d
         if mix is not None:
             matrices[name] = mix.float()
         layers[name] = {
-            "heads": layer.num_heads, "causal": layer.causal, "cross_attention": layer.cross_attention,
+            "heads": layer.num_heads, "kv_heads": layer.kv_heads, "causal": layer.causal,
+            "cross_attention": layer.cross_attention,
             "attention": attention,
             "value_mix": layer_weights.value_mix_report(mix, geometry) if mix is not None else None,
             "projections": layer_weights.projection_report(layer),

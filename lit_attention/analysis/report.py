@@ -293,8 +293,11 @@ def markdown(summary: dict, figures: list[str]) -> str:
         kinds = []
         for report in layers.values():
             kinds += [k for k in report["projections"] if k not in kinds]
+        grouped = sorted({r["kv_heads"] for r in layers.values() if r.get("kv_heads", r["heads"]) < r["heads"]})
+        shared = (f" Key/value heads are shared (kv_heads = {', '.join(map(str, grouped))}): W_K and W_V are "
+                  "d × kv_heads·d_h, and query head i's products use key/value head i // (heads / kv_heads).") if grouped else ""
         lines += ["## Kept projections", "", "Effective rank (singular values above 1% of the largest) of each matrix, "
-                  f"and per head (mean over heads) of the products; d = {summary['dim']}, d_h = {summary['head_dim']}.", "",
+                  f"and per head (mean over heads) of the products; d = {summary['dim']}, d_h = {summary['head_dim']}.{shared}", "",
                   "| layer | " + " | ".join(kinds) + " |", "|---" * (len(kinds) + 1) + "|"]
         for layer, report in layers.items():
             cells = []

@@ -71,7 +71,7 @@ class GPTConfig(ModelConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_position(self.position, self.dim, self.num_heads, "GPT", causal=True)
+        check_position(self, "GPT", causal=True)
 
 
 class GPT(nn.Module):

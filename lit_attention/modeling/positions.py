@@ -29,9 +29,12 @@ POSITIONS = ("learned", "rope", "alibi", "none")
 ORDERED_POSITIONS = ("learned", "rope", "alibi")
 
 
-def check_position(position: str, dim: int, num_heads: int, model: str, causal: bool) -> None:
-    """One sentence when `position` is no choice of `model` (a bidirectional one needs position information)
-    or RoPE meets an odd head width."""
+def check_position(config, model: str, causal: bool) -> None:
+    """One sentence when `config.position` is no choice of `model` (a bidirectional one needs position
+    information) or RoPE meets an odd head width. A YAML or command-line `none` arrives as None: it is `none`."""
+    if config.position is None:
+        object.__setattr__(config, "position", "none")  # frozen: set once, as the dataclass would have
+    position, dim, num_heads = config.position, config.dim, config.num_heads
     if position == "none" and not causal:
         raise ConfigError(f"position='none' is invalid for the {model}: without the causal mask of a decoder, "
                           f"attention cannot tell the order of its tokens; choose {', '.join(ORDERED_POSITIONS)}.")

@@ -75,8 +75,7 @@ class Seq2SeqConfig(ModelConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_position(self.position, self.dim, self.num_heads, "encoder-decoder (its encoder is bidirectional)",
-                       causal=False)
+        check_position(self, "encoder-decoder (its encoder is bidirectional)", causal=False)
 
 
 class Seq2SeqTransformer(nn.Module):

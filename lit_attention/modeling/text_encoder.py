@@ -71,7 +71,7 @@ class TextEncoderConfig(ModelConfig):
         super().__post_init__()
         if self.pool not in POOLS:
             raise ConfigError(f"Unknown pool {self.pool!r}; valid choices are {', '.join(POOLS)}.")
-        check_position(self.position, self.dim, self.num_heads, "text encoder", causal=False)
+        check_position(self, "text encoder", causal=False)
 
 
 class TextEncoderClassifier(nn.Module):
