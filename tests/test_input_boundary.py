@@ -243,7 +243,7 @@ def test_the_traceback_setting_still_shows_everything(in_tmp, capsys, monkeypatc
 @pytest.mark.parametrize("given, field, guess", [
     (["--model.net.bogus", "3"], "bogus", None),
     (["--model.net.heads", "4"], "heads", "num_heads"),
-    (["--model.net.hidden_dim=128"], "hidden_dim", None),
+    (["--model.net.hidden_dim=128"], "hidden_dim", "mlp_hidden"),  # the MLP's width is a field now
     (["--model.net.heads", "4", "--print_config"], "heads", "num_heads"),
 ])
 def test_an_unknown_model_config_field_names_the_option_the_fields_and_the_closest(given, field, guess, in_tmp, capsys):
