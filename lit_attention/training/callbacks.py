@@ -44,8 +44,9 @@ def default_callbacks(model, user_callbacks: list, fitting: bool, checkpointing:
         return not any(isinstance(c, kind) for c in user_callbacks)
 
     callbacks: list[L.Callback] = [RunRecorder()] if missing(RunRecorder) else []
-    if missing(PerExampleOutcomes):  # after the recorder: it reads the recorder's curve
-        callbacks.append(PerExampleOutcomes())
+    if missing(PerExampleOutcomes):  # after the recorder: it reads the curve the recorder has just extended
+        recorder = next(c for c in [*user_callbacks, *callbacks] if isinstance(c, RunRecorder))
+        callbacks.append(PerExampleOutcomes(recorder))
     if fitting and missing(FinalValidation):
         callbacks.append(FinalValidation())
     if checkpointing:

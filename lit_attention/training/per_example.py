@@ -19,8 +19,6 @@ import numpy as np
 import torch
 from lightning.pytorch.trainer.states import TrainerFn
 
-from lit_attention.training.recorder import RunRecorder
-
 
 def gather_from_ranks(trainer: L.Trainer, share):
     """Every rank's `share` (any picklable value), in rank order: one collective on every rank, however
@@ -33,9 +31,12 @@ def gather_from_ranks(trainer: L.Trainer, share):
 
 
 class PerExampleOutcomes(L.Callback):
-    """Collects the per-example outcomes of validation and test loops (see the module's docstring)."""
+    """Collects the per-example outcomes of validation and test loops (see the module's docstring).
+    `recorder`: the run's RunRecorder (recorder.py, which imports this module), whose best point says
+    which validation to keep; None keeps the latest."""
 
-    def __init__(self) -> None:
+    def __init__(self, recorder=None) -> None:
+        self.recorder = recorder
         self.validation: dict[str, np.ndarray] | None = None  # of the best validation so far
         self.test: dict[str, np.ndarray] | None = None
         self._batches: list[list[int]] | None = None  # the current loop's dataset indices, batch by batch
@@ -82,7 +83,7 @@ class PerExampleOutcomes(L.Callback):
         if trainer.sanity_checking:
             self._batches = None
             return
-        recorder = _recorder(trainer)
+        recorder = self.recorder
         self._curve_length = len(recorder.curve) if recorder is not None else 0
         self._start(trainer.val_dataloaders)
 
@@ -100,7 +101,7 @@ class PerExampleOutcomes(L.Callback):
         """Whether the validation just done is the record's best point (the recorder, listed before this
         callback, has already added it to the curve); outside fit, or where nothing records a curve, the
         latest validation."""
-        recorder = _recorder(trainer)
+        recorder = self.recorder
         if recorder is None or trainer.state.fn != TrainerFn.FITTING:
             return True
         if len(recorder.curve) <= self._curve_length:  # the recorder did not add this validation
@@ -124,7 +125,3 @@ class PerExampleOutcomes(L.Callback):
             for name, values in (outcomes or {}).items():
                 found[f"{split}_{name}"] = values
         return found
-
-
-def _recorder(trainer: L.Trainer) -> RunRecorder | None:
-    return next((c for c in trainer.callbacks if isinstance(c, RunRecorder)), None)

@@ -18,6 +18,7 @@ import torch
 
 from lit_attention.training.peak_flops import peak_flops
 from lit_attention.training.outcome_files import write_outcomes
+from lit_attention.training.per_example import PerExampleOutcomes
 from lit_attention.training.records import provenance, write_record
 
 
@@ -151,8 +152,6 @@ def finish_fit(trainer: L.Trainer, model, datamodule, directory: Path | None, fa
         if trainer.is_global_zero:
             print("fast_dev_run: a debugging run, so nothing was recorded and no checkpoint was kept.", flush=True)
         return
-    from lit_attention.training.per_example import PerExampleOutcomes  # here: it imports this module
-
     recorder = next((c for c in trainer.callbacks if isinstance(c, RunRecorder)), None)
     outcomes = next((c for c in trainer.callbacks if isinstance(c, PerExampleOutcomes)), None)
     validation = outcomes.validation if outcomes is not None else None  # the best validation's, before the test
