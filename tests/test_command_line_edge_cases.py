@@ -15,10 +15,12 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import lit_attention.training.cli  # noqa: F401  (Lightning's log handlers bind to the real streams, not a test's capsys)
 from lit_attention.main import main
+from lit_attention.training.outcome_files import read_outcomes
 
 ROOT = Path(__file__).resolve().parents[1]
 VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
@@ -173,8 +175,12 @@ def test_refitting_a_finished_run_for_its_test_scores_adds_only_them(runs, capsy
     assert status == 0, err[-2000:]
     record = json.loads((runs / RUN / "record.json").read_text())
     assert set(record["test"]) >= {"test/acc", "test/loss"} and record["test_checkpoint"] == "best"
-    tested = ("test", "test_checkpoint")  # the scores and which weights they are of
+    tested = ("test", "test_checkpoint", "per_example")  # the scores, which weights they are of, the items' outcomes
     assert {k: v for k, v in record.items() if k not in tested} == {k: v for k, v in first.items() if k not in tested}
+    # The per-example file gains the test items; the best validation's, kept in the checkpoint, stay the same.
+    before, after = (read_outcomes(runs / RUN, r["per_example"]) for r in (first, record))
+    assert set(after) == set(before) | {"test_index", "test_correct", "test_loss"} and "test_index" not in before
+    assert all(np.array_equal(before[name], after[name]) for name in before)
 
 
 @pytest.mark.parametrize("name", ["../../escaped_run", "/tmp/absolute_run", "a//b", "a/./b", ""])

@@ -309,6 +309,10 @@ def test_sigkilled_sweep_resumes_to_the_same_results_csv(in_tmp, capsys):
     header, resumed_row = results_csv(in_tmp / "killed").splitlines(keepends=True)
     assert header == clean_rows[0] and resumed_row.startswith(b"standard,standard,default,0,finished,")
     assert resumed_row in clean_rows[1:]  # every column: best, test, steps, first batch, ...
+    # Its per-example outcomes too: the best validation's travelled with its checkpoint.
+    [resumed] = (in_tmp / "killed").glob("runs/**/record.json")
+    [uninterrupted] = (in_tmp / "clean").glob("runs/default/standard/seed_0/**/record.json")
+    assert json.loads(resumed.read_text())["per_example"] == json.loads(uninterrupted.read_text())["per_example"]
     report = (in_tmp / "clean" / "results.md").read_text()
     assert report.count("± ") >= 6 and "## Against `standard`: differences in test/acc" in report
     assert (in_tmp / "clean" / "results.png").stat().st_size > 10_000

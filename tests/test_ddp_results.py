@@ -60,6 +60,31 @@ def test_ddp_validation_and_test_metrics_are_those_of_one_process(in_tmp):
     assert record["curve"][-1][2] == pytest.approx(one_val["val/acc"], rel=1e-5, abs=1e-6)
     for name in ("test/loss", "test/acc", "test/f1_macro"):
         assert record["test"][name] == pytest.approx(one_test[name], rel=1e-5, abs=1e-6), name
+    assert_per_example_outcomes_are_in_dataset_order(run, record)
+
+
+def assert_per_example_outcomes_are_in_dataset_order(run: Path, record: dict) -> None:
+    """The two ranks' shares of the per-example file, gathered: every test item once, in dataset order,
+    each with the loss one process computes for that item from the best checkpoint; and every
+    validation item of the best validation, whose accuracy is the record's best value."""
+    import torch.nn.functional as F
+
+    from datamodules.images import ImageDataModule
+    from lit_attention.training.outcome_files import read_outcomes
+    from lit_attention.training.tasks import ImageClassifier
+
+    outcomes = read_outcomes(run, record["per_example"])
+    assert outcomes["test_index"].tolist() == list(range(360)) and outcomes["val_index"].tolist() == list(range(144))
+    assert outcomes["val_correct"].mean() == pytest.approx(record["best"]["value"], abs=1e-6)
+    [best] = run.glob("checkpoints/best-*.ckpt")
+    model = ImageClassifier.load_from_checkpoint(best, map_location="cpu").eval()
+    data = ImageDataModule(dataset="digits")
+    data.setup("test")
+    images, labels = (torch.stack([torch.as_tensor(data.test_set[i][k]) for i in range(360)]) for k in (0, 1))
+    with torch.no_grad():
+        logits = model(images)
+    assert outcomes["test_loss"] == pytest.approx(F.cross_entropy(logits, labels, reduction="none").numpy(), abs=1e-5)
+    assert outcomes["test_correct"].tolist() == (logits.argmax(-1) == labels).tolist()
 
 
 @pytest.mark.slow

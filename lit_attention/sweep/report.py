@@ -15,6 +15,8 @@ Tables, for the monitored validation metric of the recipe's task (and the test m
 * the comparison of every arm with the baseline (and the --primary pairs): seed-by-seed differences
   where the records show the arms paired (validity.py), Welch's otherwise; the t-interval, a bootstrap
   interval, the exact sign-flip (or permutation) p, and Holm's correction over the primary comparisons;
+  with test values, the same differences over seeds and test items where the runs kept per-example
+  outcomes, else one sentence saying that the intervals are over seeds only (item_comparisons.py);
 * with --at POINT, the same comparisons with every arm at that one grid point (what an arm's own tuned
   setting contributes);
 * with --success-threshold, the runs that reached it, with exact binomial intervals;
@@ -34,6 +36,7 @@ from lit_attention.sweep.atomic import write_atomically
 from lit_attention.sweep.budget import budget_note
 from lit_attention.sweep.comparisons import compare_arms, comparison_table, wanted_comparisons
 from lit_attention.sweep.inspection import inspection_section
+from lit_attention.sweep.item_comparisons import item_section
 from lit_attention.sweep.runs import Plan, RunState, point_label
 from lit_attention.sweep.selection import best_value, cells_of, cross_fit, edge_flags, ties_note, tuned_choices, tuned_points
 from lit_attention.sweep.statistics import ALPHA, clopper_pearson, mean_std
@@ -100,7 +103,9 @@ def write_report(plan: Plan, states: list[RunState], output: Path, command: str,
     value = test_value if has_test else best_value
     chosen = {arm: (cells[(arm, point)].records_by_seed(), cells[(arm, point)].by_seed(value))
               for arm, point in tuned.items()}
-    table, smallest_effect = comparison_section(plan, chosen, baseline, primary, monitor, mode, has_test, grid)
+    places = {arm: {s.run.seed: s.directory for s in cells[(arm, point)].states if s.record is not None}
+              for arm, point in tuned.items()}
+    table, smallest_effect = comparison_section(plan, chosen, baseline, primary, monitor, mode, has_test, grid, places)
     sections.append(table)
     if common_point is not None:
         sections.append(common_point_section(plan, cells, common_point, baseline, primary, monitor, mode, has_test))
@@ -237,9 +242,10 @@ def edges_note(plan: Plan, tuned: dict, extension_rounds: int | None) -> str:
 
 
 def comparison_section(plan: Plan, chosen: dict, baseline: str, primary, monitor: str, mode: str, has_test: bool,
-                       grid: bool) -> tuple[str, float | None]:
+                       grid: bool, places: dict | None = None) -> tuple[str, float | None]:
     """The comparison table and the smallest difference it claims (a "better" or "worse" verdict), for the
-    re-run check; None when it claims none."""
+    re-run check; None when it claims none. With test values, the comparison over seeds and test items
+    follows the table (item_comparisons.py; `places`: {arm: {seed: its run's directory}})."""
     metric = monitor.replace("val/", "test/") if has_test else f"best {monitor}"
     title = f"## Against `{baseline}`: differences in {metric}\n\n"
     comparisons = compare_arms(chosen, wanted_comparisons(plan, baseline, primary), primary)
@@ -256,6 +262,9 @@ def comparison_section(plan: Plan, chosen: dict, baseline: str, primary, monitor
                   "so the differences are biased toward the tuned arms; rerun with --test for held-out ones.\n\n")
     where = " at each arm's tuned grid point" if grid else ""
     text = comparison_table(comparisons, baseline, primary, metric, mode, where)
+    if has_test:
+        text += item_section(comparisons, {arm: records for arm, (records, _) in chosen.items()}, places or {},
+                             metric, primary, baseline)
     # The smallest effect the table claims: a difference whose corrected test rejects equality.
     effects = [abs(c.difference.mean) for c in comparisons
                if c.difference is not None and c.difference.primary and c.difference.p_holm < ALPHA]

@@ -83,6 +83,7 @@ class RunState:
     run: Run
     record: dict | None = None
     failure: dict | None = None
+    directory: Path | None = None  # the version directory holding `record` (its per-example file is beside it)
 
     @property
     def finished(self) -> bool:
@@ -301,7 +302,7 @@ def find_state(run: Run, output: Path, needs_test: bool = False, wanted: dict | 
                 )
             if needs_test and record.get("test") is None:
                 return RunState(run)
-            return RunState(run, record=record)
+            return RunState(run, record=record, directory=path.parent)
     failure = base / FAILURE
     return RunState(run, failure=json.loads(failure.read_text()) if failure.is_file() else None)
 

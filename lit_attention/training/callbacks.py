@@ -3,6 +3,7 @@
 * `LastCheckpoint` / `ExactResume` (checkpointing.py): a killed run resumes exactly.
 * `BestCheckpoint`: the best checkpoint by the task's monitored metric (ties broken as the task says).
 * `RunRecorder` (recorder.py): the run's record.json, built from state that survives a resume.
+* `PerExampleOutcomes` (per_example.py): each validation and test item's outcome, in a file beside it.
 * `FinalValidation`: a run whose last step no validation follows is validated after it.
 * `FiniteLossGuard`: stops at the first NaN or infinite loss, before any checkpoint holds it.
 * `TrainingThroughput` (throughput.py): samples/s, tokens/s, FLOP/s and MFU in TensorBoard (FLOPs counted by torch).
@@ -24,6 +25,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lit_attention.modeling.attention import MultiHeadAttention
 from lit_attention.training.checkpointing import ExactResume, LastCheckpoint
 from lit_attention.training.lightning_internals import validation_follows
+from lit_attention.training.per_example import PerExampleOutcomes, gather_from_ranks
 from lit_attention.training.recorder import RunRecorder
 from lit_attention.training.throughput import TrainingThroughput
 from lit_attention.training.tasks.base import TaskModule
@@ -42,6 +44,9 @@ def default_callbacks(model, user_callbacks: list, fitting: bool, checkpointing:
         return not any(isinstance(c, kind) for c in user_callbacks)
 
     callbacks: list[L.Callback] = [RunRecorder()] if missing(RunRecorder) else []
+    if missing(PerExampleOutcomes):  # after the recorder: it reads the curve the recorder has just extended
+        recorder = next(c for c in [*user_callbacks, *callbacks] if isinstance(c, RunRecorder))
+        callbacks.append(PerExampleOutcomes(recorder))
     if fitting and missing(FinalValidation):
         callbacks.append(FinalValidation())
     if checkpointing:
@@ -161,9 +166,7 @@ class PredictionWriter(BasePredictionWriter):
     def on_predict_epoch_end(self, trainer, pl_module) -> None:
         if trainer.world_size == 1:
             return
-        # One collective on every rank, however many batches each ran.
-        shares = [None] * trainer.world_size
-        torch.distributed.all_gather_object(shares, self.pending)
+        shares = gather_from_ranks(trainer, self.pending)
         if self.path is not None and trainer.is_global_zero:
             by_index = {index: row for share in shares for index, row in share}  # an input twice: once
             self._append([by_index[index] for index in sorted(by_index)])

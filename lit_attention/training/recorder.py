@@ -17,6 +17,8 @@ import lightning as L
 import torch
 
 from lit_attention.training.peak_flops import peak_flops
+from lit_attention.training.outcome_files import write_outcomes
+from lit_attention.training.per_example import PerExampleOutcomes
 from lit_attention.training.records import provenance, write_record
 
 
@@ -140,7 +142,8 @@ def finish_fit(trainer: L.Trainer, model, datamodule, directory: Path | None, fa
                previous: dict | None = None) -> None:
     """What follows a fit: its record (taken before the test, as testing the best checkpoint restores that
     checkpoint's callback states), the best checkpoint's test scores when `test` (the final weights' when
-    there is none; `test_checkpoint` says which), and record.json.
+    there is none; `test_checkpoint` says which), record.json and, beside it, the per-example outcomes of
+    the best validation and of the test (per_example.py), named in the record's `per_example`.
     `previous`: the record of the finished run this fit resumed; if it trained no further, that record
     stays as it was (its timings are the training's, not this process's) and only gains test scores."""
     if trainer.fast_dev_run:
@@ -150,6 +153,8 @@ def finish_fit(trainer: L.Trainer, model, datamodule, directory: Path | None, fa
             print("fast_dev_run: a debugging run, so nothing was recorded and no checkpoint was kept.", flush=True)
         return
     recorder = next((c for c in trainer.callbacks if isinstance(c, RunRecorder)), None)
+    outcomes = next((c for c in trainer.callbacks if isinstance(c, PerExampleOutcomes)), None)
+    validation = outcomes.validation if outcomes is not None else None  # the best validation's, before the test
     if previous is not None and previous.get("optimizer_steps") == trainer.global_step:
         record = dict(previous)
     else:
@@ -166,6 +171,9 @@ def finish_fit(trainer: L.Trainer, model, datamodule, directory: Path | None, fa
             record["test"] = {k: float(v) for k, v in (results[0] if results else {}).items() if k.startswith("test/")}
             record["test_checkpoint"] = "best" if best else "last"
     if record is not None and directory is not None and trainer.is_global_zero:
+        arrays = outcomes.arrays(validation) if outcomes is not None else {}
+        if arrays:
+            record["per_example"] = write_outcomes(directory, arrays)
         write_record(directory, record)
 
 

@@ -83,7 +83,8 @@ class ClassificationTask(TaskModule):
     def logits_and_labels(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
         return self.forward_batch(self.model, batch), self.labels_of(batch)
 
-    def _step(self, batch, stage: str) -> torch.Tensor:
+    def _step(self, batch, stage: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(the mean loss, the logits, the labels) of a batch, its metrics updated and logged."""
         logits, labels = self.logits_and_labels(batch)
         smoothing = self.hparams.label_smoothing if stage == "train" else 0.0
         loss = F.cross_entropy(logits.float(), labels, label_smoothing=smoothing)
@@ -92,7 +93,13 @@ class ClassificationTask(TaskModule):
         self.log_loss(stage, loss, batch_size=labels.shape[0])
         if stage != "train":  # training's are logged at the epoch's end
             self.log_dict(metrics, on_step=False, on_epoch=True, prog_bar=stage == "val")
-        return loss
+        return loss, logits, labels
+
+    @staticmethod
+    def per_example(logits: torch.Tensor, labels: torch.Tensor) -> dict:
+        """Each item's outcome, for the run's per-example file (per_example.py): right or not, and its loss."""
+        losses = F.cross_entropy(logits.float(), labels, reduction="none")
+        return {"per_example": {"correct": logits.argmax(dim=-1) == labels, "loss": losses.detach()}}
 
     def on_train_epoch_end(self) -> None:
         # compute() sums the counts over the DDP ranks; the ranks then log the same values (sync_dist
@@ -103,13 +110,13 @@ class ClassificationTask(TaskModule):
 
     def training_step(self, batch, batch_idx):
         self.log_learning_rate()
-        return self._step(batch, "train")
+        return self._step(batch, "train")[0]
 
     def validation_step(self, batch, batch_idx):
-        self._step(batch, "val")
+        return self.per_example(*self._step(batch, "val")[1:])
 
     def test_step(self, batch, batch_idx):
-        self._step(batch, "test")
+        return self.per_example(*self._step(batch, "test")[1:])
 
     def predict_logits(self, batch) -> tuple[torch.Tensor, list[str]]:
         """(logits, the inputs' names or texts) of a `predict` batch."""

@@ -89,29 +89,43 @@ class CausalLanguageModel(TaskModule):
         check_token_ids("inputs", inputs, self.config.vocab_size)
         check_token_ids("targets", targets, self.config.vocab_size, ignore=IGNORE)
 
-    def _loss(self, batch, stage: str) -> tuple[torch.Tensor, torch.Tensor]:
-        """The mean loss over the scored targets and their count (on the device: no host sync)."""
+    def _loss(self, batch, stage: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The mean loss over the scored targets, their count (on the device: no host sync) and the logits."""
         inputs, targets = batch
         logits = self.forward_batch(self.model, batch)
         loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE)
         accuracy = getattr(self, f"{stage}_accuracy")
         accuracy.update(logits.detach().argmax(dim=-1), targets)
         self.log(f"{stage}/acc", accuracy, on_step=False, on_epoch=True)
-        return loss, (targets != IGNORE).sum()
+        return loss, (targets != IGNORE).sum(), logits
+
+    @staticmethod
+    def per_example(logits: torch.Tensor, targets: torch.Tensor) -> dict:
+        """Each window's outcome, for the run's per-example file (per_example.py): the mean loss over its
+        scored targets, how many it predicted and how many were scored (token-weighted means rebuild)."""
+        scored = targets != IGNORE
+        losses = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE,
+                                 reduction="none").view_as(targets)
+        tokens = scored.sum(dim=1)
+        return {"per_example": {"loss": (losses.sum(dim=1) / tokens.clamp(min=1)).detach(),
+                                "correct": ((logits.argmax(dim=-1) == targets) & scored).sum(dim=1),
+                                "tokens": tokens}}
 
     def training_step(self, batch, batch_idx):
         self.log_learning_rate()
-        loss, _ = self._loss(batch, "train")
+        loss, _, _ = self._loss(batch, "train")
         self.log_loss("train", loss, batch_size=batch[0].shape[0])
         return loss
 
     def validation_step(self, batch, batch_idx):
-        loss, scored = self._loss(batch, "val")
+        loss, scored, logits = self._loss(batch, "val")
         self.val_loss.update(loss, weight=scored)
+        return self.per_example(logits.detach(), batch[1])
 
     def test_step(self, batch, batch_idx):
-        loss, scored = self._loss(batch, "test")
+        loss, scored, logits = self._loss(batch, "test")
         self.test_loss.update(loss, weight=scored)
+        return self.per_example(logits.detach(), batch[1])
 
     def _log_loss_and_perplexity(self, stage: str) -> torch.Tensor:
         metric = getattr(self, f"{stage}_loss")
