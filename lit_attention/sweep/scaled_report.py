@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lit_attention.sweep.atomic import write_atomically
+from lit_attention.sweep.floors import floors_line
 from lit_attention.sweep.report import write_report
 from lit_attention.sweep.runs import slug
 from lit_attention.sweep.scaling import SizeRuns
@@ -29,12 +30,13 @@ def write_scaled_report(parts, output: Path, command: str, baseline: str, succes
     arms: dict[str, dict[str, SizeRuns]] = {}
     variants = {run.arm: run.variant for _, plan, _ in parts for run in plan.runs}
     mode = "min"
-    rows = []
+    rows, finished = [], []
     for size, plan, states in parts:
         folder = output / SIZES / slug(size.label)
         folder.mkdir(parents=True, exist_ok=True)
         write_report(plan, states, folder, command, baseline, success_threshold, **options)
         records = [s.record for s in states if s.record is not None]
+        finished += records
         if records:
             mode = records[0]["mode"]
         cells = cells_of(plan, states)
@@ -49,7 +51,7 @@ def write_scaled_report(parts, output: Path, command: str, baseline: str, succes
         arms.pop(baseline, None)  # the engine says that the baseline has no finished run at any size
     if any(arms.values()):
         scaling = scaling_section(arms, baseline, mode, claims=control_claims(arms, baseline, variants),
-                                  figure=output / FIGURE)
+                                  figure=output / FIGURE, floors=floors_line(finished))
     else:
         (output / FIGURE).unlink(missing_ok=True)  # a figure from earlier records would outlive them
         scaling = "## Scaling with size\n\nNo arm has a finished run at any size yet: no law can be fitted.\n"
