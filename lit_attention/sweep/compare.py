@@ -167,7 +167,7 @@ def run(argv: list[str]) -> None:
     from lit_attention.sweep.sizes import check_scale, parse_scale
 
     sizes = parse_scale(args.scale)
-    check_scale(sizes, grid, extra, args.arm, args.tokens_per_parameter, args)
+    check_scale(sizes, grid, extra, args.arm, args.tokens_per_parameter)
     extra = [*device_arguments(args), *extra]  # what a run is given to run on; the user's own words come last
     from lit_attention.training.cli import recipe_name
 
