@@ -38,6 +38,7 @@ from .hub import (
     source_slug,
 )
 from .loaders import global_seed
+from .ngram_floors import ngram_floors
 from .stdlib_corpus import STDLIB_LAYOUT, stdlib_corpus
 from .text_tokenizers import (
     ByteTokenizer,
@@ -245,6 +246,27 @@ class LanguageModelingDataModule(DataModule):
                 **{name: fingerprint(digests[name], dtype, self.hparams.max_len, windows.starts)
                    for name, windows in evaluated.items()}}
 
+    def ngram_floors(self) -> dict:
+        """The cross-entropy of a unigram and a bigram count model of the training split on validation and
+        test (ngram_floors.py), in the units of val/loss: {"unit", "unigram": {split: value}, "bigram": ...,
+        "train_tokens"}. Kept in the cache's meta.json; a cache from before that has them computed now,
+        once, and added."""
+        if not self.token_files:
+            raise RuntimeError("Call setup() before asking for the data's n-gram floors.")
+        meta = json.loads(self._meta_path.read_text())
+        if "ngram_floors" not in meta:
+            meta["ngram_floors"] = self._count_floors(meta["dtype"], meta["vocab_size"])
+            try:
+                self._write_meta(meta)
+            except OSError:  # a read-only cache: counted again by the next run
+                pass
+        unit = "nats/byte" if self.hparams.tokenizer == "bytes" else "nats/token"
+        return {"unit": unit, **meta["ngram_floors"]}
+
+    def _count_floors(self, dtype, vocab_size: int) -> dict:
+        tokens = {split: token_array(self.cache_dir / f"{split}.bin", dtype) for split in ("train", "validation", "test")}
+        return ngram_floors(tokens.pop("train"), tokens, vocab_size)
+
     def decode(self, ids: list[int]) -> str:
         return self._tokenizer().decode(ids)
 
@@ -312,8 +334,10 @@ class LanguageModelingDataModule(DataModule):
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         encode = EncodeRows(tokenizer, self.hparams.text_column, dtype, self.rows_are_documents)
         counts, digests = write_token_files(splits, self.cache_dir, encode, self.hparams.num_proc)
-        self._write_meta({"dtype": dtype.name, "vocab_size": tokenizer.vocab_size, "splits": list(splits),
-                          "tokens": counts, "sha256": digests})
+        meta = {"dtype": dtype.name, "vocab_size": tokenizer.vocab_size, "splits": list(splits), "tokens": counts,
+                "sha256": digests}
+        meta["ngram_floors"] = self._count_floors(dtype, tokenizer.vocab_size)
+        self._write_meta(meta)
 
     def _load_splits(self) -> DatasetDict:
         """{train, validation[, test]} with a text column, carving validation when the source has none."""
@@ -375,6 +399,13 @@ class PromptCollate:
                 tokens[row, longest - len(ids):] = torch.from_numpy(ids)
                 padding[row, longest - len(ids):] = False
         return {"tokens": tokens, "padding_mask": padding, "texts": list(texts)}
+
+
+def token_array(path: Path, dtype) -> np.ndarray:
+    """A token file's ids, memory-mapped (an empty file cannot be mapped: an empty array)."""
+    if path.stat().st_size == 0:
+        return np.zeros(0, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode="r")
 
 
 def write_token_files(splits: DatasetDict, out_dir: Path, encode: EncodeRows,

@@ -182,7 +182,7 @@ def check_command_line(words: list[str]) -> None:
     replace the optimizer."""
     if words and not words[0].startswith("-") and words[0] not in COMMANDS:
         raise ConfigError(f"Unknown command {words[0]!r}; valid commands are {', '.join(COMMANDS)}.")
-    if words and words[0] == "compare" and not config_files(words) and not {"-h", "--help"} & set(words):
+    if words and words[0] == "compare" and not config_files(words) and not {"-h", "--help", "--trend"} & set(words):
         raise ConfigError("compare needs a recipe: pass --config, e.g. --config recipes/quickstart/vit_digits.yaml; "
                           "`lit-attention compare --help` lists the options.")
     for i, word in enumerate(words):

@@ -57,7 +57,7 @@ gpt_ratio_197k() {
         --primary optimized --output results/gpt_ratio_197k
 }
 ratio_trend() {     # how the cost of removing W_V changes with size at the fixed ratio (no training)
-    .venv/bin/python results/size_trend.py results/gpt_ratio_49k results/gpt_ratio_111k results/gpt_ratio_197k \
+    .venv/bin/lit-attention compare --trend results/gpt_ratio_49k results/gpt_ratio_111k results/gpt_ratio_197k \
         --output results/ratio_trend
 }
 
@@ -91,7 +91,7 @@ mqar() {       # associative recall with 4 key-value pairs, 2 epochs of 15,000 s
         --output results/mqar --trainer.max_epochs 2 --data.init_args.num_train 15000
 }
 trend() {      # the size trend from the three GPT sections: table and plots (no training)
-    .venv/bin/python results/size_trend.py results/gpt_stdlib_small results/gpt_stdlib_mid results/gpt_stdlib_large \
+    .venv/bin/lit-attention compare --trend results/gpt_stdlib_small results/gpt_stdlib_mid results/gpt_stdlib_large \
         --output results/size_trend
 }
 

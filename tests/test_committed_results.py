@@ -1,7 +1,7 @@
 """The committed study records still make the committed tables: `compare --report` with the command
 results/reproduce.sh gives a section, over a copy of that section's records, writes the committed
 results.csv byte for byte (and results.md, but for its command line), for every section, and
-results/size_trend.py rebuilds both trends. A change of the plan (an argument renamed, a spec's name,
+`compare --trend` rebuilds both trends. A change of the plan (an argument renamed, a spec's name,
 the report's columns) or of a statistic's number shows up here first; gpt_small (60 runs) is the quick
 one."""
 
@@ -49,25 +49,17 @@ def test_the_committed_gpt_small_records_rebuild_the_committed_results_csv(tmp_p
     assert "**Paired:**" in kept and "## Provenance" in kept and "lr=1e-2 is the highest tried" in kept
 
 
-def size_trend_script():
-    """results/size_trend.py as a module (it is a script, not part of the package)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("size_trend", ROOT / "results" / "size_trend.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    return script
+def rebuild_trend(sections: tuple[str, ...], output: Path) -> str:
+    """`compare --trend` (reproduce.sh's trend sections) over the committed sections: its results.md."""
+    main(["compare", "--trend", *(str(ROOT / "results" / name) for name in sections), "--output", str(output)])
+    return (output / "results.md").read_text()
 
 
 @pytest.mark.slow
-def test_the_size_trend_script_rebuilds_the_committed_trend_from_the_committed_sections(tmp_path, monkeypatch):
-    """results/size_trend.py (reproduce.sh's trend sections) reads only the sections' results.csv and one
-    record each: run over the committed GPT sections, it writes the committed results.md."""
-    script = size_trend_script()
-    folders = [str(ROOT / "results" / name) for name in ("gpt_stdlib_small", "gpt_stdlib_mid", "gpt_stdlib_large")]
-    monkeypatch.setattr("sys.argv", ["size_trend.py", *folders, "--output", str(tmp_path)])
-    script.main()
-    rebuilt = (tmp_path / "results.md").read_text()
+def test_the_size_trend_rebuilds_from_the_committed_sections(tmp_path):
+    """`compare --trend` reads only the sections' results.csv and one record each: run over the committed
+    GPT sections, it writes the committed results.md."""
+    rebuilt = rebuild_trend(("gpt_stdlib_small", "gpt_stdlib_mid", "gpt_stdlib_large"), tmp_path)
     assert rebuilt == (ROOT / "results" / "size_trend" / "results.md").read_text()
     assert "## Does the difference change with size?" in rebuilt and (tmp_path / "size_trend.png").is_file()
 
@@ -83,11 +75,12 @@ def test_the_trend_table_is_least_squares_and_welch_on_hand_made_differences():
 
     from lit_attention.sweep.statistics import unpaired_difference
 
-    script = size_trend_script()
+    from lit_attention.sweep.trend import trend_section
+
     noise = [0.01, -0.02, 0.015, -0.005]
     sizes = {params: {seed: mean + noise[(seed + k) % 4] for seed in range(4)}
              for k, (params, mean) in enumerate([(1000, -0.1), (2000, 0.0), (4000, 0.1)])}
-    text = script.trend_section({"optimized": [(p, sizes[p]) for p in (4000, 2000, 1000)]}, "standard", "test/loss")
+    text = trend_section({"optimized": [(p, sizes[p]) for p in (4000, 2000, 1000)]}, "standard", "test/loss")
     row = text.split("| optimized |")[1].split("\n")[0].split("|")
     x = [math.log2(p) for p in sizes for _ in range(4)]
     y = [v for p in sizes for v in sizes[p].values()]
@@ -102,7 +95,7 @@ def test_the_trend_table_is_least_squares_and_welch_on_hand_made_differences():
     assert row[5].strip() == f"[{change.low:+.4f}, {change.high:+.4f}]"
 
 
-# The other sections reproduce.sh gives `compare`, and the other trend (size_trend.py over three sections);
+# The other sections reproduce.sh gives `compare`, and the other trend (`compare --trend` over three sections);
 # gpt_small and trend have their tests above.
 SECTIONS = ["digits_confirm", "digits_long", "gpt_ratio_49k", "gpt_ratio_111k", "gpt_ratio_197k", "vit", "vit_hard",
             "gpt", "gpt_large", "mqar"]
@@ -141,9 +134,5 @@ def test_every_committed_section_rebuilds_its_committed_report(name, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", TRENDS)
-def test_every_committed_trend_rebuilds_from_its_committed_sections(name, tmp_path, monkeypatch):
-    script = size_trend_script()
-    folders = [str(ROOT / "results" / folder) for folder in TRENDS[name]]
-    monkeypatch.setattr("sys.argv", ["size_trend.py", *folders, "--output", str(tmp_path)])
-    script.main()
-    assert (tmp_path / "results.md").read_text() == (ROOT / "results" / name / "results.md").read_text()
+def test_every_committed_trend_rebuilds_from_its_committed_sections(name, tmp_path):
+    assert rebuild_trend(TRENDS[name], tmp_path) == (ROOT / "results" / name / "results.md").read_text()

@@ -68,7 +68,8 @@ def test_malformed_sizes_are_one_sentence(items, message):
         (["--scale", f"{DIM}=16,32", "--tokens-per-parameter", "0"], "--tokens-per-parameter 0 is invalid; give a positive"),
         (["--scale", f"{DIM}=16,32", "--tokens-per-parameter", "20"],
          "--tokens-per-parameter keeps the recipe's warm-up fraction, but the recipe sets no trainer.max_steps"),
-        (["--scale", f"{DIM}=16,32", "--verify", "1"], "--verify does not work with --scale yet"),
+        (["--scale", f"{DIM}=16,32", "--verify", "4"], "--verify 4 re-trains that many runs at every size, but size "
+         f"{DIM.split('.')[-1]}=16 has 0 finished (of the 3 it plans); give at most 3."),
     ],
 )
 def test_scaled_sweeps_that_cannot_work_fail_in_one_sentence_before_any_run(args, message, tmp_path, monkeypatch,
@@ -87,7 +88,7 @@ def test_each_size_gets_its_folder_and_a_budget_from_its_non_embedding_parameter
             "--scale", f"{HEADS}=2,4", "--tokens-per-parameter", "20"]
     args, extra = build_parser().parse_known_args(argv)
     sizes = parse_scale(args.scale)
-    check_scale(sizes, [], extra, args.arm, args.tokens_per_parameter, args)
+    check_scale(sizes, [], extra, args.arm, args.tokens_per_parameter)
     planned = plan_sizes(args, ["standard", "nonlinear_query"], [], extra, sizes)
     assert [size.label for size, _, _ in planned] == ["dim=16,num_heads=2", "dim=32,num_heads=4"]
     for size, plan, size_extra in planned:
@@ -172,13 +173,25 @@ def test_degenerate_sweeps_get_the_engines_sentences(tmp_path):
 @pytest.mark.slow
 def test_a_tiny_scaled_sweep_reports_its_laws_and_rebuilds_them(in_tmp, capsys):
     """2 sizes x 2 arms (standard and a wider-MLP control) x 2 seeds of the stdlib GPT, budgets from
-    tokens per parameter; --report rebuilds results.md byte for byte."""
+    tokens per parameter, one run of each size re-trained (--verify) and each size's tuned runs
+    inspected, each into its size's report; the data's n-gram floors under the loss tables; --report
+    rebuilds results.md byte for byte."""
     sweep = ["compare", *TINY_GPT, "--variants", "standard", "--arm", "mlp5;standard;model.init_args.net.mlp_ratio=5",
              "--seeds", "2", "--scale", f"{DIM}=16,32", "--scale", f"{HEADS}=2,2", "--tokens-per-parameter", "0.1",
-             "--test", "--output", "out"]
+             "--test", "--verify", "1", "--inspect", "--output", "out"]
     assert run_main(sweep) == 0, capsys.readouterr().err[-3000:]
     out = in_tmp / "out"
     text = (out / "results.md").read_text()
+    floors = "n-gram floors on this data (fitted on the training split, scored on validation / test): unigram "
+    assert text.count(floors) == 1 and "nats/byte." in text.split(floors)[1].split("\n")[0]
+    for label in ("dim=16,num_heads=2", "dim=32,num_heads=2"):
+        size = (out / "sizes" / label / "results.md").read_text()
+        assert size.count(floors) == 1  # under the table of every run (one grid point: no tuned table)
+        assert "## Re-run check" in size and "## What each arm learned" in size
+        assert len(list((out / "sizes" / label / "verify/runs").rglob("record.json"))) == 1
+        assert sorted(p.name for p in (out / "sizes" / label / "inspect").iterdir() if p.is_dir()) == ["mlp5", "standard"]
+        assert (f"| {label} | 1 re-run(s): [sizes/{label}/results.md](sizes/{label}/results.md) | "
+                f"[sizes/{label}/inspect/compare.md](sizes/{label}/inspect/compare.md) |") in text
     assert "## Sizes and budgets" in text and "## Scaling with size" in text and "| mlp5 | N | dim=32,num_heads=2 |" in text
     assert "`standard`'s law passes through its two sizes" in text and (out / "scaling.png").is_file()
     records = sorted(p.relative_to(out / "runs").parts[:3] for p in (out / "runs").rglob("record.json"))

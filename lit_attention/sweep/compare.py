@@ -5,6 +5,7 @@ separate `lit-attention fit` that records its result on disk, and a report built
     lit-attention compare --config recipes/quickstart/gpt_stdlib.yaml --variants standard,optimized \\
         --grid model.init_args.lr=1e-3,3e-3 --seeds 5 --test --parallel 2
     lit-attention compare ... --report          # rebuild the tables from what is on disk, train nothing
+    lit-attention compare --trend DIR1 DIR2 DIR3 --output OUT   # how differences change over sweeps of 3 sizes
 
 Re-running the same command skips finished runs and resumes interrupted ones from their last
 checkpoint; killing it at any point and running it again ends with the same results.csv. Arguments
@@ -64,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter, exit_on_error=False,
                                      allow_abbrev=False)  # `--seed 7` must not silently mean --seeds 7
     sweep = parser.add_argument_group("what to run")
-    sweep.add_argument("--config", action="append", required=True, help="recipe YAML (repeat to stack presets)")
+    sweep.add_argument("--config", action="append", help="recipe YAML (repeat to stack presets); needed by all "
+                       "but --trend")
     sweep.add_argument("--variants", nargs="+", default=["all"],
                        help="'all' or comma-separated variants, each " + presets_help().replace("%", "%%"))
     sweep.add_argument("--seeds", type=int, default=3, help="seeds per arm and grid point: first-seed, ..., +n-1")
@@ -100,6 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
     report = parser.add_argument_group("the report")
     report.add_argument("--output", default=None, help="output directory (default: runs/compare/<recipe>)")
     report.add_argument("--report", action="store_true", help="only rebuild the report from the records on disk")
+    report.add_argument("--trend", nargs="+", default=None, metavar="DIR",
+                        help="train nothing: from finished compare outputs of one recipe at several sizes (one "
+                             "folder a size), write --output's results.md and size_trend.png: each arm's difference "
+                             "from --baseline at every size, its slope against log2 of the parameters and the largest "
+                             "minus the smallest size (lit_attention/sweep/trend.py)")
     report.add_argument("--wait-for-lock", action="store_true",
                         help="when another compare command is using --output, wait for it to end instead of stopping")
     report.add_argument("--baseline", default="standard", help="the arm every other arm is compared with")
@@ -145,6 +152,11 @@ def run(argv: list[str]) -> None:
     except ArgumentError as error:
         raise ConfigError(f"{error}; `lit-attention compare --help` lists the options.") from None
     check_not_abbreviated(extra, parser)
+    if args.trend is not None:
+        return run_trend(args, extra)
+    if not args.config:
+        raise ConfigError("compare needs a recipe: pass --config, e.g. --config recipes/quickstart/vit_digits.yaml; "
+                          "`lit-attention compare --help` lists the options.")
     check_runs_validate(extra)
     for name in ("seeds", "parallel", "devices_per_run", "slurm_nodes", "slurm_time"):
         if getattr(args, name) < 1:
@@ -167,7 +179,7 @@ def run(argv: list[str]) -> None:
     from lit_attention.sweep.sizes import check_scale, parse_scale
 
     sizes = parse_scale(args.scale)
-    check_scale(sizes, grid, extra, args.arm, args.tokens_per_parameter, args)
+    check_scale(sizes, grid, extra, args.arm, args.tokens_per_parameter)
     extra = [*device_arguments(args), *extra]  # what a run is given to run on; the user's own words come last
     from lit_attention.training.cli import recipe_name
 
@@ -233,6 +245,27 @@ def run_sweep(args, argv: list[str], variants: list[str], grid, extra: list[str]
         print(f"{failed} run(s) failed; their errors are in the table and in each run's compare.log.", file=sys.stderr)
     if failed or skipped:
         sys.exit(1)
+
+
+def run_trend(args, extra: list[str]) -> None:
+    """`--trend DIR ...`: a report over finished sweeps, one a size; it plans and trains nothing, so every
+    option of a sweep is refused rather than ignored."""
+    given = [f"--{name.replace('_', '-')}" for name in ("config", "scale", "grid", "arm", "add_control")
+             if getattr(args, name)] + extra
+    if given:
+        raise ConfigError(f"--trend reads finished sweeps and trains nothing, so {given[0]} cannot be given with it; "
+                          "give the folders, --output and --baseline only.")
+    if args.output is None:
+        raise ConfigError("--trend needs --output, the folder to write the trend's results.md and size_trend.png into.")
+    if len(args.trend) < 2:
+        raise ConfigError(f"--trend {args.trend[0]} is one sweep; a trend over sizes needs at least two folders.")
+    from lit_attention.sweep.trend import write_trend
+
+    output = Path(args.output)
+    check_writable(output)
+    text = write_trend([Path(folder) for folder in args.trend], output, args.baseline)
+    print(text)
+    print(f"Wrote {output}/results.md and {output}/size_trend.png")
 
 
 # ---------------------------------------------------------------------------------------------- the command line

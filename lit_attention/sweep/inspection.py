@@ -14,23 +14,27 @@ INSPECT = "inspect"
 WHICH = "runs.json"  # which run of each arm the reports are of
 
 
-def inspect_arms(plan, states: list[RunState], output: Path, batches: int = 8) -> Path | None:
+def inspect_arms(plan, states: list[RunState], output: Path, batches: int = 8, report: Path | None = None) -> Path | None:
     """Inspect each arm's run of the lowest finished seed at its tuned grid point (into
-    `<output>/inspect/<arm>/`) and write `<output>/inspect/compare.md` and `compare.png` across them.
-    Returns compare.md's path, or None when no run has finished."""
+    `<report>/inspect/<arm>/`) and write `<report>/inspect/compare.md` and `compare.png` across them.
+    `output`: the sweep's, where the runs are; `report`: the folder of the report that links them (the
+    sweep's output, or a size's folder under --scale). Returns compare.md's path, or None when no run has
+    finished."""
     from lit_attention.analysis import compare_runs, inspect_run
 
     chosen = inspected_runs(plan, states)
     if not chosen:
         return None
+    into = Path(report or output) / INSPECT
     folders = []
     for arm, run in chosen.items():
-        folder = Path(output) / INSPECT / slug(arm)
-        print(f"compare: inspecting {arm} (seed {run.seed}, {run.point_label})", flush=True)
+        folder = into / slug(arm)
+        size = f"size {run.size}, " if run.size else ""
+        print(f"compare: inspecting {arm} ({size}seed {run.seed}, {run.point_label})", flush=True)
         inspect_run(run.directory(output), output=folder, batches=batches, progress=False)
         folders.append(folder)
-    path = compare_runs(folders, Path(output) / INSPECT, batches=batches, labels=list(chosen))
-    (Path(output) / INSPECT / WHICH).write_text(json.dumps(which(chosen), indent=1) + "\n")
+    path = compare_runs(folders, into, batches=batches, labels=list(chosen))
+    (into / WHICH).write_text(json.dumps(which(chosen), indent=1) + "\n")
     return path
 
 

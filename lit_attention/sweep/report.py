@@ -35,6 +35,7 @@ from lit_attention.training.records import TIMING_FIELDS
 from lit_attention.sweep.atomic import write_atomically
 from lit_attention.sweep.budget import budget_note
 from lit_attention.sweep.comparisons import compare_arms, comparison_table, wanted_comparisons
+from lit_attention.sweep.floors import floors_line
 from lit_attention.sweep.inspection import inspection_section
 from lit_attention.sweep.item_comparisons import item_section
 from lit_attention.sweep.runs import Plan, RunState, point_label
@@ -91,13 +92,14 @@ def write_report(plan: Plan, states: list[RunState], output: Path, command: str,
     others = [name for name in test_metrics(finished) if name != monitor.replace("val/", "test/")]
     tuned = tuned_points(plan, cells, mode)
     grid = len(plan.all_points) > 1
+    floors = floors_line(finished)  # under each table of losses: the data's unigram and bigram losses
     sections = [
         f"# Comparison\n\n`{command}`\n",
         seeds_paragraph(plan, monitor, mode, has_test, any(r.get("data_seed") is not None for r in finished)),
-        "## Every run\n\n" + full_table(plan, cells, monitor, has_test, others),
+        "## Every run\n\n" + full_table(plan, cells, monitor, has_test, others) + floors,
     ]
     if grid:
-        sections.append("## Tuned per arm\n\n" + tuned_table(plan, cells, tuned, monitor, has_test, others)
+        sections.append("## Tuned per arm\n\n" + tuned_table(plan, cells, tuned, monitor, has_test, others) + floors
                         + ties_note(tuned_choices(plan, cells, mode), point_label)
                         + edges_note(plan, tuned, extension_rounds) + budget_note(plan, cells, tuned))
     value = test_value if has_test else best_value

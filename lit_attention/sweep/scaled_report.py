@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from lit_attention.sweep.atomic import write_atomically
+from lit_attention.sweep.floors import floors_line
+from lit_attention.sweep.inspection import INSPECT
 from lit_attention.sweep.report import write_report
 from lit_attention.sweep.runs import slug
 from lit_attention.sweep.scaling import SizeRuns
@@ -16,6 +18,7 @@ from lit_attention.sweep.scaling_input import size_runs
 from lit_attention.sweep.scaling_report import scaling_section
 from lit_attention.sweep.selection import cells_of, tuned_points
 from lit_attention.sweep.tables import count, markdown
+from lit_attention.sweep.verify import VERIFY
 
 SIZES = "sizes"
 FIGURE = "scaling.png"
@@ -29,12 +32,13 @@ def write_scaled_report(parts, output: Path, command: str, baseline: str, succes
     arms: dict[str, dict[str, SizeRuns]] = {}
     variants = {run.arm: run.variant for _, plan, _ in parts for run in plan.runs}
     mode = "min"
-    rows = []
+    rows, finished = [], []
     for size, plan, states in parts:
         folder = output / SIZES / slug(size.label)
         folder.mkdir(parents=True, exist_ok=True)
         write_report(plan, states, folder, command, baseline, success_threshold, **options)
         records = [s.record for s in states if s.record is not None]
+        finished += records
         if records:
             mode = records[0]["mode"]
         cells = cells_of(plan, states)
@@ -49,7 +53,7 @@ def write_scaled_report(parts, output: Path, command: str, baseline: str, succes
         arms.pop(baseline, None)  # the engine says that the baseline has no finished run at any size
     if any(arms.values()):
         scaling = scaling_section(arms, baseline, mode, claims=control_claims(arms, baseline, variants),
-                                  figure=output / FIGURE)
+                                  figure=output / FIGURE, floors=floors_line(finished))
     else:
         (output / FIGURE).unlink(missing_ok=True)  # a figure from earlier records would outlive them
         scaling = "## Scaling with size\n\nNo arm has a finished run at any size yet: no law can be fitted.\n"
@@ -61,10 +65,28 @@ def write_scaled_report(parts, output: Path, command: str, baseline: str, succes
                 "accumulation and devices.\n\n"
                 + markdown(["size", "settings", "N (baseline)", "tokens per parameter", "tokens per step",
                             "max_steps", "warmup_steps", "runs finished", "tables"], rows),
-                scaling]
-    text = "\n".join(sections)
+                checks_section(parts, output), scaling]
+    text = "\n".join(section for section in sections if section)
     write_atomically(output / "results.md", text)
     return text
+
+
+def checks_section(parts, output: Path) -> str:
+    """Where each size's --verify re-run check and --inspect figure are ("" when no size has either): in
+    that size's own report, which sets them beside that size's comparisons."""
+    rows = []
+    for size, _, _ in parts:
+        folder = Path(SIZES) / slug(size.label)
+        reruns = sum(1 for _ in (output / folder / VERIFY).rglob("record.json"))
+        inspected = (output / folder / INSPECT / "compare.md").is_file()
+        if reruns or inspected:
+            rows.append([size.label, f"{reruns} re-run(s): [{folder}/results.md]({folder}/results.md)" if reruns else "-",
+                         f"[{folder}/{INSPECT}/compare.md]({folder}/{INSPECT}/compare.md)" if inspected else "-"])
+    if not rows:
+        return ""
+    return ("## Re-run checks and what each arm learned, per size\n\nEach size's `--verify` re-runs (its own K runs, "
+            "set beside the smallest effect of that size's comparison table) and `--inspect` reports (its own tuned "
+            "runs) are in that size's report.\n\n" + markdown(["size", "re-run check", "what each arm learned"], rows))
 
 
 def budget_row(size, plan, states, baseline: str, folder: Path) -> list[str]:

@@ -30,15 +30,15 @@ SYMBOLS = {"params": "N", "flops": "C"}
 
 def scaling_section(arms: dict[str, dict[str, SizeRuns]], baseline: str, mode: str = "min",
                     claims: list[tuple[str, float, str]] = (), resamples: int = RESAMPLES,
-                    figure: Path | None = None) -> str:
+                    figure: Path | None = None, floors: str = "") -> str:
     """The whole section for `arms` ({arm: {size label: SizeRuns}}): laws and multipliers on the tuned
     validation values, the test values' beside them; `claims`: (arm, threshold, what the threshold
     stands for), each read as "m above the threshold?" at every measured size; `figure`: where to
-    write the figure (on validation values)."""
+    write the figure (on validation values); `floors`: the data's n-gram line (floors.py), under the laws."""
     validation = analyse(arms, baseline, mode, "validation", resamples)
     test = analyse(arms, baseline, mode, "test", resamples)
     has_test = any(r.test for runs in arms.values() for r in runs.values())
-    parts = [introduction(validation, has_test), laws_table(validation, test if has_test else None),
+    parts = [introduction(validation, has_test), laws_table(validation, test if has_test else None) + floors,
              multipliers_table(validation, test if has_test else None), claims_paragraph(validation, claims),
              rates_table(arms), notes_list(validation.notes + (test.notes if has_test else []))]
     if figure is not None:

@@ -81,8 +81,7 @@ def meaning(value: str) -> object:
         return value
 
 
-def check_scale(sizes: list[Size], grid, extra: list[str], arms: list[str], tokens_per_parameter: float | None,
-                args) -> None:
+def check_scale(sizes: list[Size], grid, extra: list[str], arms: list[str], tokens_per_parameter: float | None) -> None:
     """Combinations that cannot work, each one sentence, before anything is planned."""
     keys = [key for size in sizes[:1] for key, _ in size.settings]
     for key in keys:
@@ -93,9 +92,6 @@ def check_scale(sizes: list[Size], grid, extra: list[str], arms: list[str], toke
         for word in [*extra, *(w for arm in arms for w in arm.split(";")[2:])]:
             if same_key(word.lstrip("-").split("=")[0], key):
                 raise ConfigError(f"{word!r} sets {key}, which --scale varies; drop it, or drop that key from --scale.")
-    if sizes and (args.verify or args.inspect):
-        raise ConfigError(f"--{'verify' if args.verify else 'inspect'} does not work with --scale yet; run it on "
-                          "one size's sweep (the same command without --scale, that size's settings given).")
     if tokens_per_parameter is None:
         return
     if not sizes:

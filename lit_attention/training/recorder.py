@@ -131,6 +131,7 @@ class RunRecorder(L.Callback):
             "peak_flops": peak_flops(trainer.strategy.root_device, trainer.precision),  # what MFU divides by
             "first_batch_sha256": self.first_batch,
             "data_fingerprints": data_fingerprints(trainer),
+            "ngram_floors": ngram_floors(trainer),  # how far above counting the losses are (an LM's data only)
             "train_seconds": round(self.train_seconds, 3),
             "train_samples_per_second": round(self.samples / self.train_seconds, 2) if self.train_seconds else None,
             "wall_seconds": round(self.wall_seconds(), 3),  # every process's, up to the checkpoint it resumed from
@@ -185,6 +186,13 @@ def data_fingerprints(trainer: L.Trainer) -> dict[str, str | None] | None:
         return fingerprints() if callable(fingerprints) else None
     except NotImplementedError:
         return None
+
+
+def ngram_floors(trainer: L.Trainer) -> dict | None:
+    """The unigram and bigram losses of the run's language-modelling data (datamodules/ngram_floors.py);
+    None for other data."""
+    floors = getattr(trainer.datamodule, "ngram_floors", None)
+    return floors() if callable(floors) else None
 
 
 def device_names(trainer: L.Trainer) -> list[str]:

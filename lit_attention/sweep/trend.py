@@ -1,48 +1,49 @@
-"""The size trend of RESULTS.md: the same arms of a GPT at several sizes, each arm at its learning rate
-chosen on validation, scored on test, compared with `standard` seed by seed at every size; then whether
-that difference changes with size: the slope of the seed-by-seed differences against log2 of the
-baseline's non-embedding parameters (least squares over every seed of every size, t-interval), and the
-difference at the largest size minus the one at the smallest (Welch's interval and a label permutation:
-the sizes' seeds are separate models, so they are not paired).
+"""`compare --trend DIR1 DIR2 ... --output OUT`: how an arm's difference from the baseline changes with
+model size, over separate compare outputs of one recipe at several sizes (one folder a size), built only
+from what those sweeps wrote (each folder's results.csv and one record for the metric's direction).
 
-    python results/size_trend.py results/gpt_stdlib_small results/gpt_stdlib_mid results/gpt_stdlib_large \
-        --output results/size_trend
+Each arm at its learning rate chosen on validation (compare's rule and tie-break, selection.best_of) is
+scored on test and compared with the baseline seed by seed at every size; then whether that difference
+changes with size: the least-squares slope of the seed-by-seed differences against log2 of the
+baseline's non-embedding parameters (every seed of every size, t-interval), and the difference at the
+largest size minus the one at the smallest (Welch's interval and a label permutation: the sizes' seeds
+are separate models, so they are not paired). It writes OUT/results.md and OUT/size_trend.png.
 
-Reads only what `compare` wrote (each folder's results.csv and one record for the metric's direction)
-and applies compare's own rules (lit_attention.sweep.report, lit_attention.sweep.statistics).
+A `compare --scale` sweep reports its sizes with fitted laws and multipliers (scaling_report.py); this
+reads sweeps that were run one size at a time, as the committed results/size_trend and ratio_trend are.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import math
 import statistics
 from pathlib import Path
 
-import matplotlib
+from lit_attention.errors import ConfigError
+from lit_attention.sweep.atomic import write_atomically
+from lit_attention.sweep.comparisons import marked
+from lit_attention.sweep.selection import best_of
+from lit_attention.sweep.statistics import mean_std, paired_difference, unpaired_difference, verdict, with_holm
+from lit_attention.sweep.tables import interval, markdown, p_value
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import NullFormatter  # noqa: E402
-from scipy import stats  # noqa: E402
+FIGURE = "size_trend.png"
 
-from lit_attention.sweep.comparisons import marked  # noqa: E402
-from lit_attention.sweep.selection import best_of  # noqa: E402
-from lit_attention.sweep.statistics import (  # noqa: E402
-    mean_std,
-    paired_difference,
-    unpaired_difference,
-    verdict,
-    with_holm,
-)
-from lit_attention.sweep.tables import interval, markdown, p_value  # noqa: E402
+
+def check_folders(folders: list[Path]) -> None:
+    for folder in folders:
+        if not (Path(folder) / "results.csv").is_file():
+            raise ConfigError(f"--trend {folder} has no results.csv; give folders that `lit-attention compare` wrote.")
+        if next(Path(folder).glob("runs/**/record.json"), None) is None:
+            raise ConfigError(f"--trend {folder} holds no run record (runs/**/record.json); give folders of "
+                              "finished compare sweeps.")
 
 
 def load(folder: Path) -> tuple[list[dict], str, str]:
     """(finished rows of results.csv, monitored metric, "max" or "min")."""
-    rows = [row for row in csv.DictReader(open(folder / "results.csv")) if row["status"] == "finished"]
+    with open(folder / "results.csv", newline="") as file:
+        rows = [row for row in csv.DictReader(file) if row["status"] == "finished"]
     record = json.loads(next(folder.glob("runs/**/record.json")).read_text())
     return rows, record["monitor"], record["mode"]
 
@@ -59,35 +60,34 @@ def tuned(rows: list[dict], mode: str) -> dict[str, list[dict]]:
             for arm, points in by_arm.items()}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("folders", nargs="+", type=Path, help="compare outputs, smallest model first")
-    parser.add_argument("--output", type=Path, required=True)
-    parser.add_argument("--baseline", default="standard")
-    args = parser.parse_args()
-    for folder in args.folders:
-        if not (folder / "results.csv").is_file():
-            parser.error(f"{folder} has no results.csv; give folders that `lit-attention compare` wrote.")
-    args.output.mkdir(parents=True, exist_ok=True)
-
-    loaded = {folder: load(folder) for folder in args.folders}
+def write_trend(folders: list[Path], output: Path, baseline: str = "standard") -> str:
+    """Write `output`/results.md and size_trend.png from the compare outputs `folders` (smallest model
+    first, though the trend sorts them by parameters); returns the markdown."""
+    folders = [Path(folder) for folder in folders]
+    check_folders(folders)
+    output = Path(output)
+    output.mkdir(parents=True, exist_ok=True)
+    loaded = {folder: load(folder) for folder in folders}
     # Only the arms every size has: each size's Holm and Bonferroni corrections then count the same arms.
     common = set.intersection(*({row["arm"] for row in rows} for rows, _, _ in loaded.values()))
+    if baseline not in common:
+        raise ConfigError(f"--baseline {baseline} is not an arm of every --trend folder; the arms they all have: "
+                          f"{', '.join(sorted(common)) or 'none'}.")
     sizes, table, per_seed = [], [], {}  # per_seed: {arm: [(baseline's parameters, {seed: difference})]}
     for folder, (rows, monitor, mode) in loaded.items():
         chosen = tuned([row for row in rows if row["arm"] in common], mode)
         test = {arm: {int(r["seed"]): float(r["test"]) for r in rs} for arm, rs in chosen.items()}
-        arms = [arm for arm in chosen if arm != args.baseline]
-        differences = with_holm([paired_difference(test[arm], test[args.baseline]) for arm in arms])
+        arms = [arm for arm in chosen if arm != baseline]
+        differences = with_holm([paired_difference(test[arm], test[baseline]) for arm in arms])
         size = {"name": folder.name, "arms": {}}
         for arm, rs in chosen.items():
             values = [float(r["test"]) for r in rs]
             size["arms"][arm] = {"params": int(rs[0]["params_non_embedding"]), "flops": float(rs[0]["train_flops"]),
                                  "test": mean_std(values), "point": rs[0]["point"]}
         for arm in arms:
-            seeds = sorted(set(test[arm]) & set(test[args.baseline]))
-            per_seed.setdefault(arm, []).append((size["arms"][args.baseline]["params"],
-                                                 {s: test[arm][s] - test[args.baseline][s] for s in seeds}))
+            seeds = sorted(set(test[arm]) & set(test[baseline]))
+            per_seed.setdefault(arm, []).append((size["arms"][baseline]["params"],
+                                                 {s: test[arm][s] - test[baseline][s] for s in seeds}))
         for arm, d in zip(arms, differences):
             tokens = [float(r["tokens_seen"]) / int(r["params_non_embedding"]) for r in chosen[arm] if r["tokens_seen"]]
             table.append([folder.name, arm, size["arms"][arm]["point"], f"{size['arms'][arm]['params']:,}",
@@ -97,36 +97,22 @@ def main() -> None:
                           verdict(d, mode)])
         sizes.append(size)
     metric = monitor.replace("val/", "test/")
-    header = ["size", "arm", "lr chosen on validation", "non-embedding params", "training tokens per non-embedding parameter (this arm)", metric,
-              f"difference vs {args.baseline}", "95% interval", "simultaneous 95% (per size)", "p (Holm, per size)",
-              "verdict"]
+    header = ["size", "arm", "lr chosen on validation", "non-embedding params",
+              "training tokens per non-embedding parameter (this arm)", metric, f"difference vs {baseline}",
+              "95% interval", "simultaneous 95% (per size)", "p (Holm, per size)", "verdict"]
     text = (f"# Size trend\n\n{metric} of each arm at its tuned learning rate (the arms every size has); "
-            f"differences with `{args.baseline}` are paired over seeds and corrected over the arms at each size.\n\n"
-            + markdown(header, table) + trend_section(per_seed, args.baseline, metric) + "\n![trend](size_trend.png)\n")
-    (args.output / "results.md").write_text(text)
-    print(text)
-
-    figure, (by_params, by_flops) = plt.subplots(1, 2, figsize=(12, 4.6))
-    for arm in sizes[0]["arms"]:
-        points = [(s["arms"][arm]["params"], s["arms"][arm]["flops"], *s["arms"][arm]["test"]) for s in sizes
-                  if arm in s["arms"]]
-        for axes, x in ((by_params, 0), (by_flops, 1)):
-            axes.errorbar([p[x] for p in points], [p[2] for p in points], yerr=[p[3] for p in points], marker="o",
-                          capsize=3, label=arm)
-    for axes, label in ((by_params, "non-embedding parameters"), (by_flops, "training FLOPs")):
-        axes.set_xscale("log")
-        axes.xaxis.set_minor_formatter(NullFormatter())  # labelled minor ticks overlap on a short log axis
-        axes.set_xlabel(label)
-        axes.set_ylabel(f"{metric} (mean ± std over seeds)")
-        axes.legend(fontsize=8)
-    figure.suptitle("the same arms at three sizes, each at its tuned learning rate")
-    figure.tight_layout()
-    figure.savefig(args.output / "size_trend.png", dpi=110)
+            f"differences with `{baseline}` are paired over seeds and corrected over the arms at each size.\n\n"
+            + markdown(header, table) + trend_section(per_seed, baseline, metric) + f"\n![trend]({FIGURE})\n")
+    write_atomically(output / "results.md", text)
+    plot(sizes, metric, output / FIGURE)
+    return text
 
 
 def trend_section(per_seed: dict[str, list[tuple[int, dict[int, float]]]], baseline: str, metric: str) -> str:
     """Does each arm's difference from the baseline change with size? The least-squares slope of every
     seed's difference against log2(parameters), and the largest size's mean difference minus the smallest's."""
+    from scipy import stats
+
     rows = []
     for arm, sizes in per_seed.items():
         if len(sizes) < 2:
@@ -158,5 +144,29 @@ def trend_section(per_seed: dict[str, list[tuple[int, dict[int, float]]]], basel
                 "(MC)" in row[-1] for row in rows) else ""))
 
 
-if __name__ == "__main__":
-    main()
+def plot(sizes: list[dict], metric: str, path: Path) -> None:
+    """Each arm's test value (mean ± std over seeds) against its parameters and its training FLOPs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
+
+    figure, (by_params, by_flops) = plt.subplots(1, 2, figsize=(12, 4.6))
+    for arm in sizes[0]["arms"]:
+        points = [(s["arms"][arm]["params"], s["arms"][arm]["flops"], *s["arms"][arm]["test"]) for s in sizes
+                  if arm in s["arms"]]
+        for axes, x in ((by_params, 0), (by_flops, 1)):
+            axes.errorbar([p[x] for p in points], [p[2] for p in points], yerr=[p[3] for p in points], marker="o",
+                          capsize=3, label=arm)
+    for axes, label in ((by_params, "non-embedding parameters"), (by_flops, "training FLOPs")):
+        axes.set_xscale("log")
+        axes.xaxis.set_minor_formatter(NullFormatter())  # labelled minor ticks overlap on a short log axis
+        axes.set_xlabel(label)
+        axes.set_ylabel(f"{metric} (mean ± std over seeds)")
+        axes.legend(fontsize=8)
+    count = {2: "two", 3: "three", 4: "four", 5: "five"}.get(len(sizes), str(len(sizes)))
+    figure.suptitle(f"the same arms at {count} sizes, each at its tuned learning rate")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
