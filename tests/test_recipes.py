@@ -156,6 +156,7 @@ def test_printed_config_shows_the_sizes_the_run_uses(offline_home, capsys):
     assert (net["num_classes"], net["image_size"], net["in_channels"]) == (10, 8, 1)  # the digits', not defaults
 
 
+@pytest.mark.slow  # the first test of the tier to ask for `plans` would plan every recipe (3.5 s of CPU)
 def test_nothing_was_downloaded_or_written(plans, offline_home):
     assert plans  # every recipe has been planned
     assert list((offline_home / "cwd").iterdir()) == [], "the CLI wrote files (data/ or runs/) while only parsing"
