@@ -18,6 +18,9 @@ from pathlib import Path
 
 import pytest
 
+# cpu_budget: the summary's names of fast tests over their CPU budget; pytester: its test runs a session.
+pytest_plugins = ("cpu_budget", "pytester")
+
 # torch, Lightning and the project are imported where a test first needs them, not here: under xdist
 # this file is imported by the controller too, which runs no test (torch alone is some 3 s of CPU).
 
