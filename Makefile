@@ -23,8 +23,8 @@ demo: $(STAMP)
 # it without xdist). --dist loadfile keeps each test file on one worker, so a module's shared runs
 # (test_reliability's killed and resumed runs) start once. (xdist's --dist loadgroup would group
 # single tests, but pytest 9.2 silently breaks it: pytest-xdist issue 1386.)
-# `make test-fast`, the inner loop (under a minute): every test but those marked slow (each starts
-# processes or trains for more than about 2 s); `make test` runs them all.
+# `make test-fast`, the inner loop (under a minute): every test but those marked slow (each starts a
+# process or takes more than about 0.2 s of CPU); `make test` runs them all.
 WORKERS ?= auto
 PYTEST  := $(BIN)/python -m pytest -n $(WORKERS) --dist loadfile
 

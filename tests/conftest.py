@@ -17,11 +17,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-import torch
 
-from lit_attention.sweep import launchers
+# cpu_budget: the summary's names of fast tests over their CPU budget; pytester: its test runs a session.
+pytest_plugins = ("cpu_budget", "pytester")
 
-from in_process import OFFLINE, RUN_VARIABLES, process_state_kept, run_main  # tests/ is on sys.path under pytest
+# torch, Lightning and the project are imported where a test first needs them, not here: under xdist
+# this file is imported by the controller too, which runs no test (torch alone is some 3 s of CPU).
 
 # No test reaches the network: `datasets` reports each load, local files too, to the hub (a request
 # with a 3 s timeout) unless told not to. Set before any test module imports it; processes inherit it.
@@ -32,7 +33,9 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 # default, a thread per core in every worker, makes tiny ops wait on preempted threads when the cores
 # are busy: on 2 shared cores a 0.2 s model test took 40 s.
 WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-if WORKERS > 1:
+if WORKERS > 1 and "PYTEST_XDIST_WORKER" in os.environ:
+    import torch
+
     THREADS = max(1, len(os.sched_getaffinity(0)) // WORKERS)
     torch.set_num_threads(THREADS)
     os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
@@ -41,6 +44,8 @@ if WORKERS > 1:
 @pytest.fixture(autouse=True)
 def _process_state_kept() -> Iterator[None]:
     """Every test leaves the process as it found it, whichever test an xdist worker runs next."""
+    from in_process import process_state_kept  # tests/ is on sys.path under pytest
+
     with process_state_kept():
         yield
 
@@ -90,6 +95,8 @@ def _new_interpreters_are_slow(request, monkeypatch) -> None:
 
     monkeypatch.setattr(subprocess.Popen, "__init__", refuse_python)
 
+    from lit_attention.sweep import launchers
+
     def refuse_forkserver(*args, **kwargs):  # compare's local runs: the forkserver is a new interpreter too
         pytest.fail(f"{request.node.nodeid} starts compare's forkserver (a new Python process); mark it "
                     "@pytest.mark.slow", pytrace=False)
@@ -100,6 +107,7 @@ def _new_interpreters_are_slow(request, monkeypatch) -> None:
 @pytest.fixture
 def in_tmp(tmp_path, monkeypatch) -> Path:
     """Run `main` in-process inside tmp_path, offline, without a seed or traceback setting left by another test."""
+    from in_process import OFFLINE, RUN_VARIABLES
     monkeypatch.chdir(tmp_path)
     for name, value in OFFLINE.items():
         monkeypatch.setenv(name, value)
@@ -116,6 +124,8 @@ def finished_run(tmp_path_factory) -> Callable[[list[str]], Path]:
     tests that only read a finished run share one. A test that writes into a run (resumes, evaluates,
     checksums it around a failing command) works on a copy: `copy_runs(finished_run(args), tmp_path)`.
     """
+    from in_process import OFFLINE, RUN_VARIABLES, process_state_kept, run_main
+
     made: dict[tuple[str, ...], Path] = {}
 
     def get(args: list[str]) -> Path:

@@ -1,8 +1,6 @@
 """The benchmark scripts keep running and print what BENCHMARKS.md quotes. Nothing here asserts a
 speed: timings belong to the benchmarks, and CI machines are too noisy for them."""
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,22 +11,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from attention_layers import saved_for_backward_bytes  # noqa: E402
+from benchmark_scripts import run_script, table  # noqa: E402  # tests/ is on sys.path under pytest
 
 from lit_attention.modeling.attention import MultiHeadAttention, list_presets  # noqa: E402
-
-
-def run_script(name: str, *args: str) -> str:
-    # This checkout's package first: an editable install elsewhere (another worktree) would shadow it.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / name), *args], capture_output=True,
-                            text=True, timeout=300, cwd=ROOT, env=env)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
-
-
-def table(stdout: str) -> list[list[str]]:
-    rows = [line.strip("|").split("|") for line in stdout.splitlines() if line.startswith("| ") and "---" not in line]
-    return [[cell.strip() for cell in row] for row in rows[1:]]  # without the header
 
 
 @pytest.mark.slow  # a process of its own
@@ -95,6 +80,7 @@ def test_reference_model_benchmark_times_models_that_compute_the_same_function()
     assert all(row[1] == row[2] for row in rows)  # equal parameter counts: the same architecture
 
 
+@pytest.mark.slow  # builds and times two models
 def test_reference_model_benchmark_times_the_llama_style_gpt_against_llama(monkeypatch, capsys):
     """In this process, at a tiny size (the script itself runs in the GPT-2 and ViT rows' test)."""
     import reference_models
@@ -106,28 +92,3 @@ def test_reference_model_benchmark_times_the_llama_style_gpt_against_llama(monke
     rows = table(capsys.readouterr().out)
     assert [row[0] for row in rows] == ["Llama-style GPT vs transformers LlamaForCausalLM"]
     assert rows[0][1] == rows[0][2]  # equal parameter counts: the same architecture, grouped heads included
-
-
-@pytest.mark.slow  # two sweeps, two runs at a time
-def test_compare_parallel_benchmark_runs_its_sweeps():
-    """Its serial and parallel sweeps (the fresh-process one is left out here: a forked run's record
-    equals a fresh process's in test_launchers.py, and its row is the same code as the others')."""
-    out = run_script("compare_parallel.py", "--variants", "standard,super", "--seeds", "1", "--skip-fresh", "--extra",
-                     "--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1",
-                     "--model.net.dim=16", "--model.net.num_heads=2", "--model.net.depth=1")
-    rows = table(out)
-    assert rows[0][0].startswith("serial") and rows[0][2] == "1.00" and rows[1][0].startswith("--parallel 2")
-    assert len(rows) == 2 and float(rows[1][1]) > 0 and "results.csv identical, serial and parallel:" in out
-
-
-@pytest.mark.slow  # a process of its own
-def test_gpu_check_dry_runs_every_section_on_cpu():
-    out = run_script("gpu_check.py", "--dry")
-    rows = table(out)
-    kernel_rows = [row for row in rows if len(row) == 5 and row[0] in ("vit", "text, no padding", "text, padded", "gpt", "seq2seq, padded")]
-    assert {row[1] for row in kernel_rows} == set(list_presets()) and len(kernel_rows) == 5 * len(list_presets())
-    assert all(row[2] != "none" and float(row[4]) < 0.1 for row in kernel_rows)  # an SDPA backend ran; bf16 is close
-    generation = [row for row in rows if len(row) == 5 and row[0] in list_presets()]
-    assert [row[0] for row in generation] == list_presets()
-    assert "skipped: sync debug mode needs CUDA" in out
-    assert "exit status 0" in out and "weights identical" in out

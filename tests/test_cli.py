@@ -178,6 +178,7 @@ def test_tensorboard_server_serves_the_run_scalars(finished_run):
         (["--data.dataset=imagenet"], "imagenet"),
     ],
 )
+@pytest.mark.slow
 def test_bad_input_fails_fast_with_one_clear_sentence(extra, message, in_tmp, capsys):
     started = time.monotonic()
     assert run_main(["fit", "--config", VIT, *extra]) == 2

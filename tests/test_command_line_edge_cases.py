@@ -108,6 +108,7 @@ def test_compare_does_not_pass_an_abbreviation_to_the_runs(tmp_path, capsys):
     assert "--trainer.max_steps" in sentence
 
 
+@pytest.mark.slow
 def test_resuming_a_finished_run_says_so_and_changes_nothing(runs, capsys):
     before = checksums(runs)
     status, out, err = lit_attention(["fit", "--config", VIT, *TINY, "--run.root", str(runs), "--ckpt_path", "last"],
@@ -117,6 +118,7 @@ def test_resuming_a_finished_run_says_so_and_changes_nothing(runs, capsys):
     assert checksums(runs) == before  # record.json, config.yaml, checkpoints, events: byte for byte
 
 
+@pytest.mark.slow
 def test_fit_from_an_earlier_checkpoint_of_a_run_is_refused_and_changes_nothing(runs, capsys):
     checkpoints = runs / RUN / "checkpoints"
     earlier = shutil.copy(checkpoints / "last.ckpt", checkpoints / "step-2.ckpt")  # kept from step 2 of 4
@@ -153,6 +155,7 @@ def test_a_lock_taken_on_a_file_its_holder_removed_is_taken_again(tmp_path, monk
     lock.release()
 
 
+@pytest.mark.slow
 def test_resuming_a_finished_run_for_more_epochs_keeps_its_totals(runs, capsys):
     first = json.loads((runs / RUN / "record.json").read_text())
     more = [*TINY, "--trainer.max_epochs=2"]
@@ -167,6 +170,7 @@ def test_resuming_a_finished_run_for_more_epochs_keeps_its_totals(runs, capsys):
     assert record["wall_seconds"] > first["wall_seconds"]
 
 
+@pytest.mark.slow
 def test_refitting_a_finished_run_for_its_test_scores_adds_only_them(runs, capsys):
     first = json.loads((runs / RUN / "record.json").read_text())
     assert first["test"] is None
@@ -184,6 +188,7 @@ def test_refitting_a_finished_run_for_its_test_scores_adds_only_them(runs, capsy
 
 
 @pytest.mark.parametrize("name", ["../../escaped_run", "/tmp/absolute_run", "a//b", "a/./b", ""])
+@pytest.mark.slow
 def test_a_run_name_stays_inside_the_run_root(name, tmp_path, capsys):
     root = tmp_path / "deep" / "runs"
     sentence = refused(["fit", "--config", VIT, *TINY, "--run.root", str(root), f"--run.name={name}"], capsys)
@@ -203,12 +208,14 @@ def test_a_recipe_key_given_twice_is_named_with_both_lines(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("given", [["--seed_everything", "true"], ["--seed_everything=false"]])
+@pytest.mark.slow
 def test_seed_everything_true_or_false_is_refused(given, tmp_path, capsys):
     sentence = refused(["fit", "--config", VIT, *TINY, "--run.root", str(tmp_path / "runs"), *given], capsys)
     assert "--seed_everything" in sentence and "whole number" in sentence
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_seed_everything_true_in_a_recipe_is_refused(tmp_path, capsys):
     recipe = tmp_path / "seed.yaml"
     recipe.write_text("seed_everything: true\n")
@@ -217,6 +224,7 @@ def test_seed_everything_true_in_a_recipe_is_refused(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("limit", ["0", "0.0"])
+@pytest.mark.slow
 def test_limit_train_batches_zero_is_refused(limit, tmp_path, capsys):
     sentence = refused(["fit", "--config", VIT, *TINY, "--run.root", str(tmp_path / "runs"),
                         f"--trainer.limit_train_batches={limit}"], capsys)
@@ -262,6 +270,7 @@ def test_a_recipe_that_is_not_a_mapping_of_utf8_settings_is_one_sentence(content
     assert "Unexpected config" not in sentence and not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_a_truncated_checkpoint_of_any_name_is_refused(runs, tmp_path, capsys):
     whole = (runs / RUN / "checkpoints" / "last.ckpt").read_bytes()
     truncated = tmp_path / "model.pt"
@@ -273,6 +282,7 @@ def test_a_truncated_checkpoint_of_any_name_is_refused(runs, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("value", ["hpc", "registry", ""])
+@pytest.mark.slow
 def test_ckpt_path_hpc_or_empty_is_refused(value, runs, capsys):
     before = checksums(runs)
     sentence = refused(["test", "--config", VIT, *TINY, "--run.root", str(runs), f"--ckpt_path={value}"], capsys)
@@ -280,6 +290,7 @@ def test_ckpt_path_hpc_or_empty_is_refused(value, runs, capsys):
     assert checksums(runs) == before
 
 
+@pytest.mark.slow
 def test_devices_zero_is_refused(tmp_path, capsys):
     sentence = refused(["fit", "--config", VIT, *TINY, "--run.root", str(tmp_path / "runs"), "--trainer.devices=0"],
                        capsys)
@@ -311,6 +322,7 @@ def image_tree(root: Path, mode: str, broken_first: bool = False) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_an_imagefolder_whose_first_file_is_not_an_image_is_named(tmp_path, capsys):
     data = image_tree(tmp_path / "images", "RGB", broken_first=True)
     sentence = refused(["fit", "--config", VIT, *TINY, "--run.root", str(tmp_path / "runs"), "--data.dataset=imagefolder",
@@ -319,6 +331,7 @@ def test_an_imagefolder_whose_first_file_is_not_an_image_is_named(tmp_path, caps
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_rgba_images_are_converted_to_the_declared_channels(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)
     data = image_tree(tmp_path / "images", "RGBA")
@@ -330,6 +343,7 @@ def test_rgba_images_are_converted_to_the_declared_channels(tmp_path, capsys, mo
     assert record["optimizer_steps"] == 2 and record["best"] is not None
 
 
+@pytest.mark.slow
 def test_a_negative_value_after_a_space_is_taken(tmp_path, capsys):
     status, out, err = lit_attention(["fit", "--config", VIT, "--model.weight_decay", "-1e-3", "--print_config"], capsys)
     assert status == 0, err[-2000:]
@@ -367,6 +381,7 @@ def hparams_plugin(run_dir: Path):
     return experiment, session, scalars
 
 
+@pytest.mark.slow
 def test_the_hparams_table_is_the_deliberate_set_with_best_and_test_values(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)
     root = tmp_path / "runs"
@@ -402,6 +417,7 @@ def test_the_hparams_table_is_the_deliberate_set_with_best_and_test_values(tmp_p
 # ------------------------------------------------------------------ other loggers
 
 
+@pytest.mark.slow
 def test_a_csv_logger_keeps_checkpoints_record_and_resume_in_the_run_directory(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)
@@ -426,6 +442,7 @@ def test_a_csv_logger_keeps_checkpoints_record_and_resume_in_the_run_directory(t
     assert record["optimizer_steps"] == 4 and len(record["curve"]) == 2
 
 
+@pytest.mark.slow
 def test_two_loggers_at_once_keep_the_run_layout(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)

@@ -108,6 +108,7 @@ def test_language_model_metrics_equal_a_direct_computation():
 # ---------------------------------------------------------------------------------------------- 2, 3. evaluations and predict
 
 
+@pytest.mark.slow
 def test_evaluations_never_change_what_fit_resumes(in_tmp, finished_run, capsys):
     copy_runs(finished_run(TINY_VIT), in_tmp)  # `fit *TINY_VIT`, trained once for the session
     [run] = list(in_tmp.glob("runs/quickstart/vit_digits/standard/seed_0/version_*"))
@@ -138,6 +139,7 @@ def train_and_predict(args: list[str], inputs: Path, extra_predict: list[str] = 
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_predict_continues_prompts_with_a_trained_gpt(in_tmp):
     prompts = in_tmp / "prompts.txt"
     prompts.write_text("def main():\n\nimport os\n    return x\n")  # the empty line is skipped
@@ -147,6 +149,7 @@ def test_predict_continues_prompts_with_a_trained_gpt(in_tmp):
     assert all(len(row["continuation"].encode("utf-8", errors="surrogateescape")) >= 1 for row in rows)
 
 
+@pytest.mark.slow
 def test_predict_classifies_texts(in_tmp):
     files = write_reviews(in_tmp / "reviews")
     texts = in_tmp / "texts.txt"
@@ -160,6 +163,7 @@ def test_predict_classifies_texts(in_tmp):
     assert all(set(row["probabilities"]) == {"neg", "neutral", "pos"} for row in rows)  # the data's label names
 
 
+@pytest.mark.slow
 def test_predict_translates_sentences(in_tmp):
     sources = in_tmp / "sources.txt"
     sources.write_text("the cat sleeps\na green house\n")
@@ -256,6 +260,7 @@ FOUND_LATE = {"corrupt image mid-training"}  # a file is only read when its batc
 
 
 @pytest.mark.parametrize("case", list(BAD_INPUTS))
+@pytest.mark.slow
 def test_bad_input_is_one_sentence_and_nothing_written_changes(case, in_tmp, finished_run, capsys):
     # A finished run of the same recipe is on disk (a copy of `fit *TINY_VIT`): no bad command may change a byte of it.
     copy_runs(finished_run(TINY_VIT), in_tmp)
@@ -277,6 +282,7 @@ def test_bad_input_is_one_sentence_and_nothing_written_changes(case, in_tmp, fin
 
 
 @pytest.mark.parametrize("command", ["fit", "validate"])
+@pytest.mark.slow
 def test_ckpt_path_last_on_a_checkpoint_directory_is_one_sentence(command, in_tmp, finished_run, capsys):
     [last] = copy_runs(finished_run(TINY_VIT), in_tmp).glob("**/checkpoints/last.ckpt")
     last.unlink()
@@ -380,12 +386,14 @@ def test_nan_message_offers_resume_only_when_a_checkpoint_exists():
     assert "no checkpoint was written before it" in message and "--ckpt_path last" not in message
 
 
+@pytest.mark.slow
 def test_progress_shows_the_step_and_no_negative_epoch_count(in_tmp, capsys):
     assert run_main(["fit", *TINY_GPT, f"--data.data_dir={in_tmp / 'data'}", "--trainer.enable_progress_bar=true"]) == 0
     shown = capsys.readouterr().out  # Lightning's bars write to stdout
     assert "step 4/4" in shown and "/-2" not in shown and "v_num" not in shown
 
 
+@pytest.mark.slow
 def test_a_run_directory_as_checkpoint_names_its_last_checkpoint(in_tmp, finished_run, capsys):
     copy_runs(finished_run(TINY_VIT), in_tmp)
     [run] = (in_tmp / "runs").glob("**/version_0")

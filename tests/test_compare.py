@@ -1,5 +1,5 @@
 """`lit-attention compare` as a sweep engine: grids, fair tuning, paired statistics, records on disk,
-resuming after a SIGKILL, parallel runs and the submitit path."""
+parallel runs and the submitit path. Resuming after a SIGKILL is in test_compare_resume.py."""
 
 import csv
 import json
@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -95,6 +94,7 @@ def test_bad_sweeps_fail_in_one_sentence_before_any_run(args, message, tmp_path,
     assert not (tmp_path / "out" / "runs").exists()
 
 
+@pytest.mark.slow
 def test_parameter_matched_control_is_within_one_percent(tmp_path):
     args, extra = build_parser().parse_known_args(["--config", VIT, "--variants", "standard,efficient",
                                                    "--add-control", "efficient", "--seeds", "1"])
@@ -197,6 +197,7 @@ def record(best: float, test: float) -> dict:
             "train_flops": 1e9}
 
 
+@pytest.mark.slow
 def test_tuned_table_chooses_on_validation_and_reports_that_points_test_value(tmp_path):
     """lr=high wins on validation but loses on test: the tuned table must still report high's test value
     (choosing by test would overstate), and compare the arms at their own tuned points."""
@@ -221,6 +222,7 @@ def test_tuned_table_chooses_on_validation_and_reports_that_points_test_value(tm
     assert len(rows) == 12 and {row["status"] for row in rows} == {"finished"}
 
 
+@pytest.mark.slow
 def test_every_test_metric_of_the_records_reaches_results_csv_and_the_tables(tmp_path):
     """Not only the monitored metric: whatever a task logs on test (a metric a user adds too) gets a column
     of its own after the fixed ones, and a mean ± std in the tables."""
@@ -241,6 +243,7 @@ def test_every_test_metric_of_the_records_reaches_results_csv_and_the_tables(tmp
     assert "| 0.9000 ± 0.0000 | 7.0000 ± 0.0000 | 0.5500 ± 0.0707 |" in text
 
 
+@pytest.mark.slow
 def test_a_sweep_of_the_baseline_alone_says_so_rather_than_that_it_did_not_finish(tmp_path):
     point = (("model.init_args.lr", "1e-3"),)
     plan = Plan(arms=["standard"], points=[point], seeds=[0])
@@ -255,83 +258,6 @@ def test_a_sweep_of_the_baseline_alone_says_so_rather_than_that_it_did_not_finis
 
 
 # ---------------------------------------------------------------------------------------------- running
-
-
-def results_csv(output: Path) -> bytes:
-    return (output / "results.csv").read_bytes()
-
-
-def unfinished_checkpoint(output: Path) -> bool:
-    """Some run has a last.ckpt but no record yet: it is mid-training."""
-    return any(not (ckpt.parent.parent / "record.json").exists() for ckpt in output.glob("runs/**/last.ckpt"))
-
-
-@pytest.mark.slow
-def test_sigkilled_sweep_resumes_to_the_same_results_csv(in_tmp, capsys):
-    """A sweep SIGKILLed in the middle of its run and run again writes that run's row as a sweep that was
-    never interrupted writes it. The uninterrupted one, two arms x two seeds, shows the pairing and the
-    report; while it runs, a second command into its output is refused and a third waits for it (its lock)."""
-    tiny = ["--config", VIT, "--seeds", "2", "--test", "--parallel", "2", *TINY]  # 2 at a time: 1 thread per run
-    sweep = [*tiny, "--variants", "standard,efficient", "--output", "clean"]
-    one_run = [*tiny, "--variants", "standard", "--seeds", "1", "--output", "killed"]  # the cheapest to kill and resume
-    with open(in_tmp / "clean.out", "w") as out, open(in_tmp / "clean.err", "w") as err:  # no pipe to fill meanwhile
-        clean = compare([*sweep, "--inspect"], in_tmp, stdout=out, stderr=err)  # --inspect: results.csv is the same
-    killed = compare(one_run, in_tmp)
-    deadline = time.monotonic() + 300
-    while not unfinished_checkpoint(in_tmp / "killed") and time.monotonic() < deadline:
-        time.sleep(0.05)
-    processes = descendants(killed.pid)
-    os.kill(killed.pid, signal.SIGKILL)  # it can clean up nothing: its fits die with it all the same
-    killed.wait()
-    assert unfinished_checkpoint(in_tmp / "killed"), "the kill came too late to interrupt a run"
-    time.sleep(1)
-    assert processes and not [pid for pid in processes if alive(pid)], "processes of the SIGKILLed sweep outlived it"
-
-    # While the clean sweep runs, a second command into its output is refused, naming it.
-    assert clean.poll() is None, "the clean sweep ended before the killed one was interrupted"
-    assert run_main(["compare", *sweep]) == 2
-    assert f"--output 'clean' is in use by process {clean.pid} (lit-attention compare " in capsys.readouterr().err
-    # The SIGKILLed sweep's lock went with it: the same command resumes its run (in this process).
-    assert run_main(["compare", *one_run]) == 0, capsys.readouterr().err[-3000:]
-    assert "0 finished earlier, 1 to run" in capsys.readouterr().out
-    # With --wait-for-lock a command waits for the clean sweep instead, then finds every run finished.
-    watchdog = threading.Timer(400, clean.kill)  # a hung sweep would keep the lock, and this wait, for ever
-    watchdog.start()
-    assert run_main(["compare", *sweep, "--wait-for-lock"]) == 0, capsys.readouterr().err[-3000:]
-    watchdog.cancel()
-    assert "4 finished earlier, 0 to run" in capsys.readouterr().out
-    assert clean.wait(timeout=60) == 0, (in_tmp / "clean.err").read_text()[-3000:]
-    out = (in_tmp / "clean.out").read_text()
-    assert "efficient | 4 |" not in out and "| efficient | 2 |" in out  # paired over the 2 seeds
-    assert not list(in_tmp.glob("clean/runs/**/version_1")), "a run was trained twice"
-
-    clean_rows = results_csv(in_tmp / "clean").splitlines(keepends=True)
-    header, resumed_row = results_csv(in_tmp / "killed").splitlines(keepends=True)
-    assert header == clean_rows[0] and resumed_row.startswith(b"standard,standard,default,0,finished,")
-    assert resumed_row in clean_rows[1:]  # every column: best, test, steps, first batch, ...
-    # Its per-example outcomes too: the best validation's travelled with its checkpoint.
-    [resumed] = (in_tmp / "killed").glob("runs/**/record.json")
-    [uninterrupted] = (in_tmp / "clean").glob("runs/default/standard/seed_0/**/record.json")
-    assert json.loads(resumed.read_text())["per_example"] == json.loads(uninterrupted.read_text())["per_example"]
-    report = (in_tmp / "clean" / "results.md").read_text()
-    assert report.count("± ") >= 6 and "## Against `standard`: differences in test/acc" in report
-    assert (in_tmp / "clean" / "results.png").stat().st_size > 10_000
-    # --inspect: each arm's tuned run inspected beside the tables, nothing written into the runs' folders.
-    assert "## What each arm learned" in report and "efficient" in (in_tmp / "clean/inspect/compare.md").read_text()
-    assert (in_tmp / "clean/inspect/standard/inspect.md").is_file() and not list(in_tmp.glob("clean/runs/**/inspect"))
-    rows = list(csv.DictReader(open(in_tmp / "clean" / "results.csv")))
-    assert int(rows[0]["params_attention"]) != int(rows[-1]["params_attention"])  # efficient keeps fewer
-    assert [row["status"] for row in rows] == ["finished"] * 4 and all(row["test"] for row in rows)
-    # Same seed, same batches in both arms; another seed, other batches.
-    first = {(row["arm"], row["seed"]): row["first_batch_sha256"] for row in rows}
-    assert first[("standard", "0")] == first[("efficient", "0")] != first[("standard", "1")]
-
-    # --report rebuilds the same tables from the records alone, and changes nothing the sweep wrote.
-    runs = tree(in_tmp / "clean" / "runs")
-    kept = results_csv(in_tmp / "clean")
-    (in_tmp / "clean" / "results.csv").unlink()
-    assert run_main(["compare", *sweep, "--report"]) == 0
-    assert results_csv(in_tmp / "clean") == kept and tree(in_tmp / "clean" / "runs") == runs
 
 
 @pytest.mark.slow

@@ -83,6 +83,7 @@ def test_scaled_sweeps_that_cannot_work_fail_in_one_sentence_before_any_run(args
     assert not (tmp_path / "out" / "runs").exists()
 
 
+@pytest.mark.slow
 def test_each_size_gets_its_folder_and_a_budget_from_its_non_embedding_parameters():
     argv = [*TINY_GPT, "--variants", "standard,nonlinear_query", "--seeds", "2", "--scale", f"{DIM}=16,32",
             "--scale", f"{HEADS}=2,4", "--tokens-per-parameter", "20"]
@@ -139,6 +140,7 @@ def synthetic_parts(sizes: list[int], missing: tuple = ()) -> list:
     return parts
 
 
+@pytest.mark.slow
 def test_the_scaling_report_states_budgets_claims_and_rebuilds_byte_for_byte(tmp_path):
     text = write_scaled_report(synthetic_parts([16, 32, 64]), tmp_path, "compare ...", "standard", None)
     first = (tmp_path / "results.md").read_bytes()
@@ -152,6 +154,7 @@ def test_the_scaling_report_states_budgets_claims_and_rebuilds_byte_for_byte(tmp
     assert (tmp_path / "results.md").read_bytes() == first
 
 
+@pytest.mark.slow
 def test_degenerate_sweeps_get_the_engines_sentences(tmp_path):
     one = write_scaled_report(synthetic_parts([16]), tmp_path / "one", "compare ...", "standard", None)
     assert "The sweep has one size: a law over sizes needs at least two" in one
@@ -208,6 +211,7 @@ def test_a_tiny_scaled_sweep_reports_its_laws_and_rebuilds_them(in_tmp, capsys):
     assert (out / "results.md").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_a_point_past_the_grid_stays_in_its_size(monkeypatch):
     """--extend-edges at one size of a --scale sweep adds runs of that size: its folder, settings and budget."""
     from lit_attention.sweep import running

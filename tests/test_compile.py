@@ -20,6 +20,7 @@ def fresh_dynamo():
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("variant", list_presets())
+@pytest.mark.slow
 def test_attention_compiles_in_one_graph(variant, causal):
     torch.manual_seed(0)
     layer = MultiHeadAttention(32, 4, variant, max_len=16, causal=causal)

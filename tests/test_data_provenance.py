@@ -5,6 +5,7 @@ dirty tree's diff, the torch build, the CPU, the thread count at record time and
 import json
 import re
 
+import pytest
 import sklearn.datasets
 import torch
 
@@ -98,6 +99,7 @@ def test_language_modeling_fingerprints_follow_the_tokens(tmp_path, monkeypatch)
     assert changed(first, fingerprints(make, monkeypatch)) == {"validation", "test"}
 
 
+@pytest.mark.slow
 def test_text_classification_fingerprints_follow_the_files(tmp_path, monkeypatch):
     files = write_reviews(tmp_path / "reviews", fmt="json")
     make = lambda: TextClassificationDataModule(  # noqa: E731

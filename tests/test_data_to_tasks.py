@@ -45,6 +45,7 @@ def make_pairs(tmp_path):
 
 
 @pytest.mark.parametrize("index", range(5), ids=["images", "text", "stdlib", "mqar", "translation"])
+@pytest.mark.slow
 def test_datamodule_feeds_its_task(index, tmp_path):
     datamodule, model_class, extra = make_pairs(tmp_path)[index]
     L.seed_everything(0)

@@ -224,6 +224,7 @@ def test_stdlib_subset_builds_identically_twice(tmp_path):
     assert tokens.max() < 256 and (tokens == 0).sum() == len(validation_files)  # NUL ends each file
 
 
+@pytest.mark.slow
 def test_stdlib_default_corpus(tmp_path):
     dm = LanguageModelingDataModule(data_dir=str(tmp_path), batch_size=8)  # the embedded default, whole library
     assert dm.model_sizes() == {"vocab_size": 256, "max_len": 256}
@@ -236,6 +237,7 @@ def test_stdlib_default_corpus(tmp_path):
     assert bytes(dm.val_set[0][0].tolist()).decode("utf-8", errors="strict")  # real source text
 
 
+@pytest.mark.slow
 def test_multiprocess_tokenizing_gives_the_same_file(tmp_path, text_files):
     files = {"train": text_files["train"]}  # no validation file: the last rows are held out
     one = make_dm(tmp_path / "one", files, num_proc=1, tokenizer="bpe", vocab_size=300)

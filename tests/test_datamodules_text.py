@@ -87,6 +87,7 @@ def test_local_formats_and_integer_labels(tmp_path, fmt):
     assert set(torch.cat([b["labels"] for b in dm.test_dataloader()]).tolist()) == {0, 1, 2}
 
 
+@pytest.mark.slow
 def test_bpe_is_trained_once_and_reloads_to_identical_ids(tmp_path, monkeypatch):
     files = write_reviews(tmp_path / "raw")
     first = classification(tmp_path, files, tokenizer="bpe", vocab_size=300)
@@ -259,6 +260,7 @@ def test_pretrained_tokenizer_without_pad_gets_one_appended(tmp_path, monkeypatc
     assert row == gpt_like.encode(dm.test_set[0]["text"]).ids[:24]
 
 
+@pytest.mark.slow
 def test_worker_processes_give_the_same_batches(tmp_path):
     files = write_reviews(tmp_path / "raw")
     in_process = classification(tmp_path, files, tokenizer="bpe", vocab_size=300)

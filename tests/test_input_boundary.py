@@ -39,12 +39,14 @@ def files_under(folder: Path) -> list[Path]:
     (["--trainer.num_nodes", "0"], ["--trainer.num_nodes 0", "from 1"]),
     (["--run.name", "a" * 300], ["--run.name", "300 bytes", "255"]),
 ])
+@pytest.mark.slow
 def test_a_value_a_library_would_fail_on_is_one_sentence_before_anything_is_written(given, words, in_tmp, capsys):
     sentence = refused(["fit", "--config", VIT, *TINY, "--run.root", str(in_tmp / "runs"), *given], capsys)
     assert all(word in sentence for word in words), sentence
     assert not files_under(in_tmp / "runs")
 
 
+@pytest.mark.slow
 def test_a_seed_out_of_range_in_a_recipe_is_refused(in_tmp, capsys):
     recipe = in_tmp / "seed.yaml"
     recipe.write_text("seed_everything: 4294967296\n")
@@ -53,6 +55,7 @@ def test_a_seed_out_of_range_in_a_recipe_is_refused(in_tmp, capsys):
     assert "--seed_everything 4294967296" in sentence and "4294967295" in sentence
 
 
+@pytest.mark.slow
 def test_a_validation_interval_longer_than_the_epoch_is_lightnings_sentence(in_tmp, capsys):
     sentence = refused(["fit", "--config", VIT, "--model.net.dim=16", "--model.net.depth=1", "--model.net.num_heads=2",
                         "--trainer.enable_progress_bar=false", "--trainer.val_check_interval=100000",
@@ -61,6 +64,7 @@ def test_a_validation_interval_longer_than_the_epoch_is_lightnings_sentence(in_t
     assert not files_under(in_tmp / "runs")  # the run directory made for it is gone again
 
 
+@pytest.mark.slow
 def test_a_language_model_data_dir_that_is_a_file_is_refused(in_tmp, capsys):
     (in_tmp / "afile").write_text("not a folder")
     sentence = refused(["fit", "--config", GPT, *TINY_GPT, f"--data.data_dir={in_tmp / 'afile'}",
@@ -69,6 +73,7 @@ def test_a_language_model_data_dir_that_is_a_file_is_refused(in_tmp, capsys):
     assert not files_under(in_tmp / "runs")
 
 
+@pytest.mark.slow
 def test_a_language_model_on_a_corpus_too_small_to_split_names_it_and_the_smallest(in_tmp, capsys):
     corpus = in_tmp / "one.txt"
     corpus.write_text("only one line here\n")
@@ -96,6 +101,7 @@ def test_the_smallest_splittable_corpus_is_what_datasets_splits():
             assert split == splits, (fraction, rows)
 
 
+@pytest.mark.slow
 def test_an_imagefolder_of_one_class_names_the_folder(in_tmp, capsys):
     from PIL import Image
 
@@ -108,6 +114,7 @@ def test_an_imagefolder_of_one_class_names_the_folder(in_tmp, capsys):
     assert "at least two" in sentence
 
 
+@pytest.mark.slow
 def test_a_model_too_large_for_the_machine_is_refused_with_the_estimate(in_tmp, capsys):
     sentence = refused(["fit", "--config", GPT, "--data.max_len", "100000000", "--data.batch_size", "1",
                         "--trainer.max_steps=2", "--run.root", str(in_tmp / "runs")], capsys)
@@ -116,6 +123,7 @@ def test_a_model_too_large_for_the_machine_is_refused_with_the_estimate(in_tmp, 
     assert not files_under(in_tmp / "runs")
 
 
+@pytest.mark.slow
 def test_a_failing_command_on_a_finished_run_changes_none_of_its_files(finished_run, in_tmp, capsys):
     from test_commands import TINY_VIT
 
@@ -129,6 +137,7 @@ def test_a_failing_command_on_a_finished_run_changes_none_of_its_files(finished_
 # ------------------------------------------------------------------ the boundary, with injected exceptions
 
 
+@pytest.mark.slow
 def test_lightnings_misconfiguration_from_inside_the_trainer_is_one_sentence(in_tmp, capsys, monkeypatch):
     """Injected: Lightning's own accelerator connector (which the Trainer's constructor calls) raises its
     MisconfigurationException, as it does for a strategy this machine cannot run."""
@@ -145,6 +154,7 @@ def test_lightnings_misconfiguration_from_inside_the_trainer_is_one_sentence(in_
     assert not files_under(in_tmp / "runs")
 
 
+@pytest.mark.slow
 def test_a_misconfiguration_raised_while_training_is_one_sentence(in_tmp, capsys, monkeypatch):
     """Injected: the task's training step raises Lightning's MisconfigurationException mid-fit."""
     from lightning.fabric.utilities.exceptions import MisconfigurationException
@@ -160,6 +170,7 @@ def test_a_misconfiguration_raised_while_training_is_one_sentence(in_tmp, capsys
                         "option it names (`lit-attention fit --help` lists the trainer options).")
 
 
+@pytest.mark.slow
 def test_running_out_of_memory_is_said_as_the_sizes_to_lower(in_tmp, capsys, monkeypatch):
     """Injected: the training step raises torch's OutOfMemoryError, as the allocator does."""
     import torch
@@ -194,6 +205,7 @@ def internal_failure(monkeypatch, where: Path) -> None:
     monkeypatch.setattr(tempfile, "tempdir", str(where))
 
 
+@pytest.mark.slow
 def test_a_failure_that_is_not_the_inputs_exits_1_with_its_traceback_in_the_run_directory(in_tmp, capsys, monkeypatch):
     internal_failure(monkeypatch, in_tmp)
     status, _, err = lit_attention(["fit", "--config", VIT, *TINY, "--run.root", str(in_tmp / "runs")], capsys)
@@ -207,6 +219,7 @@ def test_a_failure_that_is_not_the_inputs_exits_1_with_its_traceback_in_the_run_
     assert log == run_dir / "traceback.log", log  # the first batch started, so the run directory is kept
 
 
+@pytest.mark.slow
 def test_a_failure_before_any_run_directory_writes_its_traceback_to_a_named_file(in_tmp, capsys, monkeypatch):
     """Injected: the digits loader (scikit-learn) fails when the DataModule reads its sizes' data."""
     import tempfile
@@ -225,6 +238,7 @@ def test_a_failure_before_any_run_directory_writes_its_traceback_to_a_named_file
     assert not (in_tmp / "runs").exists()
 
 
+@pytest.mark.slow
 def test_the_traceback_setting_still_shows_everything(in_tmp, capsys, monkeypatch):
     internal_failure(monkeypatch, in_tmp)
     monkeypatch.setenv("LIT_ATTENTION_TRACEBACK", "1")
@@ -246,6 +260,7 @@ def test_the_traceback_setting_still_shows_everything(in_tmp, capsys, monkeypatc
     (["--model.net.hidden_dim=128"], "hidden_dim", "mlp_hidden"),  # the MLP's width is a field now
     (["--model.net.heads", "4", "--print_config"], "heads", "num_heads"),
 ])
+@pytest.mark.slow
 def test_an_unknown_model_config_field_names_the_option_the_fields_and_the_closest(given, field, guess, in_tmp, capsys):
     sentence = refused(["fit", "--config", VIT, *given], capsys)
     assert sentence.startswith(f"error: Unknown option `--model.net.{field}`; the valid fields of ViTConfig are "

@@ -49,6 +49,7 @@ class ValidationSteps(__import__("lightning").Callback):
 
 
 @pytest.mark.parametrize("writer", ["plain", "LastCheckpoint"])
+@pytest.mark.slow
 def test_why_last_checkpoint_exists(writer, tmp_path):
     """A run that dies between a step's checkpoint and that step's validation: resumed from Lightning's
     own last.ckpt it never runs that validation (Lightning counts it as done); LastCheckpoint saves

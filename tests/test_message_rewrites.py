@@ -87,6 +87,7 @@ def sentence_of(words: list[str]) -> str:
 
 
 @pytest.mark.parametrize("case", CASES)
+@pytest.mark.slow
 def test_each_rewrite_still_reads_the_installed_jsonargparse(case, monkeypatch):
     words, patterns, sentence = CASES[case]
     message = " ".join(raw_message(words, monkeypatch).split())
@@ -101,12 +102,14 @@ def test_each_rewrite_still_reads_the_installed_jsonargparse(case, monkeypatch):
         assert sentence_of(words) == sentence
 
 
+@pytest.mark.slow
 def test_a_trainer_value_outside_its_choices_is_one_sentence():
     sentence = sentence_of(["fit", "--config", VIT, "--trainer.precision", "17"])
     assert sentence.startswith("--trainer.precision '17' is invalid; valid choices are ") and "bf16-mixed" in sentence
     assert "Union" not in sentence and "typing" not in sentence
 
 
+@pytest.mark.slow
 def test_an_unknown_field_of_the_config_is_told_the_fields(monkeypatch):
     words = ["fit", "--config", VIT, "--model.net.dimm", "3"]
     message = raw_message(words, monkeypatch)
@@ -117,6 +120,7 @@ def test_an_unknown_field_of_the_config_is_told_the_fields(monkeypatch):
     assert sentence_of(words).startswith("Unknown option `--model.net.dimm`; the valid fields of ViTConfig are ")
 
 
+@pytest.mark.slow
 def test_a_recipe_field_of_another_family_is_told_the_fields(tmp_path, monkeypatch):
     recipe = tmp_path / "vit_field.yaml"
     recipe.write_text("model:\n  init_args:\n    net:\n      patch_size: 4\n")

@@ -53,6 +53,7 @@ def test_seq2seq_decoder_caches_hold_bf16_under_autocast(variant, beam_size, sdp
     assert sdpa_inputs and all(k == v == torch.bfloat16 for _, k, v in sdpa_inputs), set(sdpa_inputs)
 
 
+@pytest.mark.slow
 def test_predict_in_bf16_mixed_continues_prompts_of_different_lengths(in_tmp):
     tiny = ["--config", str(ROOT / "recipes/quickstart/gpt_stdlib.yaml"), "--trainer.max_steps=2",
             "--trainer.limit_val_batches=0", "--data.max_files=40", "--data.val_fraction=0.2", "--data.max_len=16",

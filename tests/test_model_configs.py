@@ -112,6 +112,7 @@ def test_an_earlier_flat_argument_is_told_where_it_went():
     assert parser_error_sentence(other).startswith("Unknown option `--model.net.patch_size`; the valid fields of")
 
 
+@pytest.mark.slow
 def test_a_config_field_set_to_null_on_the_command_line(capsys):
     """jsonargparse refuses null for one field of a nested config; the CLI passes it as a mapping it merges."""
     import yaml

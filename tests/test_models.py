@@ -54,6 +54,7 @@ def loss_of(logits, targets):
 
 @pytest.mark.parametrize("attention", PRESET_NAMES)
 @pytest.mark.parametrize("family", ["vit", "text", "gpt", "seq2seq"])
+@pytest.mark.slow
 def test_every_family_and_preset_learns_a_fixed_batch(family, attention):
     model = build(family, attention)
     inputs, targets = batch_for(family, torch.Generator().manual_seed(1))

@@ -19,6 +19,7 @@ TWO_PROCESSES = ["--trainer.devices=2", "--trainer.strategy=ddp"]
 
 
 @pytest.mark.parametrize("devices", [TWO_PROCESSES, ["--trainer.num_nodes=2"]], ids=["devices", "nodes"])
+@pytest.mark.slow
 def test_a_multi_device_run_on_unprepared_token_files_is_one_sentence_naming_prepare(devices, in_tmp, capsys):
     assert run_main(["fit", *SMALL_GPT, *devices]) == 2
     error = capsys.readouterr().err
@@ -26,6 +27,7 @@ def test_a_multi_device_run_on_unprepared_token_files_is_one_sentence_naming_pre
     assert not (in_tmp / "data").exists() and not (in_tmp / "runs").exists()  # nothing tokenized, no run started
 
 
+@pytest.mark.slow
 def test_prepare_tokenizes_once_says_where_and_the_multi_device_run_then_goes_ahead(in_tmp, capsys):
     plan = plan_run([*SMALL_GPT, *TWO_PROCESSES])
     with pytest.raises(ConfigError, match="not prepared yet"):
@@ -40,5 +42,6 @@ def test_prepare_tokenizes_once_says_where_and_the_multi_device_run_then_goes_ah
     assert meta.stat().st_mtime_ns == before and "Prepared data:" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_one_device_run_is_not_asked_to_prepare_first(in_tmp):
     check_data_prepared(plan_run([*SMALL_GPT, "--trainer.devices=1"]).config.trainer, plan_run(SMALL_GPT).datamodule)

@@ -195,6 +195,7 @@ PYTHON = [(name, index, block) for name in DOCUMENTS for index, block in enumera
 
 
 @pytest.mark.parametrize(("document", "index", "block"), PYTHON, ids=[f"{n}:{i}" for n, i, _ in PYTHON])
+@pytest.mark.slow
 def test_python_block_runs_as_written(document, index, block):
     exec(compile(block, f"{document} python block {index}", "exec"), {"__name__": "readme"})
 
@@ -236,6 +237,7 @@ def test_commands_on_a_copy_are_the_variant_pages():
     assert all(words[0] != ".venv/bin/python" for words in SHELL), SHELL
 
 
+@pytest.mark.slow
 def test_parse_only_commands_parse(repo, capsys):
     """--help, --print_config, and what needs GPUs, nodes, SLURM or a download (their arguments only)."""
     cheap = [w for w in SHELL if w[0] != "make" and ("--help" in w or "--print_config" in w or

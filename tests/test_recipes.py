@@ -120,6 +120,7 @@ def plans(offline_home):
 
 
 @pytest.mark.parametrize("recipe", recipe_files(), ids=rel)
+@pytest.mark.slow
 def test_recipe_prints_its_config_and_builds_offline(recipe, plans, offline_home, capsys):
     config = print_config([*stack(recipe), CPU_DEBUG], capsys)
     raw = yaml.safe_load(recipe.read_text())
@@ -149,12 +150,14 @@ def test_recipe_prints_its_config_and_builds_offline(recipe, plans, offline_home
     assert counts["total"] > counts["attention"] > 0
 
 
+@pytest.mark.slow
 def test_printed_config_shows_the_sizes_the_run_uses(offline_home, capsys):
     config = print_config([VIT_DIGITS], capsys)
     net = config["model"]["init_args"]["net"]
     assert (net["num_classes"], net["image_size"], net["in_channels"]) == (10, 8, 1)  # the digits', not defaults
 
 
+@pytest.mark.slow  # the first test of the tier to ask for `plans` would plan every recipe (3.5 s of CPU)
 def test_nothing_was_downloaded_or_written(plans, offline_home):
     assert plans  # every recipe has been planned
     assert list((offline_home / "cwd").iterdir()) == [], "the CLI wrote files (data/ or runs/) while only parsing"
@@ -196,6 +199,7 @@ def test_the_super_attention_recipes_cover_the_papers_experiments(plans):
 
 
 @pytest.mark.parametrize("preset", sorted(TRAINER.glob("*.yaml")), ids=rel)
+@pytest.mark.slow
 def test_trainer_preset_stacks_on_the_digits_recipe(preset, offline_home, capsys):
     config = print_config([VIT_DIGITS, preset], capsys)
     assert config["run"]["name"] == "quickstart/vit_digits"
@@ -258,6 +262,7 @@ def test_nonlinear_query_arms_have_the_parameter_counts_the_papers_compare(plans
     assert math.isclose(control["non_embedding"] / standard["non_embedding"], 1.125, abs_tol=1e-3)
 
 
+@pytest.mark.slow
 def test_gpt3_small_base_trains_on_the_documented_tokens_per_step(offline_home, capsys):
     config = print_config([NQ_BASE], capsys)  # as shipped: its 8-GPU trainer, no cpu_debug
     trainer, model, data = config["trainer"], config["model"]["init_args"], config["data"]["init_args"]

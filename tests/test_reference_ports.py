@@ -22,6 +22,7 @@ def random_gpt2(vocab=97, positions=24, dim=32, layers=2, heads=4):
     return reference
 
 
+@pytest.mark.slow
 def test_from_gpt2_computes_gpt2_lm_head_model_logits():
     reference = random_gpt2()
     ours = GPT.from_gpt2(reference.state_dict(), num_heads=4).double().eval()

@@ -323,6 +323,7 @@ class RecordingLastCheckpoint(LastCheckpoint):
     ],
     ids=["step-based", "epoch-based"],
 )
+@pytest.mark.slow
 def test_last_checkpoint_is_written_every_n_steps_after_validations_and_at_epoch_ends(schedule, expected, tmp_path):
     inputs, targets = _lm_items(20)
     data = list(zip(inputs, targets))
@@ -337,6 +338,7 @@ def test_last_checkpoint_is_written_every_n_steps_after_validations_and_at_epoch
     assert load(tmp_path / "last.ckpt")["global_step"] == expected[-1]
 
 
+@pytest.mark.slow
 def test_last_checkpoint_knows_the_best_checkpoint_chosen_at_the_same_epoch_end(tmp_path):
     """ModelCheckpoint chooses its checkpoint at an epoch's end too; last.ckpt is written after that choice,
     so a resumed run (or `compare --test` on a finished one) finds the best checkpoint that is on disk."""
@@ -439,6 +441,7 @@ def _claim(base: str) -> int:
     return claim_new_version(base)
 
 
+@pytest.mark.slow
 def test_simultaneous_version_claims_never_collide(tmp_path):
     with multiprocessing.get_context("fork").Pool(8) as pool:
         claimed = pool.map(_claim, [str(tmp_path / "runs")] * 24)
@@ -510,6 +513,7 @@ def _write(path: Path, text: str) -> str:
 
 @pytest.mark.filterwarnings("ignore:LightningCLI's args parameter")
 @pytest.mark.parametrize("case", list(BAD_INPUTS))
+@pytest.mark.slow
 def test_bad_input_fails_before_training_with_one_sentence(case, tmp_path, monkeypatch, capsys, lm_data_dir):
     """Through `main`, the console script's entry point, in-process: these fail within a second."""
     make_args, message = BAD_INPUTS[case]

@@ -5,6 +5,7 @@ scored (the best checkpoint's, or the final ones where nothing was validated).""
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from in_process import run_main  # tests/ is on sys.path under pytest (in_tmp: conftest.py)
@@ -23,6 +24,7 @@ def fit(*args: str) -> tuple[dict, Path]:
     return read_record(record), record.parent
 
 
+@pytest.mark.slow
 def test_a_step_budget_shorter_than_an_epoch_validates_the_final_weights(in_tmp):
     record, run = fit("--trainer.max_epochs=1", "--trainer.max_steps=1", "--run.test=true", "--data.batch_size=16",
                       "--trainer.limit_test_batches=1")
@@ -36,11 +38,13 @@ def test_a_step_budget_shorter_than_an_epoch_validates_the_final_weights(in_tmp)
     assert record["test_checkpoint"] == "best" and record["test"]["test/acc"] is not None
 
 
+@pytest.mark.slow
 def test_an_epoch_the_validation_interval_skips_is_validated_when_it_is_the_last(in_tmp):
     record, _ = fit("--trainer.max_epochs=3", "--trainer.check_val_every_n_epoch=2")
     assert [point[:2] for point in record["curve"]] == [[1, 4], [2, 6]]  # epoch 2 by the interval, 3 at the end
 
 
+@pytest.mark.slow
 def test_a_run_with_validation_switched_off_tests_its_final_weights_and_says_so(in_tmp, capsys):
     record, run = fit("--trainer.max_epochs=1", "--trainer.limit_val_batches=0", "--run.test=true",
                       "--trainer.limit_test_batches=1")
@@ -50,6 +54,7 @@ def test_a_run_with_validation_switched_off_tests_its_final_weights_and_says_so(
     assert "so --run.test scores the final weights (record.json: test_checkpoint \"last\")" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_fast_dev_run_keeps_no_record_and_no_checkpoint_for_a_later_fit_to_continue(in_tmp, capsys):
     """Lightning's fast_dev_run is a debugging run of a batch: compare would count its record as a finished
     run, and `--ckpt_path last` would continue it as if it were real."""

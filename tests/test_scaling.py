@@ -79,6 +79,7 @@ def test_three_sizes_fit_a_pure_power_law_and_say_why():
     assert any("pure power law" in n and "cannot pin E, A and α" in n for n in analysis.notes)
 
 
+@pytest.mark.slow
 def test_the_vectorised_bootstrap_fit_finds_the_minimum_scipy_finds():
     """The resamples are fitted by the profile search, not by scipy: on noisy sweeps it reaches an
     error no higher than scipy's curve_fit from several starts within the same bounds, at the same α;

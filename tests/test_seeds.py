@@ -65,6 +65,7 @@ def test_the_run_seed_orders_the_training_data(kind, tmp_path, monkeypatch):
     assert zero != one, "another seed must give another order"
 
 
+@pytest.mark.slow
 def test_data_seed_fixes_the_order_across_run_seeds(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     args = [*data_args("stdlib", tmp_path), "--data.data_seed=5"]

@@ -33,6 +33,7 @@ def test_sign_flip_p_counts_the_sign_assignments_by_hand():
     assert (smallest_exact_p(0), smallest_exact_p(1), smallest_exact_p(4)) == (1.0, 1.0, 0.125)
 
 
+@pytest.mark.slow
 def test_sign_flip_p_beyond_exact_enumeration_is_a_fixed_seed_estimate():
     # 21 differences of ±1 (13 up, 8 down): the signed sum is 2K - 21 with K ~ Binomial(21, 1/2), so the
     # exact p is P(|2K - 21| >= 5) = 2 P(K >= 13).
@@ -100,6 +101,7 @@ def test_the_two_sided_p_is_the_share_reaching_the_observed_absolute_difference(
     assert default.pvalue == pytest.approx(0.8)
 
 
+@pytest.mark.slow
 def test_the_randomisation_tests_agree_with_scipy_where_no_arrangement_ties():
     rng = np.random.default_rng(3)
     for n in (2, 5, 9):

@@ -5,6 +5,8 @@ point."""
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("lit_attention", "datamodules")
 
@@ -39,6 +41,7 @@ def graph() -> dict[str, set[str]]:
     return edges
 
 
+@pytest.mark.slow
 def test_no_import_cycles():
     edges = graph()
     state, stack = {}, []
@@ -79,6 +82,7 @@ def layer_of(module: str) -> str | None:
     return next((layer for layer in LAYERS if module == layer or module.startswith(layer + ".")), None)
 
 
+@pytest.mark.slow
 def test_layers_import_only_downward():
     wrong = []
     for module, imported in graph().items():
@@ -100,6 +104,7 @@ def test_modeling_does_not_import_lightning():
         assert not any(m.split(".")[0] in ("lightning", "pytorch_lightning") for m in imports_of(path)), path
 
 
+@pytest.mark.slow
 def test_no_private_name_is_imported_across_modules():
     found = []
     for package in PACKAGES:
@@ -111,6 +116,7 @@ def test_no_private_name_is_imported_across_modules():
     assert not found, found
 
 
+@pytest.mark.slow
 def test_private_lightning_api_only_in_lightning_internals():
     found = []
     for package in PACKAGES:

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from in_process import run_main
 from test_command_line_edge_cases import TINY, VIT, hparams_plugin
 
 from lit_attention.sweep.runs import LIT_ATTENTION, Run
 
 
+@pytest.mark.slow
 def test_a_sweep_run_keeps_the_recipe_and_its_grid_point_apart(in_tmp, capsys):
     output = in_tmp / "out"
     run = Run("standard", "standard", (("model.init_args.lr", "0.004"),), 0)

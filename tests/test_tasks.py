@@ -93,6 +93,7 @@ def predict(module, batch):
 
 @pytest.mark.parametrize("attention", ["standard", "super"])
 @pytest.mark.parametrize("task", SETUPS)
+@pytest.mark.slow
 def test_fast_dev_run_and_checkpoint_round_trip(task, attention, tmp_path):
     torch.manual_seed(0)
     module, items = SETUPS[task](attention)
@@ -134,6 +135,7 @@ def test_training_through_lightning_lowers_the_loss(task, tmp_path):
     assert plain_loss(module, batch) < 0.7 * before
 
 
+@pytest.mark.slow
 def test_parameter_counts_and_checkpoints_that_load_with_weights_only(tmp_path):
     module = CausalLanguageModel(net=dict(vocab_size=40, max_len=12, depth=2, **SMALL), attention="nonlinear_query")
     assert module.param_counts["total"] == sum(p.numel() for p in module.model.parameters())  # tied head once
@@ -175,6 +177,7 @@ def test_decay_positions_decays_positions_and_cls_but_never_value_mix(tmp_path):
 
 
 @pytest.mark.parametrize("max_steps", [12, 30])
+@pytest.mark.slow
 def test_schedule_ends_where_the_trainer_ends(tmp_path, max_steps):
     """One source of truth: the cosine reaches min_lr_ratio at the trainer's max_steps, nothing else sets it."""
     module, items = lm_setup("standard")

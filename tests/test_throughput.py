@@ -95,6 +95,7 @@ def test_flops_are_counted_per_batch_shape():
     assert len(module._flop_counting["by_shape"]) == 2  # one count per distinct shape
 
 
+@pytest.mark.slow
 def test_the_record_sums_the_flops_of_batches_of_different_lengths(tmp_path):
     module = CausalLanguageModel(net=dict(vocab_size=40, max_len=12, depth=1, **SMALL), warmup_steps=1)
     batches = [lm_batch(6), lm_batch(12), lm_batch(6)]

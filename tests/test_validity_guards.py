@@ -73,6 +73,7 @@ def test_in_a_product_grid_the_edge_is_judged_along_the_axis_through_the_choice(
                                                                                                  batch_size="16")
 
 
+@pytest.mark.slow
 def test_the_tuned_table_flags_an_arm_at_the_edge_and_names_it(tmp_path):
     low, high = point(lr="1e-3"), point(lr="3e-3")
     plan, states = sweep({("standard", low): lambda s: (0.80, 0.8), ("standard", high): lambda s: (0.70, 0.7),
@@ -86,6 +87,7 @@ def test_the_tuned_table_flags_an_arm_at_the_edge_and_names_it(tmp_path):
 # ---------------------------------------------------------------------------------------------- pairing
 
 
+@pytest.mark.slow
 def test_arms_whose_first_batches_differ_fall_back_to_welch_and_the_report_says_so(tmp_path):
     p = point(lr="1e-3")
     plan, states = sweep({("standard", p): lambda s: (0.8, 0.80 + s / 100, f"b{s}"),
@@ -105,6 +107,7 @@ def test_arms_whose_first_batches_differ_fall_back_to_welch_and_the_report_says_
     assert f"[{welch.low:+.4f}, {welch.high:+.4f}]" in text
 
 
+@pytest.mark.slow
 def test_all_paired_is_said_once_and_other_data_are_never_compared(tmp_path):
     p = point(lr="1e-3")
     plan, states = sweep({("standard", p): lambda s: (0.8, 0.8 + s / 100), ("super", p): lambda s: (0.9, 0.9 + s / 90)})
@@ -122,6 +125,7 @@ def test_all_paired_is_said_once_and_other_data_are_never_compared(tmp_path):
     assert "| training data | d0 (5); d1 (5) |" in text
 
 
+@pytest.mark.slow
 def test_arms_with_no_seed_in_common_are_compared_unpaired(tmp_path):
     p = point(lr="1e-3")
     plan, states = sweep({("standard", p): lambda s: (0.8, 0.8 + s / 100), ("super", p): lambda s: (0.9, 0.9 + s / 90)})
@@ -131,6 +135,7 @@ def test_arms_with_no_seed_in_common_are_compared_unpaired(tmp_path):
     assert "| super | 3 + 2 (unpaired) |" in text
 
 
+@pytest.mark.slow
 def test_the_exact_tests_floor_is_judged_against_holms_first_threshold(tmp_path):
     """5 + 5 unpaired runs (arm1 to arm7 began with other batches): the permutation p can reach 2/252 =
     0.0079, below 0.05 for one comparison but not below 0.05/8 for eight; arm0's 5 paired seeds (sign
@@ -168,6 +173,7 @@ def test_records_without_hashes_are_labelled_not_recorded_never_refused(tmp_path
 # ---------------------------------------------------------------------------------------------- --primary
 
 
+@pytest.mark.slow
 def test_primary_fixes_the_corrected_family_and_labels_the_rest_exploratory(tmp_path):
     p = point(lr="1e-3")
     plan, states = sweep({("standard", p): lambda s: (0.8, 0.80 + s / 100),
@@ -208,6 +214,7 @@ def float32(correct: int, items: int = 144) -> float:
     return float(np.float32(correct / items))
 
 
+@pytest.mark.slow
 def test_a_tie_in_mean_validation_goes_to_the_lower_setting_not_to_float_rounding(tmp_path):
     """266 of 288 correct at both rates, split 130 + 136 and 132 + 134: equal, but in float32 the higher
     rate's mean is larger by about 3e-8. The rule chooses the lower rate, and the report says it did."""
@@ -228,12 +235,14 @@ def test_a_tie_in_mean_validation_goes_to_the_lower_setting_not_to_float_roundin
     assert setting_order(point(opt="sgd")) > setting_order(point(opt="adam")) > setting_order(point(opt="1"))
 
 
+@pytest.mark.slow
 def test_a_report_without_ties_does_not_print_the_rule(tmp_path):
     plan, states = sweep({("standard", point(lr="1e-3")): lambda s: (0.8, 0.5),
                           ("standard", point(lr="3e-3")): lambda s: (0.9, 0.6)})
     assert "**Ties:**" not in write_report(plan, states, tmp_path, "compare ...", "standard", None)
 
 
+@pytest.mark.slow
 def test_a_monte_carlo_p_is_marked_in_the_table_and_explained_under_it(tmp_path, monkeypatch):
     from lit_attention.sweep import statistics
 
@@ -261,6 +270,7 @@ def test_cross_fit_chooses_on_one_half_and_scores_on_the_other():
     assert fit.values == {0: 0.60, 1: 0.61, 2: 0.52, 3: 0.53}
 
 
+@pytest.mark.slow
 def test_the_cross_fitted_table_is_in_the_report(tmp_path):
     low, high = point(lr="1e-3"), point(lr="3e-3")
     plan, states = sweep({("standard", low): lambda s: (0.9 if s < 2 else 0.7, 0.50 + s / 100),
@@ -277,6 +287,7 @@ def test_the_cross_fitted_table_is_in_the_report(tmp_path):
 # ---------------------------------------------------------------------------------------------- --at and the budget
 
 
+@pytest.mark.slow
 def test_at_compares_every_arm_at_one_grid_point_instead_of_its_tuned_one(tmp_path):
     """super is tuned at 3e-3 (+0.15 there) but only +0.02 at 1e-3: --at lr=1e-3 shows the second."""
     low, high = point(lr="1e-3"), point(lr="3e-3")
@@ -298,6 +309,7 @@ def test_at_names_the_grid_points_when_it_names_none_of_them(text):
         parse_point(Plan(arms=["standard"], points=[point(lr="1e-3")]), "lr=1e-3")
 
 
+@pytest.mark.slow
 def test_at_leaves_out_an_arm_with_no_finished_run_at_that_point(tmp_path):
     low, high = point(lr="1e-3"), point(lr="3e-3")
     plan, states = sweep({("standard", low): lambda s: (0.9, 0.80), ("standard", high): lambda s: (0.5, 0.5),
