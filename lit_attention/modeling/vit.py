@@ -39,6 +39,7 @@ class ViTConfig(ModelConfig):
         position: learned (an absolute embedding added to the tokens) or rope (2-D axial rotary positions over
             the patch grid, the CLS token not rotated; needs dim / num_heads divisible by 4).
         rope_base: the rotary base θ of position=rope (timm's RoPE ViTs call it rope_temperature and use 100).
+        qk_norm: RMSNorm over each head's queries and keys (weight only, eps norm_eps), before the rotation.
         dropout: dropout in attention and MLP.
         drop_path: stochastic depth of the last block (growing linearly from 0 over the blocks).
         bias: biases in linear layers and LayerNorms (RMSNorm has none).
@@ -59,6 +60,7 @@ class ViTConfig(ModelConfig):
     pool: Literal["cls", "mean"] = "cls"
     position: Literal["learned", "rope"] = "learned"
     rope_base: float = 10000.0
+    qk_norm: bool = False
     dropout: float = 0.0
     drop_path: float = 0.1
     bias: bool = True
@@ -112,7 +114,7 @@ class VisionTransformer(nn.Module):
         self.blocks = nn.ModuleList(
             TransformerBlock(c.dim, c.num_heads, attention, max_len=self.num_tokens, mlp_ratio=c.mlp_ratio,
                              dropout=c.dropout, drop_path=rate, bias=c.bias, norm_eps=c.norm_eps,
-                             norm=c.norm, mlp=c.mlp, mlp_hidden=c.mlp_hidden)
+                             norm=c.norm, mlp=c.mlp, mlp_hidden=c.mlp_hidden, qk_norm=c.qk_norm)
             for rate in drop_path_rates(c.drop_path, c.depth)
         )
         self.norm = make_norm(c.norm, c.dim, c.norm_eps, c.bias)
