@@ -301,6 +301,7 @@ def test_devices_zero_is_refused(tmp_path, capsys):
     ("gpt_stdlib", ["--model.attention=standard,kv_heads=3"], "kv_heads=3 does not divide num_heads=2; choose kv_heads among 1, 2."),
     ("gpt_stdlib", ["--model.attention=efficient,kv_heads=1"], "kv_heads=1 needs linear keys and values"),
     ("text_stdlib", ["--model.net.position=none"], "position='none' is invalid for the text encoder"),
+    ("gpt_stdlib", ["--model.net.num_heads=16", "--model.net.position=rope"], "position=rope needs an even head width"),
 ])
 def test_an_attention_option_the_model_cannot_take_is_refused_before_the_data(recipe, options, words, tmp_path, capsys):
     recipe = str(ROOT / f"recipes/quickstart/{recipe}.yaml")
