@@ -51,6 +51,25 @@ def count(model) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+def language_model_losses(args, device, dtype):
+    """The next-token loss of one random batch, as our GPT and as a transformers causal LM compute it."""
+    tokens = torch.randint(0, args.vocab, (args.batch, args.context + 1), device=device)
+    inputs, targets = tokens[:, :-1], tokens[:, 1:]
+
+    def loss(logits):
+        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
+
+    def ours_forward(model):
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
+            return loss(model(inputs))
+
+    def reference_forward(model):
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
+            return loss(model(input_ids=inputs).logits)
+
+    return ours_forward, reference_forward
+
+
 def gpt_pair(args, device, dtype):
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -61,19 +80,7 @@ def gpt_pair(args, device, dtype):
     reference = GPT2LMHeadModel(config)
     assert reference.config._attn_implementation == "sdpa"
     ours = GPT.from_gpt2(reference.state_dict(), num_heads=args.gpt_heads)
-    tokens = torch.randint(0, args.vocab, (args.batch, args.context + 1), device=device)
-    inputs, targets = tokens[:, :-1], tokens[:, 1:]
-
-    def ours_forward(model):
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
-            logits = model(inputs)
-        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
-
-    def reference_forward(model):
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
-            logits = model(input_ids=inputs).logits
-        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
-
+    ours_forward, reference_forward = language_model_losses(args, device, dtype)
     return ("GPT", "transformers GPT2LMHeadModel", ours, reference, ours_forward, reference_forward,
             args.batch * args.context, "tokens/s")
 
@@ -91,19 +98,7 @@ def llama_pair(args, device, dtype):
     reference = LlamaForCausalLM(config)
     assert reference.config._attn_implementation == "sdpa"
     ours = GPT.from_llama(reference)
-    tokens = torch.randint(0, args.vocab, (args.batch, args.context + 1), device=device)
-    inputs, targets = tokens[:, :-1], tokens[:, 1:]
-
-    def ours_forward(model):
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
-            logits = model(inputs)
-        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
-
-    def reference_forward(model):
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
-            logits = model(input_ids=inputs).logits
-        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
-
+    ours_forward, reference_forward = language_model_losses(args, device, dtype)
     return ("Llama-style GPT", "transformers LlamaForCausalLM", ours, reference, ours_forward, reference_forward,
             args.batch * args.context, "tokens/s")
 
