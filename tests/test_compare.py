@@ -136,12 +136,7 @@ def test_a_block_option_axis_is_tuned_and_paired_like_any_other(tmp_path):
     values = {("standard", layer): (0.80, 0.90), ("standard", rms): (0.85, 0.70),
               ("efficient", layer): (0.86, 0.88), ("efficient", rms): (0.84, 0.95)}
     plan = Plan(arms=["standard", "efficient"], points=[layer, rms], seeds=[0, 1, 2])
-    states = []
-    for (arm, point), (best, test) in values.items():
-        for seed in plan.seeds:
-            run = Run(arm, arm, point, seed)
-            plan.runs.append(run)
-            states.append(RunState(run, record=record(best + seed / 1000, test + seed / 1000)))
+    states = finished_runs(plan, values)
     text = write_report(plan, states, tmp_path, "compare ...", "standard", None)
     tuned = text.split("## Tuned per arm")[1].split("##")[0]
     assert "| standard | norm=rmsnorm | 0.8510 ± 0.0010 | 0.7010 ± 0.0010 |" in tuned
@@ -197,6 +192,18 @@ def record(best: float, test: float) -> dict:
             "train_flops": 1e9}
 
 
+def finished_runs(plan: Plan, values: dict) -> list:
+    """A finished run for every (arm, point) of `values` at every seed of `plan`, whose record has the
+    given (best validation, test) values plus seed / 1000; the runs are added to the plan."""
+    states = []
+    for (arm, point), (best, test) in values.items():
+        for seed in plan.seeds:
+            run = Run(arm, arm, point, seed)
+            plan.runs.append(run)
+            states.append(RunState(run, record=record(best + seed / 1000, test + seed / 1000)))
+    return states
+
+
 @pytest.mark.slow
 def test_tuned_table_chooses_on_validation_and_reports_that_points_test_value(tmp_path):
     """lr=high wins on validation but loses on test: the tuned table must still report high's test value
@@ -205,12 +212,7 @@ def test_tuned_table_chooses_on_validation_and_reports_that_points_test_value(tm
     values = {("standard", low): (0.80, 0.90), ("standard", high): (0.85, 0.70),
               ("super", low): (0.86, 0.88), ("super", high): (0.84, 0.95)}
     plan = Plan(arms=["standard", "super"], points=[low, high], seeds=[0, 1, 2])
-    states = []
-    for (arm, point), (best, test) in values.items():
-        for seed in plan.seeds:
-            run = Run(arm, arm, point, seed)
-            plan.runs.append(run)
-            states.append(RunState(run, record=record(best + seed / 1000, test + seed / 1000)))
+    states = finished_runs(plan, values)
     text = write_report(plan, states, tmp_path, "compare ...", "standard", success_threshold=0.85)
     tuned = text.split("## Tuned per arm")[1].split("##")[0]
     assert "| standard | lr=3e-3 | 0.8510 ± 0.0010 | 0.7010 ± 0.0010 |" in tuned
