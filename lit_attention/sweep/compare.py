@@ -22,7 +22,6 @@ import logging
 import math
 import re
 import shlex
-import sys
 from argparse import ArgumentError
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from lit_attention.modeling.variants import presets_help
 from lit_attention.sweep.atomic import check_reports_writable
 from lit_attention.sweep.output_dir import OutputLock, check_output
 from lit_attention.sweep.report import write_report
-from lit_attention.sweep.running import extend_edges, launch, make_launcher
+from lit_attention.sweep.running import end_sweep, extend_edges, launch, make_launcher
 from lit_attention.sweep.verify import choose_runs, rerun, scratch
 from lit_attention.training.run_dirs import check_writable
 from lit_attention.sweep.runs import (
@@ -239,12 +238,7 @@ def run_sweep(args, argv: list[str], variants: list[str], grid, extra: list[str]
     finished = sum(state.finished for state in states.values())
     written = "results.md, results.csv, timings.csv and results.png" if finished else "results.md and results.csv"
     print(f"Wrote {output}/{written}; curves: tensorboard --logdir {shlex.quote(str(output / 'runs'))}")
-    for sentence in skipped:
-        print(f"compare: {sentence}", file=sys.stderr)
-    if failed:
-        print(f"{failed} run(s) failed; their errors are in the table and in each run's compare.log.", file=sys.stderr)
-    if failed or skipped:
-        sys.exit(1)
+    end_sweep(failed, skipped, "the table")
 
 
 def run_trend(args, extra: list[str]) -> None:

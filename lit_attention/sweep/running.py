@@ -123,6 +123,17 @@ def extension_overrides(args, template: Run, point, extra: list[str]) -> tuple[s
     return (f"--model.init_args.net.mlp_ratio={ratios[key]}",) if key in ratios else template.overrides
 
 
+def end_sweep(failed: int, skipped: list[str], tables: str) -> None:
+    """After the report: each skipped run's sentence and the count of failed runs (whose errors are in
+    `tables` of the report) on stderr, and exit status 1 if there were any."""
+    for sentence in skipped:
+        print(f"compare: {sentence}", file=sys.stderr)
+    if failed:
+        print(f"{failed} run(s) failed; their errors are in {tables} and in each run's compare.log.", file=sys.stderr)
+    if failed or skipped:
+        sys.exit(1)
+
+
 def make_launcher(args, output: Path):
     """The launcher the options name, for the sweep and for its --verify re-runs (SLURM's job files under
     `output`): a re-run goes where its run went, with the same threads or GPUs."""

@@ -8,11 +8,10 @@ where that size's report reads them as a sweep without --scale reads its own."""
 from __future__ import annotations
 
 import shlex
-import sys
 from pathlib import Path
 
 from lit_attention.errors import ConfigError
-from lit_attention.sweep.running import extend_edges, launch, make_launcher
+from lit_attention.sweep.running import end_sweep, extend_edges, launch, make_launcher
 from lit_attention.sweep.runs import baseline_arm, find_state, parse_point, parse_primary, slug
 from lit_attention.sweep.scaled_report import SIZES
 from lit_attention.sweep.verify import choose_runs, rerun, scratch
@@ -68,12 +67,7 @@ def run_scaled_sweep(args, argv: list[str], variants: list[str], grid, extra: li
     print("\n" + text)
     print(f"Wrote {output}/results.md (each size's tables in {output}/sizes/); curves: tensorboard --logdir "
           f"{shlex.quote(str(output / 'runs'))}")
-    for sentence in skipped:
-        print(f"compare: {sentence}", file=sys.stderr)
-    if failed:
-        print(f"{failed} run(s) failed; their errors are in the tables and in each run's compare.log.", file=sys.stderr)
-    if failed or skipped:
-        sys.exit(1)
+    end_sweep(failed, skipped, "the tables")
 
 
 def check_verify_count(args, parts) -> None:
