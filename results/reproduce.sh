@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reruns every table of RESULTS.md through `lit-attention compare`, two runs at a time (one CPU thread
 # each), each run's best checkpoint scored on the held-out test split.
-#   bash results/reproduce.sh [SECTION ... | all | second_edition]
+#   bash results/reproduce.sh [SECTION ... | all | second_edition | fourth_edition]
 # all: the third edition's sections (digits_confirm digits_long gpt_ratio_49k gpt_ratio_111k gpt_ratio_197k
 # ratio_trend): 10 fresh seeds (5-14), learning rates extended past every grid edge, the confirmatory
 # comparisons declared with --primary, and 3 runs of each section re-trained to measure reproducibility.
@@ -27,6 +27,19 @@ WIDER="standard+12.5%;standard;model.init_args.net.mlp_ratio=4.75"
 # The seven presets the recorded studies ran, named so that a preset added to the registry later does not
 # silently add an arm to these reproductions (--variants all would).
 PRESETS=standard,optimized,efficient,super,identity_query,residual_query,nonlinear_query
+
+# ------------------------------------------------------------------------------------ the fourth edition
+
+gpt_scaling() {     # what each arm is worth in parameters: byte-level GPT at 6 widths (7k-197k non-embedding
+                    # parameters, 28x), each trained for 20 tokens per parameter (34-963 steps) and tuned on its
+                    # own rates; 5 arms x 5 seeds; confirmatory: nonlinear query against standard and against
+                    # standard +12.5%, optimized against standard, identity query against standard
+    compare --config recipes/studies/gpt_scaling.yaml --variants standard,optimized,identity_query,nonlinear_query \
+        --arm "$WIDER" --scale model.init_args.net.dim=12,16,24,32,48,64 \
+        --scale trainer.val_check_interval=4,8,17,30,68,120 --tokens-per-parameter 20 \
+        --grid model.init_args.lr=3e-3,1e-2 --seeds 5 --extend-edges --max-extensions 2 \
+        --primary nonlinear_query,nonlinear_query:standard+12.5%,optimized,identity_query --output results/gpt_scaling
+}
 
 # ------------------------------------------------------------------------------------- the third edition
 
@@ -109,6 +122,7 @@ timed() {
 sections=("${@:-all}")
 case "${sections[0]}" in
     all) sections=(digits_confirm digits_long gpt_ratio_49k gpt_ratio_111k gpt_ratio_197k ratio_trend) ;;
+    fourth_edition) sections=(gpt_scaling) ;;
     second_edition) sections=(vit vit_hard gpt gpt_small gpt_large mqar trend) ;;
 esac
 total_start=$SECONDS
