@@ -9,7 +9,8 @@ import pytest
 from in_process import run_main, tree  # tests/ is on sys.path under pytest
 
 from lit_attention.errors import ConfigError
-from lit_attention.sweep.runs import parse_point, parse_primary
+from lit_attention.sweep.comparisons import compare_arms, equivalence_note
+from lit_attention.sweep.runs import parse_equivalence, parse_point, parse_primary
 from lit_attention.sweep.report import write_report
 from lit_attention.sweep.runs import Plan, Run, RunState
 from lit_attention.sweep.selection import (Edge, best_of, cells_of, choose_point_and_ties, cross_fit, edge_flags,
@@ -202,6 +203,52 @@ def test_a_bad_primary_is_one_sentence(text, message):
     plan = Plan(arms=["standard", "super"], runs=[Run("standard", "standard", (), 0), Run("super", "super", (), 0)])
     with pytest.raises(ConfigError, match=message):
         parse_primary(plan, text, "standard")
+
+
+# ----------------------------------------------------------------------------------------- --equivalence
+
+
+@pytest.mark.slow
+def test_a_declared_equivalence_is_read_from_the_simultaneous_interval_of_its_family(tmp_path):
+    """identity_query sits 0.002-0.006 above standard: within ±0.05 it is equivalent, within ±0.004 it is not
+    shown to be, and the interval the sentence quotes is the family's Bonferroni one (two comparisons)."""
+    p = point(lr="1e-3")
+    plan, states = sweep({("standard", p): lambda s: (0.8, 0.80 + s / 100),
+                          ("identity_query", p): lambda s: (0.8, 0.802 + s / 100 + s / 1000),
+                          ("super", p): lambda s: (0.9, 0.90 + s / 90)})
+    primary = parse_primary(plan, "identity_query,super", "standard")
+    cells = cells_of(plan, states)
+    test = lambda arm: cells[(arm, p)].by_seed(lambda r: r["test"]["test/acc"])  # noqa: E731
+    joint = with_holm([paired_difference(test("identity_query"), test("standard")),
+                       paired_difference(test("super"), test("standard"))])[0]
+    span = f"[{joint.joint_low:+.4f}, {joint.joint_high:+.4f}]"
+    for margin, said in ((0.05, "**equivalent within ±0.05**"), (0.004, "equivalence within ±0.004 **not shown**")):
+        equivalence = parse_equivalence(plan, [f"identity_query={margin}"], "standard", primary)
+        text = write_report(plan, states, tmp_path, "compare ...", "standard", None, primary=primary,
+                            equivalence=equivalence)
+        line = text.split("- `identity_query`: ")[1].split("\n")[0]
+        assert line.startswith(said.replace("- `identity_query`: ", "")) and span in line
+        assert "`super`:" not in text.split("**Equivalence**")[1].split("##")[0]  # only what was declared
+
+
+@pytest.mark.parametrize("items, message", [
+    (["super"], "needs a positive margin"), (["super=-0.1"], "needs a positive margin"),
+    (["super=inf"], "needs a positive margin"), (["sup3r=0.1"], "names an arm this sweep does not have"),
+    (["standard=0.1"], "compares standard with itself"), (["efficient=0.1"], "is not one of the --primary"),
+    (["super=0.1", "super:standard=0.2"], "gives 'super:standard' twice")])
+def test_a_bad_equivalence_is_one_sentence(items, message):
+    plan = Plan(arms=["standard", "super", "efficient"],
+                runs=[Run(arm, arm, (), 0) for arm in ("standard", "super", "efficient")])
+    with pytest.raises(ConfigError, match=message):
+        parse_equivalence(plan, items, "standard", [("super", "standard")])
+
+
+def test_an_equivalence_without_an_interval_says_why():
+    """One paired seed: no interval, so no equivalence claim either way."""
+    chosen = {"standard": ({0: {}}, {0: 2.0}), "identity_query": ({0: {}}, {0: 2.01})}
+    comparisons = compare_arms(chosen, [("identity_query", "standard")], None)
+    note = equivalence_note(comparisons, {("identity_query", "standard"): 0.02}, "standard")
+    assert "- `identity_query`, margin ±0.02: not tested: too few seeds for an interval." in note
 
 
 # ---------------------------------------------------------------------------------------------- ties

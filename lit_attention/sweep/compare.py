@@ -39,6 +39,7 @@ from lit_attention.sweep.runs import (
     find_state,
     parse_grid,
     parse_point,
+    parse_equivalence,
     parse_primary,
     parse_variants,
 )
@@ -115,6 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the confirmatory comparisons, fixed in advance: each ARM against the baseline, or "
                              "against REFERENCE; only these are corrected for multiple comparisons and get verdicts, "
                              "the others are labelled exploratory (default: every arm against the baseline)")
+    report.add_argument("--equivalence", action="append", default=[], metavar="ARM[:REFERENCE]=MARGIN",
+                        help="a --primary comparison to test for equivalence as well, within ±MARGIN in the "
+                             "metric's units (two one-sided tests at the family's level), e.g. identity_query=0.02; "
+                             "repeat for more")
     report.add_argument("--at", default=None, metavar="POINT",
                         help="with a grid, compare every arm again at this one grid point, written as the tables "
                              "write it (e.g. lr=2e-3): a check on what each arm's own tuned setting contributes")
@@ -202,6 +207,7 @@ def run_sweep(args, argv: list[str], variants: list[str], grid, extra: list[str]
     plan = build_plan(args, variants, grid, extra)
     args.baseline = baseline_arm(plan, args.baseline)
     primary = parse_primary(plan, args.primary, args.baseline)
+    equivalence = parse_equivalence(plan, args.equivalence, args.baseline, primary)
     common_point = parse_point(plan, args.at)
     states = {r: find_state(r, output, needs_test=args.test and not args.report, wanted=plan.configs[(r.arm, r.point)])
               for r in plan.runs}
@@ -233,7 +239,7 @@ def run_sweep(args, argv: list[str], variants: list[str], grid, extra: list[str]
     command = "lit-attention compare " + " ".join(argv)
     text = write_report(plan, list(states.values()), output, command, args.baseline, args.success_threshold,
                         primary=primary, cross_fitted=args.cross_fit, common_point=common_point,
-                        extension_rounds=args.max_extensions if args.extend_edges else None)
+                        equivalence=equivalence, extension_rounds=args.max_extensions if args.extend_edges else None)
     print("\n" + text)
     finished = sum(state.finished for state in states.values())
     written = "results.md, results.csv, timings.csv and results.png" if finished else "results.md and results.csv"

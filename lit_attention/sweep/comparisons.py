@@ -110,6 +110,34 @@ def comparison_table(comparisons: list[Comparison], baseline: str, primary, metr
     return lines + "\n" + note + markdown(header, rows) + notes
 
 
+def equivalence_note(comparisons: list[Comparison], margins: dict[tuple[str, str], float], baseline: str) -> str:
+    """The comparisons declared with --equivalence, each read as two one-sided tests against ±margin at the
+    family's level: equivalent when the simultaneous 95% interval lies inside the margin (a 90% interval
+    would do for one comparison alone; the wider one keeps the family's 5%)."""
+    lines = []
+    for c in comparisons:
+        margin = margins.get((c.arm, c.reference))
+        if margin is None:
+            continue
+        name, d = label(c, baseline), c.difference
+        if d is None or math.isnan(d.joint_low):
+            why = "its runs saw other data" if d is None else "too few seeds for an interval"
+            lines.append(f"- `{name}`, margin ±{margin:g}: not tested: {why}.")
+            continue
+        span = interval(d.joint_low, d.joint_high)
+        if -margin < d.joint_low and d.joint_high < margin:
+            lines.append(f"- `{name}`: **equivalent within ±{margin:g}**: its simultaneous 95% interval {span} lies "
+                         "inside the margin.")
+        else:
+            lines.append(f"- `{name}`: equivalence within ±{margin:g} **not shown**: its simultaneous 95% interval "
+                         f"{span} reaches past the margin, so differences that large are still compatible with these seeds.")
+    if not lines:
+        return ""
+    return ("\n**Equivalence** (declared with --equivalence): an arm is equivalent to its reference when the whole "
+            "simultaneous 95% interval of their difference lies within the margin fixed in advance, which rejects "
+            "both one-sided hypotheses |difference| ≥ margin at the family's level.\n\n" + "\n".join(lines) + "\n")
+
+
 def marked(p: float, monte_carlo: bool) -> str:
     """A randomisation p, with "(MC)" when it was estimated from random arrangements rather than enumerated."""
     return p_value(p) + (" (MC)" if monte_carlo and not math.isnan(p) else "")

@@ -34,7 +34,7 @@ from pathlib import Path
 from lit_attention.training.records import TIMING_FIELDS
 from lit_attention.sweep.atomic import write_atomically
 from lit_attention.sweep.budget import budget_note
-from lit_attention.sweep.comparisons import compare_arms, comparison_table, wanted_comparisons
+from lit_attention.sweep.comparisons import compare_arms, comparison_table, equivalence_note, wanted_comparisons
 from lit_attention.sweep.floors import floors_line
 from lit_attention.sweep.inspection import inspection_section
 from lit_attention.sweep.item_comparisons import item_section
@@ -68,12 +68,12 @@ def test_metrics(records: list[dict]) -> list[str]:
 def write_report(plan: Plan, states: list[RunState], output: Path, command: str, baseline: str,
                  success_threshold: float | None, primary: list[tuple[str, str]] | None = None,
                  cross_fitted: bool = False, extension_rounds: int | None = None,
-                 common_point: tuple | None = None) -> str:
+                 common_point: tuple | None = None, equivalence: dict | None = None) -> str:
     """Write results.csv, timings.csv, results.md and results.png into `output`; returns the markdown.
     `primary`: the (arm, reference) comparisons declared confirmatory (None: every arm against the
     baseline); `cross_fitted`: add the cross-fitted tuned table; `extension_rounds`: how many rounds of
     --extend-edges were allowed (None: not asked for); `common_point`: a grid point to compare every arm
-    at as well (compare --at)."""
+    at as well (compare --at); `equivalence`: {(arm, reference): margin} declared with --equivalence."""
     cells = cells_of(plan, states)
     write_csv(output / "results.csv", states)
     write_timings(output / "timings.csv", states)
@@ -107,7 +107,8 @@ def write_report(plan: Plan, states: list[RunState], output: Path, command: str,
               for arm, point in tuned.items()}
     places = {arm: {s.run.seed: s.directory for s in cells[(arm, point)].states if s.record is not None}
               for arm, point in tuned.items()}
-    table, smallest_effect = comparison_section(plan, chosen, baseline, primary, monitor, mode, has_test, grid, places)
+    table, smallest_effect = comparison_section(plan, chosen, baseline, primary, monitor, mode, has_test, grid, places,
+                                                equivalence or {})
     sections.append(table)
     if common_point is not None:
         sections.append(common_point_section(plan, cells, common_point, baseline, primary, monitor, mode, has_test))
@@ -244,7 +245,8 @@ def edges_note(plan: Plan, tuned: dict, extension_rounds: int | None) -> str:
 
 
 def comparison_section(plan: Plan, chosen: dict, baseline: str, primary, monitor: str, mode: str, has_test: bool,
-                       grid: bool, places: dict | None = None) -> tuple[str, float | None]:
+                       grid: bool, places: dict | None = None,
+                       equivalence: dict | None = None) -> tuple[str, float | None]:
     """The comparison table and the smallest difference it claims (a "better" or "worse" verdict), for the
     re-run check; None when it claims none. With test values, the comparison over seeds and test items
     follows the table (item_comparisons.py; `places`: {arm: {seed: its run's directory}})."""
@@ -264,6 +266,7 @@ def comparison_section(plan: Plan, chosen: dict, baseline: str, primary, monitor
                   "so the differences are biased toward the tuned arms; rerun with --test for held-out ones.\n\n")
     where = " at each arm's tuned grid point" if grid else ""
     text = comparison_table(comparisons, baseline, primary, metric, mode, where)
+    text += equivalence_note(comparisons, equivalence or {}, baseline)
     if has_test:
         text += item_section(comparisons, {arm: records for arm, (records, _) in chosen.items()}, places or {},
                              metric, primary, baseline)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
 import sys
 from dataclasses import dataclass, field
@@ -225,6 +226,39 @@ def parse_primary(plan: Plan, text: str | None, baseline: str) -> list[tuple[str
     if not pairs:
         raise ConfigError("--primary is empty; name the comparisons to confirm, such as --primary super,efficient.")
     return list(dict.fromkeys(pairs))
+
+
+def parse_equivalence(plan: Plan, items: list[str], baseline: str,
+                      primary: list[tuple[str, str]] | None) -> dict[tuple[str, str], float]:
+    """{(arm, reference): margin} from `ARM[:REFERENCE]=MARGIN` items (--equivalence): comparisons declared
+    in advance to test for equivalence within ±MARGIN, in the metric's units; each must be one of the
+    --primary comparisons, whose family sets the interval it is read from."""
+    margins = {}
+    for item in items:
+        pair_text, _, margin_text = item.partition("=")
+        try:
+            margin = float(margin_text)
+        except ValueError:
+            margin = math.nan
+        if not (math.isfinite(margin) and margin > 0):
+            raise ConfigError(f"--equivalence {item!r} needs a positive margin after '=', in the metric's units, "
+                              "such as --equivalence identity_query=0.02.")
+        arm, _, reference = pair_text.strip().partition(":")
+        try:
+            pair = (baseline_arm(plan, arm), baseline_arm(plan, reference) if reference else baseline)
+        except ConfigError:
+            raise ConfigError(f"--equivalence {item!r} names an arm this sweep does not have; its arms are "
+                              f"{', '.join(plan.arms)}.") from None
+        if pair[0] == pair[1]:
+            raise ConfigError(f"--equivalence {item!r} compares {pair[0]} with itself; name another arm or reference.")
+        if primary is not None and pair not in primary:
+            declared = ", ".join(a if r == baseline else f"{a}:{r}" for a, r in primary)
+            raise ConfigError(f"--equivalence {item!r} is not one of the --primary comparisons ({declared}); an "
+                              "equivalence is confirmatory, so add it to --primary.")
+        if pair in margins:
+            raise ConfigError(f"--equivalence gives {pair_text.strip()!r} twice; give each comparison one margin.")
+        margins[pair] = margin
+    return margins
 
 
 def parse_point(plan: Plan, text: str | None) -> tuple | None:

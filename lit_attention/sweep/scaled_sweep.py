@@ -12,7 +12,7 @@ from pathlib import Path
 
 from lit_attention.errors import ConfigError
 from lit_attention.sweep.running import end_sweep, extend_edges, launch, make_launcher
-from lit_attention.sweep.runs import baseline_arm, find_state, parse_point, parse_primary, slug
+from lit_attention.sweep.runs import baseline_arm, find_state, parse_equivalence, parse_point, parse_primary, slug
 from lit_attention.sweep.scaled_report import SIZES
 from lit_attention.sweep.verify import choose_runs, rerun, scratch
 
@@ -26,6 +26,7 @@ def run_scaled_sweep(args, argv: list[str], variants: list[str], grid, extra: li
     first = planned[0][1]
     args.baseline = baseline_arm(first, args.baseline)
     primary = parse_primary(first, args.primary, args.baseline)
+    equivalence = parse_equivalence(first, args.equivalence, args.baseline, primary)
     common_point = parse_point(first, args.at)
     parts = []
     for size, plan, size_extra in planned:
@@ -62,7 +63,7 @@ def run_scaled_sweep(args, argv: list[str], variants: list[str], grid, extra: li
     command = "lit-attention compare " + " ".join(word for word in argv if word != "--report")
     text = write_scaled_report([(size, plan, list(states.values())) for size, plan, states, _ in parts], output,
                                command, args.baseline, args.success_threshold, primary=primary,
-                               cross_fitted=args.cross_fit, common_point=common_point,
+                               cross_fitted=args.cross_fit, common_point=common_point, equivalence=equivalence,
                                extension_rounds=args.max_extensions if args.extend_edges else None)
     print("\n" + text)
     print(f"Wrote {output}/results.md (each size's tables in {output}/sizes/); curves: tensorboard --logdir "
