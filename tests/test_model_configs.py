@@ -58,7 +58,7 @@ def test_one_table_holds_the_limits_of_the_configs_and_the_tasks():
     # Every numeric field of a config and every numeric argument of a task has its limits there: a new one
     # without limits would take any number silently.
     # Not limits but choices (Literal, bool, a variant), the data's token ids, and the signatures' own names.
-    unlimited = {"monitor", "attention", "compile", "decay_positions", "pool", "bias", "activation", "tie_weights",
+    unlimited = {"monitor", "attention", "compile", "decay_positions", "decay_value_mix", "pool", "bias", "activation", "tie_weights",
                  "norm", "mlp", "pad_id", "bos_id", "eos_id", "net", "self", "task", "optimization", "position",
                  "qk_norm"}
     names = {f.name for task in TASKS for f in fields(task.config_class)}

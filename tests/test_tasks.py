@@ -176,6 +176,18 @@ def test_decay_positions_decays_positions_and_cls_but_never_value_mix(tmp_path):
     assert "blocks.0.attn.value_mix" in {names[id(p)] for p in no_decay["params"]}
 
 
+def test_decay_value_mix_decays_w_a_like_the_other_matrices_and_nothing_else_moves(tmp_path):
+    """The super-attention ablation of W_A's exemption: only W_A changes group."""
+    net = dict(num_classes=10, image_size=8, in_channels=1, patch_size=2, depth=1, **SMALL)
+    groups = {}
+    for decay_value_mix in (False, True):
+        module = ImageClassifier(net=net, attention="super", decay_value_mix=decay_value_mix)
+        decay, _ = module.optimizer_and_schedule(10)[0].param_groups
+        names = {id(p): n for n, p in module.model.named_parameters()}
+        groups[decay_value_mix] = {names[id(p)] for p in decay["params"]}
+    assert groups[True] - groups[False] == {"blocks.0.attn.value_mix"} and groups[False] < groups[True]
+
+
 @pytest.mark.parametrize("max_steps", [12, 30])
 @pytest.mark.slow
 def test_schedule_ends_where_the_trainer_ends(tmp_path, max_steps):

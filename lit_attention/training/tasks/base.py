@@ -19,7 +19,7 @@ from lit_attention.modeling.variants import presets_help, resolve_spec
 # lookup tables. W_A is never decayed: it starts at the identity, and decay would drag `super` toward
 # zero mixing.
 POSITION_NAMES = ("pos_embed", "src_pos", "tgt_pos", "cls_token")
-NEVER_DECAYED = ("value_mix",)
+VALUE_MIX_NAMES = ("value_mix",)
 # What FSDP, activation checkpointing and torch.compile insert into parameter names of a wrapped model.
 WRAPPER_PARTS = ("_fsdp_wrapped_module.", "_checkpoint_wrapped_module.", "_orig_mod.")
 
@@ -32,12 +32,15 @@ class TaskModule(L.LightningModule):
     Args:
         attention: the attention variant: {presets_help()}
         lr: peak learning rate of AdamW (> 0).
-        weight_decay: AdamW weight decay of the matrices (>= 0; biases, norms and W_A are never decayed).
+        weight_decay: AdamW weight decay of the matrices (>= 0; biases and norms are never decayed, W_A
+            and positions only when asked below).
         betas: AdamW betas.
         warmup_steps: linear warm-up from ~0 to `lr` over this many optimizer steps.
         min_lr_ratio: the cosine decays to lr * min_lr_ratio (in [0, 1]) at the trainer's last step.
         decay_positions: also decay position embeddings and the CLS token (nanoGPT and the
             nonlinear-query authors decay every parameter with two or more dimensions).
+        decay_value_mix: also decay W_A, `super`'s position mixer, like the other matrices (the
+            super-attention authors exempt it, so the default does too).
         compile: run the inner model under torch.compile.
     """
 
@@ -51,6 +54,7 @@ class TaskModule(L.LightningModule):
         warmup_steps: int = 100,
         min_lr_ratio: float = 0.01,
         decay_positions: bool = False,
+        decay_value_mix: bool = False,
         compile: bool = False,
     ) -> None:
         super().__init__()
@@ -168,9 +172,11 @@ class TaskModule(L.LightningModule):
         return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
 
     def decayed_parameter_names(self) -> set[str]:
-        """The names of the parameters AdamW decays: matrices (two or more dimensions), except W_A and,
-        unless `decay_positions`, the position embeddings and the CLS token. Read from the unwrapped model."""
-        keep_out = NEVER_DECAYED + (() if self.hparams.decay_positions else POSITION_NAMES)
+        """The names of the parameters AdamW decays: matrices (two or more dimensions), except, unless
+        `decay_value_mix`, W_A and, unless `decay_positions`, the position embeddings and the CLS token.
+        Read from the unwrapped model."""
+        keep_out = ((() if self.hparams.decay_value_mix else VALUE_MIX_NAMES)
+                    + (() if self.hparams.decay_positions else POSITION_NAMES))
         return {unwrapped_name(name) for name, param in self.model.named_parameters()
                 if param.dim() >= 2 and not any(part in name for part in keep_out)}
 
