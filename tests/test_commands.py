@@ -5,6 +5,7 @@ monitoring a user looks at."""
 
 import hashlib
 import json
+import logging
 import math
 import os
 import signal
@@ -22,7 +23,7 @@ from sklearn.metrics import accuracy_score, f1_score, top_k_accuracy_score
 from torch.utils.data import DataLoader
 
 from lit_attention.training.callbacks import attention_figure, nonfinite_message
-from lit_attention.sweep.planning import plan_run
+from lit_attention.sweep.planning import SEED_LOGGER, plan_run
 from lit_attention.main import main
 from lit_attention.training.tasks import CausalLanguageModel, ImageClassifier, TextClassifier
 from in_process import copy_runs, run_main  # tests/ is on sys.path under pytest (in_tmp, finished_run: conftest.py)
@@ -300,6 +301,16 @@ def test_compare_into_an_unwritable_output_is_one_sentence(in_tmp, capsys):
 
 
 # ---------------------------------------------------------------------------------------------- 6. what you see is what runs
+
+
+def test_planning_a_run_does_not_announce_a_seed(caplog):
+    """compare plans every arm x point before it trains: Lightning's "Seed set to N" for each was noise
+    (the runs themselves still say it). The logger's level is put back."""
+    logger = logging.getLogger(SEED_LOGGER)
+    before = logger.level
+    with caplog.at_level(logging.INFO):
+        plan_run(TINY_GPT)
+    assert "Seed set to" not in caplog.text and logger.level == before
 
 
 def test_a_larger_max_len_than_the_data_is_kept_and_sizes_super():

@@ -4,6 +4,7 @@ the sweep (variants, parameter-matched controls, --arm), and the MLP widths that
 
 from __future__ import annotations
 
+import logging
 from argparse import ArgumentError
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,8 @@ from lit_attention.training.cli import LitAttentionCLI
 from lit_attention.training.config_classes import instantiate_config, registered_classes, resolved
 from lit_attention.training.cli_input import check_trainer_settings
 from lit_attention.training.parser_errors import parser_error_sentence
+
+SEED_LOGGER = "lightning.fabric.utilities.seed"
 
 
 @dataclass
@@ -48,7 +51,13 @@ def plan_run(args: list[str], check_trainer: bool = True) -> PlannedRun:
     """Parse the arguments of a `fit` (without the word fit) as `fit` would, take the data's sizes and
     build the model on the meta device: what `compare` checks every run with before training any.
     `check_trainer`: also refuse trainer settings this machine cannot run (a GPU preset without GPU)."""
-    planner = _Planner(args=args, run=False, check_trainer=check_trainer)
+    seeding = logging.getLogger(SEED_LOGGER)  # "Seed set to N", once per arm x point: planning trains nothing
+    level = seeding.level
+    seeding.setLevel(logging.WARNING)
+    try:
+        planner = _Planner(args=args, run=False, check_trainer=check_trainer)
+    finally:
+        seeding.setLevel(level)
     return PlannedRun(planner.run_config, planner.meta_model, planner.built_datamodule,
                       resolved(planner.parser, planner.run_config))
 
