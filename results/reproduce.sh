@@ -15,6 +15,7 @@ compare() { .venv/bin/lit-attention compare --test --parallel 2 "$@"; }
 SECOND=(--seeds 5)
 THIRD=(--seeds 10 --first-seed 5 --extend-edges --max-extensions 2 --cross-fit --verify 3)
 LR_VIT=model.init_args.lr=2e-3,4e-3,8e-3
+LR_VIT_LONG=model.init_args.lr=2e-3,4e-3
 LR_GPT=model.init_args.lr=1e-3,3e-3,1e-2
 LR_MQAR=model.init_args.lr=1e-3,3e-3,1e-2
 # The nonlinear-query arms at the standard score scale ("controlled": only the query changes), next to
@@ -41,6 +42,29 @@ gpt_scaling() {     # what each arm is worth in parameters: byte-level GPT at 6 
         --grid model.init_args.lr=3e-3,1e-2 --seeds 5 --extend-edges --max-extensions 2 \
         --primary nonlinear_query,nonlinear_query:standard+12.5%,optimized,identity_query \
         --equivalence identity_query=0.02 --output results/gpt_scaling
+}
+
+# What super's W_A contributes on the 500 digits at 1,200 steps (where standard has nearly stopped
+# improving), 10 fresh seeds: W_A's initialisation (identity, xavier, orthogonal), W_A under the weight
+# decay of the other matrices, W_A on standard attention, efficient (super without W_A), and patch
+# size 1 (65 tokens, W_A 65x65) against 2 (17 tokens) for standard, efficient and super. Two parts into
+# one output: part 1 the seven arms at patch size 2; the full section adds the three patch-1 arms and
+# resumes part 1's runs, so every comparison is paired.
+MECHANISM=(--config recipes/studies/vit_digits_500.yaml --trainer.max_epochs 120 --grid $LR_VIT_LONG
+    --seeds 10 --first-seed 15 --extend-edges --max-extensions 2 --cross-fit --verify 3
+    --variants standard,efficient,super --arm "super+xavier;super,value_mix_init=xavier"
+    --arm "super+orthogonal;super,value_mix_init=orthogonal" --arm "standard+W_A;query=linear,key=linear,value=linear,value_mix=true"
+    --arm "super+decay;super;model.init_args.decay_value_mix=true")
+PATCH_1=(--arm "standard_p1;standard;model.init_args.net.patch_size=1"
+    --arm "efficient_p1;efficient;model.init_args.net.patch_size=1"
+    --arm "super_p1;super;model.init_args.net.patch_size=1")
+MECHANISM_PRIMARY=super,super:efficient,standard+W_A,super+decay:super,super+xavier:super,super+orthogonal:super
+super_mechanism_part1() {
+    compare "${MECHANISM[@]}" --primary $MECHANISM_PRIMARY --output results/super_mechanism
+}
+super_mechanism() {
+    compare "${MECHANISM[@]}" "${PATCH_1[@]}" --primary $MECHANISM_PRIMARY,super_p1:standard_p1,super_p1:super \
+        --output results/super_mechanism
 }
 
 # ------------------------------------------------------------------------------------- the third edition
