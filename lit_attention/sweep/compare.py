@@ -125,7 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "write it (e.g. lr=2e-3): a check on what each arm's own tuned setting contributes")
     report.add_argument("--cross-fit", action="store_true",
                         help="with a grid, add a tuned table whose grid point is chosen on half of the seeds and "
-                             "scored on the other half, both ways, so selection and scoring never share a seed")
+                             "scored on the other half, both ways, so selection and scoring never share a seed: "
+                             "among the grid's own points and, where --extend-edges added points, again among "
+                             "every point each arm ran")
     report.add_argument("--inspect", action="store_true",
                         help="run `lit-attention inspect` on each arm's tuned run (its first finished seed) and put "
                              "the side-by-side figure of what each learned beside the tables (<output>/inspect/)")

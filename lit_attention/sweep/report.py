@@ -8,7 +8,8 @@ Tables, for the monitored validation metric of the recipe's task (and the test m
 * with a grid, the tuned table: each arm's grid point with the best mean *validation* value, and that
   point's *test* value (selection never sees the test split), flagged where the choice sits at an end
   of the grid (selection.py); with --cross-fit, the same choice made on half of the seeds and scored
-  on the other half;
+  on the other half, among the grid's own points and, where --extend-edges added some, among every
+  point each arm ran (cross_fit_report.py);
   both also show every other test metric the records hold (test/loss, test/f1_macro, ...), which
   results.csv has a column each for, after its fixed ones; under the tuned table, how many tuned runs
   had their best validation value late in training (budget.py: was the budget long enough?);
@@ -35,11 +36,12 @@ from lit_attention.training.records import TIMING_FIELDS
 from lit_attention.sweep.atomic import write_atomically
 from lit_attention.sweep.budget import budget_note
 from lit_attention.sweep.comparisons import compare_arms, comparison_table, equivalence_note, wanted_comparisons
+from lit_attention.sweep.cross_fit_report import cross_fit_section
 from lit_attention.sweep.floors import floors_line
 from lit_attention.sweep.inspection import inspection_section
 from lit_attention.sweep.item_comparisons import item_section
 from lit_attention.sweep.runs import Plan, RunState, point_label
-from lit_attention.sweep.selection import best_value, cells_of, cross_fit, edge_flags, ties_note, tuned_choices, tuned_points
+from lit_attention.sweep.selection import best_value, cells_of, edge_flags, ties_note, tuned_choices, tuned_points
 from lit_attention.sweep.statistics import ALPHA, clopper_pearson, mean_std
 from lit_attention.sweep.tables import count, markdown, plus_minus
 from lit_attention.sweep.validity import provenance_rows
@@ -113,7 +115,7 @@ def write_report(plan: Plan, states: list[RunState], output: Path, command: str,
     if common_point is not None:
         sections.append(common_point_section(plan, cells, common_point, baseline, primary, monitor, mode, has_test))
     if cross_fitted and grid:
-        sections.append(cross_fit_section(plan, cells, baseline, primary, monitor, mode, has_test))
+        sections.append(cross_fit_section(plan, cells, baseline, primary, monitor, mode, has_test, value))
     if success_threshold is not None:
         sections.append(success_section(plan, cells, tuned, success_threshold, monitor, mode))
     sections.append(verification(plan, states, output, smallest_effect))
@@ -294,43 +296,6 @@ def common_point_section(plan: Plan, cells: dict, point: tuple, baseline: str, p
             "not together with the table above, so across both tables a false verdict is up to twice as likely "
             "as either table's 5%.\n\n"
             + comparison_table(comparisons, baseline, primary, metric, mode, f" at {point_label(point)}"))
-
-
-def cross_fit_section(plan: Plan, cells: dict, baseline: str, primary, monitor: str, mode: str, has_test: bool) -> str:
-    """Each arm's point chosen on one half of the seeds and scored on the other half, both ways: no seed
-    both chooses a point and scores it."""
-    value = test_value if has_test else best_value
-    metric = monitor.replace("val/", "test/") if has_test else f"best {monitor}"
-    fits, chosen = {}, {}
-    for arm in plan.arms:
-        points = [p for p in plan.points if (arm, p) in cells]  # the grid's own points (cross_fit says why)
-        fit = cross_fit({p: cells[(arm, p)] for p in points}, points, plan.seeds, mode, value)
-        if fit is None or not fit.values:
-            continue
-        fits[arm] = fit
-        records = {}
-        for half, point in ((fit.second_half, fit.chosen_on_first), (fit.first_half, fit.chosen_on_second)):
-            if point is not None:
-                records.update({s: r for s, r in cells[(arm, point)].records_by_seed().items() if s in half})
-        chosen[arm] = (records, fit.values)
-    title = "## Cross-fitted tuning: chosen on half of the seeds, scored on the other half\n\n"
-    if not fits:
-        return title + "Needs two or more seeds.\n"
-    some = next(iter(fits.values()))
-    halves = (f"seeds {', '.join(map(str, some.first_half))} choose the point that seeds "
-              f"{', '.join(map(str, some.second_half))} are scored at, and the reverse")
-    rows = [[arm, point_label(f.chosen_on_first) if f.chosen_on_first else "n/a",
-             point_label(f.chosen_on_second) if f.chosen_on_second else "n/a", plus_minus(list(f.values.values()))]
-            for arm, f in fits.items()]
-    table = markdown(["arm", "chosen on the first half", "chosen on the second half", f"{metric} (other half's choice)"],
-                     rows)
-    table += ties_note({f"{arm} ({half} half)": (point, tied) for arm, f in fits.items() for half, point, tied in
-                        (("first", f.chosen_on_first, f.tied_on_first), ("second", f.chosen_on_second, f.tied_on_second))},
-                       point_label)
-    comparisons = compare_arms(chosen, wanted_comparisons(plan, baseline, primary), primary)
-    text = comparison_table(comparisons, baseline, primary, metric, mode, " at the other half's choice") if comparisons else ""
-    return (title + f"Selection and scoring never share a seed: {halves}. Each seed's value is its run at the point "
-            "the other half chose.\n\n" + table + ("\n" + text if text else ""))
 
 
 def success_section(plan: Plan, cells: dict, tuned: dict, threshold: float, monitor: str, mode: str) -> str:

@@ -208,8 +208,8 @@ class CrossFit:
 def cross_fit(cells: dict, points: list[tuple], seeds: list[int], mode: str, value) -> CrossFit | None:
     """Seeds split in two halves (the first ⌊n/2⌋ in order, then the rest); each half's seeds are scored
     with `value` at the point the other half chose on validation. None with fewer than two seeds.
-    `points`: the grid's own (points --extend-edges added were chosen on every seed, so they would let
-    the scoring half's seeds into the choice)."""
+    `points`: the candidates, the grid's own for the strict table (points --extend-edges added exist
+    because every seed chose an edge, the scoring half's among them) or every point the arm ran."""
     if len(seeds) < 2:
         return None
     first, second = tuple(seeds[: len(seeds) // 2]), tuple(seeds[len(seeds) // 2:])

@@ -7,7 +7,9 @@ scored on test and compared with the baseline seed by seed at every size; then w
 changes with size: the least-squares slope of the seed-by-seed differences against log2 of the
 baseline's non-embedding parameters (every seed of every size, t-interval), and the difference at the
 largest size minus the one at the smallest (Welch's interval and a label permutation: the sizes' seeds
-are separate models, so they are not paired). It writes OUT/results.md and OUT/size_trend.png.
+are separate models, so they are not paired); and what the sizes could have detected: the smallest slope
+the least-squares test detects with 80% power, and the slope over the size means weighted by the inverse
+variance of each mean (trend_statistics.py). It writes OUT/results.md and OUT/size_trend.png.
 
 A `compare --scale` sweep reports its sizes with fitted laws and multipliers (scaling_report.py); this
 reads sweeps that were run one size at a time, as the committed results/size_trend and ratio_trend are.
@@ -25,8 +27,9 @@ from lit_attention.errors import ConfigError
 from lit_attention.sweep.atomic import write_atomically
 from lit_attention.sweep.comparisons import marked
 from lit_attention.sweep.selection import best_of
-from lit_attention.sweep.statistics import mean_std, paired_difference, unpaired_difference, verdict, with_holm
+from lit_attention.sweep.statistics import ALPHA, mean_std, paired_difference, unpaired_difference, verdict, with_holm
 from lit_attention.sweep.tables import interval, markdown, p_value
+from lit_attention.sweep.trend_statistics import POWER, detectable_slope, weighted_slope
 
 FIGURE = "size_trend.png"
 
@@ -113,7 +116,7 @@ def trend_section(per_seed: dict[str, list[tuple[int, dict[int, float]]]], basel
     seed's difference against log2(parameters), and the largest size's mean difference minus the smallest's."""
     from scipy import stats
 
-    rows = []
+    rows, power_rows = [], []
     for arm, sizes in per_seed.items():
         if len(sizes) < 2:
             continue
@@ -128,6 +131,7 @@ def trend_section(per_seed: dict[str, list[tuple[int, dict[int, float]]]], basel
                      f"{large / small:.1f}x", f"{change.mean:+.4f}", interval(change.low, change.high),
                      interval(change.boot_low, change.boot_high), p_value(change.p),
                      marked(change.p_exact, change.p_exact_monte_carlo)])
+        power_rows.append(power_row(arm, sizes, fit.stderr, len(x) - 2))
     if not rows:
         return ""
     header = ["arm", "slope per doubling of parameters", "95% interval", "p", "largest / smallest size",
@@ -141,7 +145,35 @@ def trend_section(per_seed: dict[str, list[tuple[int, dict[int, float]]]], basel
             "has its own training budget (see the tokens per parameter above) and each arm its own tuned rate, "
             "so a slope describes these sizes at these budgets and this grid.\n\n" + markdown(header, rows)
             + ("\n(MC): a Monte Carlo estimate from 100,000 random relabellings, not exact.\n" if any(
-                "(MC)" in row[-1] for row in rows) else ""))
+                "(MC)" in row[-1] for row in rows) else "") + power_section(power_rows))
+
+
+def power_row(arm: str, sizes: list[tuple[int, dict[int, float]]], stderr: float, df: int) -> list[str]:
+    """The smallest slope the pooled fit could detect, and the slope over the size means weighted by the
+    inverse variance of each mean (trend_statistics.py), for one arm; `sizes` sorted by parameters."""
+    doublings = math.log2(sizes[-1][0] / sizes[0][0])
+    values = [list(seeds.values()) for _, seeds in sizes]
+    weighted = (weighted_slope([math.log2(params) for params, _ in sizes], [statistics.fmean(v) for v in values],
+                               [statistics.variance(v) / len(v) for v in values])
+                if all(len(v) > 1 for v in values) else None)
+    return [arm, str(len(sizes)), f"{doublings:.1f}", f"{detectable_slope(stderr, df):.4f}",
+            f"{weighted.slope:+.4f}" if weighted else "n/a",
+            interval(weighted.low, weighted.high) if weighted else "n/a"]
+
+
+def power_section(rows: list[list[str]]) -> str:
+    header = ["arm", "sizes", "doublings spanned", f"smallest slope detectable ({POWER:.0%} power)",
+              "weighted slope per doubling", "95% interval (weighted)"]
+    return ("\n### What could these sizes have detected?\n\nThe smallest slope per doubling that the least-squares "
+            f"test above detects with {POWER:.0%} power at a two-sided {ALPHA:.0%} level is (t_0.975,df + "
+            f"t_{POWER:.2f},df) × SE(slope), df = the differences minus 2, SE the slope's standard error as measured "
+            f"here: a true slope smaller than it would be detected less than {POWER:.0%} of the time. The weighted slope is the "
+            "least-squares slope of the sizes' mean differences against log2 of the parameters, each mean weighted "
+            "by w = n / s², the inverse of its variance (s² its seeds' variance, n their number), so that a size "
+            "whose seeds scatter more counts less instead of sharing one spread with the others; its standard error "
+            "is 1 / √(Σ w (x − x̄_w)²), x̄_w the weighted mean of x, and its interval the normal one, slope ± 1.96 "
+            "SE, which takes the weights as known (estimated from a few seeds a size, they make it somewhat too "
+            "narrow).\n\n" + markdown(header, rows))
 
 
 def plot(sizes: list[dict], metric: str, path: Path) -> None:
