@@ -1,0 +1,161 @@
+"""One section: recompute its tuned table and its comparison tables from the records, and check the ones
+its results.md prints."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import markdown
+import stats
+from checking import Checker
+from comparing import Row, compare
+from sweep import Sweep, best, choose, edges, label, load, orphans, test, tuned
+
+BOOTSTRAP = "bootstrap 95%"
+
+
+def sections_with_records(results: Path) -> list[str]:
+    return sorted(d.name for d in results.iterdir() if (d / "results.md").is_file() and (d / "runs").is_dir())
+
+
+def check_section(directory: Path, checker: Checker) -> dict:
+    """Check `directory`'s results.md against its records; returns what was recomputed (for RESULTS.md)."""
+    sweep = load(directory)
+    name = directory.name
+    report = markdown.sections((directory / "results.md").read_text(encoding="utf-8"))
+    has_test = any(test(r) is not None for runs in sweep.cells.values() for r in runs.values())
+    value = test if has_test else best
+    metric = sweep.monitor.replace("val/", "test/") if has_test else f"best {sweep.monitor}"
+    choices = tuned(sweep)
+    left = orphans(sweep)
+    if left:
+        checker.note(f"runs on disk outside every arm's plan (not part of the report): {', '.join(left)}")
+    if len({p for points in sweep.points.values() for p in points}) > 1:
+        check_tuned(sweep, choices, expect(report, "Tuned per arm", name, checker), f"{name} tuned", checker)
+    chosen = {arm: at_point(sweep, arm, point, value) for arm, (point, _) in choices.items()}
+    rows = compare(chosen, sweep.arms, sweep.baseline, sweep.primary, sweep.mode)
+    heading = f"Against `{sweep.baseline}`: differences in {metric}"
+    check_comparisons(rows, sweep.mode, table_under(report, heading, 0, name, checker), f"{name} comparison", checker)
+    if sweep.at is not None:
+        at_chosen = {arm: found for arm in sweep.arms if (found := at_point(sweep, arm, sweep.at, value))[1]}
+        at_rows = compare(at_chosen, sweep.arms, sweep.baseline, sweep.primary, sweep.mode)
+        heading = f"Every arm at {label(sweep.at)}: differences in {metric}"
+        check_comparisons(at_rows, sweep.mode, table_under(report, heading, 0, name, checker),
+                          f"{name} at {label(sweep.at)}", checker)
+    fits = {}
+    if sweep.cross_fit:
+        fits, fit_chosen = cross_fitted(sweep, value)
+        heading = "Cross-fitted tuning: chosen on half of the seeds, scored on the other half"
+        check_cross_fit(fits, table_under(report, heading, 0, name, checker), f"{name} cross-fit", checker)
+        fit_rows = compare(fit_chosen, sweep.arms, sweep.baseline, sweep.primary, sweep.mode)
+        check_comparisons(fit_rows, sweep.mode, table_under(report, heading, 1, name, checker),
+                          f"{name} cross-fit comparison", checker)
+    return {"sweep": sweep, "tuned": choices, "rows": rows, "fits": fits}
+
+
+def expect(report: dict, heading: str, name: str, checker: Checker) -> list[dict]:
+    return table_under(report, heading, 0, name, checker)
+
+
+def table_under(report: dict, heading: str, index: int, name: str, checker: Checker) -> list[dict]:
+    found = markdown.tables(report.get(heading, ""))
+    if len(found) <= index:
+        checker.mismatch(f"{name}", f"no table {index + 1} under '## {heading}'", "a table")
+        return []
+    return found[index]
+
+
+def at_point(sweep: Sweep, arm: str, point: tuple, value) -> tuple[dict, dict]:
+    runs = sweep.cells.get((arm, point), {})
+    return runs, {seed: v for seed, r in runs.items() if (v := value(r)) is not None}
+
+
+def check_tuned(sweep: Sweep, choices: dict, table: list[dict], where: str, checker: Checker) -> None:
+    printed = {row["arm"]: row for row in table}
+    for arm in set(choices) ^ set(printed):
+        checker.mismatch(f"{where}, arm {arm}", "row" if arm in printed else "no row",
+                         "a row" if arm in choices else "no tuned point")
+    for arm in choices.keys() & printed.keys():
+        point, row = choices[arm][0], printed[arm]
+        runs = list(sweep.cells[(arm, point)].values())
+        checker.text(f"{where}, {arm}, chosen on validation", row["chosen on validation"], label(point))
+        for column, cell in row.items():
+            if column.startswith("best "):
+                checker.numbers(f"{where}, {arm}, {column}", cell, stats.mean_std([best(r) for r in runs if best(r) is not None]))
+            elif column.startswith("test/"):
+                values = [r["test"][column] for r in runs if column in (r.get("test") or {})]
+                checker.numbers(f"{where}, {arm}, {column}", cell, stats.mean_std(values))
+        flags = "; ".join(f"{key.split('.')[-1]}={dict(point)[key]} is the {side} tried"
+                          for key, side in edges(point, sweep.points[arm]))
+        checker.text(f"{where}, {arm}, at the grid's edge", row["at the grid's edge"], flags or "-")
+
+
+def p_text(p: float) -> str:
+    return "n/a" if math.isnan(p) else f"{p:.3g}"
+
+
+def check_comparisons(rows: list[Row], mode: str, table: list[dict], where: str, checker: Checker) -> None:
+    printed = {row["arm"]: row for row in table}
+    mine = {row.name: row for row in rows}
+    for name in mine.keys() ^ printed.keys():
+        checker.mismatch(f"{where}, row {name}", "row" if name in printed else "no row",
+                         "a row" if name in mine else "no comparison")
+    tested = sum(r.result is not None and r.result.primary and not math.isnan(r.result.p) for r in rows)
+    for name in [n for n in mine if n in printed]:
+        r, cells = mine[name].result, printed[name]
+        at = f"{where}, {name}"
+        if r is None:
+            checker.text(f"{at}, verdict", cells["verdict"], "not compared: other data")
+            continue
+        checker.text(f"{at}, seeds", cells["seeds"], str(r.n) if r.paired else f"{r.n} + {r.n_reference} (unpaired)")
+        checker.numbers(f"{at}, difference", cells["difference"], [r.mean])
+        checker.numbers(f"{at}, 95% interval", cells["95% interval"], [r.low, r.high])
+        joint = next(column for column in cells if column.startswith("simultaneous"))
+        checker.text(f"{at}, simultaneous header", joint, f"simultaneous 95% ({tested})")
+        checker.numbers(f"{at}, {joint}", cells[joint], [r.joint_low, r.joint_high])
+        checker.numbers(f"{at}, p", cells["p"], [r.p], significant=3)
+        checker.numbers(f"{at}, p (Holm)", cells["p (Holm)"], [r.p_holm], significant=3)
+        for column, p in (("exact p", r.p_exact), ("exact p (Holm)", r.p_exact_holm)):
+            if "(MC)" in cells[column]:
+                checker.skip()
+            else:
+                checker.numbers(f"{at}, {column}", cells[column], [p], significant=3)
+        checker.skip()  # the bootstrap interval: 10,000 random resamples
+        checker.text(f"{at}, verdict", cells["verdict"], stats.verdict(r, mode))
+
+
+def cross_fitted(sweep: Sweep, value) -> tuple[dict, dict]:
+    """{arm: (chosen on the first half, on the second, {seed: value at the other half's choice})}, and the
+    chosen runs and values for the comparisons. The grid's own points only: the extensions were chosen
+    on every seed."""
+    first, second = set(sweep.seeds[: len(sweep.seeds) // 2]), set(sweep.seeds[len(sweep.seeds) // 2:])
+    fits, chosen = {}, {}
+    for arm in sweep.arms:
+        points = [p for p in sweep.grid if (arm, p) in sweep.cells]
+        on_first, on_second = choose(sweep, arm, points, first)[0], choose(sweep, arm, points, second)[0]
+        records, values = {}, {}
+        for half, point in ((second, on_first), (first, on_second)):
+            if point is None:
+                continue
+            runs, found = at_point(sweep, arm, point, value)
+            records.update({s: r for s, r in runs.items() if s in half})
+            values.update({s: v for s, v in found.items() if s in half})
+        if values:
+            fits[arm] = (on_first, on_second, values)
+            chosen[arm] = (records, values)
+    return fits, chosen
+
+
+def check_cross_fit(fits: dict, table: list[dict], where: str, checker: Checker) -> None:
+    printed = {row["arm"]: row for row in table}
+    for arm in fits.keys() ^ printed.keys():
+        checker.mismatch(f"{where}, arm {arm}", "row" if arm in printed else "no row", "a row" if arm in fits else "none")
+    for arm in fits.keys() & printed.keys():
+        on_first, on_second, values = fits[arm]
+        row = printed[arm]
+        checker.text(f"{where}, {arm}, first half", row["chosen on the first half"], label(on_first) if on_first else "n/a")
+        checker.text(f"{where}, {arm}, second half", row["chosen on the second half"],
+                     label(on_second) if on_second else "n/a")
+        column = next(c for c in row if c.endswith("(other half's choice)"))
+        checker.numbers(f"{where}, {arm}, {column}", row[column], stats.mean_std(list(values.values())))
