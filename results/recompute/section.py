@@ -4,6 +4,8 @@ its results.md prints."""
 from __future__ import annotations
 
 import math
+
+from scipy import stats as scipy_stats
 from pathlib import Path
 
 import markdown
@@ -31,6 +33,10 @@ def check_section(directory: Path, checker: Checker) -> dict:
     left = orphans(sweep)
     if left:
         checker.note(f"runs on disk outside every arm's plan (not part of the report): {', '.join(left)}")
+    check_every_run(sweep, table_under(report, "Every run", 0, name, checker), f"{name} every run", checker)
+    if sweep.threshold is not None:
+        table = table_under(report, "Runs that reached the threshold", 0, name, checker)
+        check_threshold(sweep, table, f"{name} threshold", checker)
     if len({p for points in sweep.points.values() for p in points}) > 1:
         check_tuned(sweep, choices, expect(report, "Tuned per arm", name, checker), f"{name} tuned", checker)
     chosen = {arm: at_point(sweep, arm, point, value) for arm, (point, _) in choices.items()}
@@ -159,3 +165,46 @@ def check_cross_fit(fits: dict, table: list[dict], where: str, checker: Checker)
                      label(on_second) if on_second else "n/a")
         column = next(c for c in row if c.endswith("(other half's choice)"))
         checker.numbers(f"{where}, {arm}, {column}", row[column], stats.mean_std(list(values.values())))
+
+
+def plan_rows(sweep: Sweep, printed: dict, where: str, checker: Checker):
+    """((arm, point), the report's row) for every cell of the plan, in no particular order; a row on one
+    side only is a mismatch."""
+    mine = {(arm, label(point)): (arm, point) for arm in sweep.arms for point in sweep.points[arm]}
+    for key in mine.keys() ^ printed.keys():
+        checker.mismatch(f"{where}, {' '.join(key)}", "row" if key in printed else "no row",
+                         "a row" if key in mine else "no such cell in the plan")
+    return [(mine[key], printed[key]) for key in mine.keys() & printed.keys()]
+
+
+def check_every_run(sweep: Sweep, table: list[dict], where: str, checker: Checker) -> None:
+    """Mean ± std of every arm x grid point (validation, final, each test metric) and the seeds done."""
+    printed = {(row["arm"], row["grid point"]): row for row in table}
+    for (arm, point), row in plan_rows(sweep, printed, where, checker):
+        runs = list(sweep.cells.get((arm, point), {}).values())
+        at = f"{where}, {arm} {label(point)}"
+        for column, cell in row.items():
+            if column.startswith("best "):
+                values = [best(r) for r in runs if best(r) is not None]
+            elif column.startswith("final "):
+                values = [r["final"] for r in runs if r.get("final") is not None]
+            elif column.startswith("test/"):
+                values = [r["test"][column] for r in runs if column in (r.get("test") or {})]
+            else:
+                continue
+            checker.numbers(f"{at}, {column}", cell, stats.mean_std(values))
+        checker.text(f"{at}, seeds done", row["seeds done"], f"{len(runs)}/{len(sweep.seeds)}")
+
+
+def check_threshold(sweep: Sweep, table: list[dict], where: str, checker: Checker) -> None:
+    """The runs whose best validation value reached the threshold, with the Clopper-Pearson interval."""
+    printed = {(row["arm"], row["grid point"]): row for row in table}
+    reached = (lambda v: v >= sweep.threshold) if sweep.mode == "max" else (lambda v: v <= sweep.threshold)
+    for (arm, point), row in plan_rows(sweep, printed, where, checker):
+        values = [best(r) for r in sweep.cells.get((arm, point), {}).values() if best(r) is not None]
+        k, n = sum(map(reached, values)), len(values)
+        at = f"{where}, {arm} {label(point)}"
+        checker.text(f"{at}, count", next(c for col, c in row.items() if col.startswith("runs with")), f"{k}/{n}")
+        low = 0.0 if k == 0 else float(scipy_stats.beta.ppf(0.025, k, n - k + 1))
+        high = 1.0 if k == n else float(scipy_stats.beta.ppf(0.975, k + 1, n - k))
+        checker.numbers(f"{at}, interval", row["95% interval (exact)"], [low, high] if n else [math.nan, math.nan])

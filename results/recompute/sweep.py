@@ -36,6 +36,7 @@ class Sweep:
     extend_rounds: int  # 0 without --extend-edges
     cross_fit: bool
     at: tuple | None
+    threshold: float | None = None  # --success-threshold
     cells: dict = field(default_factory=dict)  # {(arm, point): {seed: record}}
     arms: list[str] = field(default_factory=list)
     points: dict = field(default_factory=dict)  # {arm: the grid's points, then its extensions}
@@ -97,6 +98,8 @@ def load(directory: Path) -> Sweep:
         sweep.cells.setdefault((arm, point), {})[record["seed"]] = record
         if arm not in sweep.arms:
             sweep.arms.append(arm)
+    if "--success-threshold" in given:
+        sweep.threshold = float(given["--success-threshold"][0][0])
     if sweep.at is not None:  # --at names keys by their last part
         full = {key.split(".")[-1]: key for key, _ in grid[0]}
         sweep.at = tuple((full.get(k, k), v) for k, v in sweep.at)
