@@ -69,6 +69,10 @@ def parse_command(results_md: str) -> tuple[str, dict]:
     return command, options(shlex.split(command, posix=False))
 
 
+def scaled(directory: Path) -> bool:
+    return "--scale" in parse_command((directory / "results.md").read_text(encoding="utf-8"))[1]
+
+
 def load(directory: Path) -> Sweep:
     command, given = parse_command((directory / "results.md").read_text(encoding="utf-8"))
     axes = []

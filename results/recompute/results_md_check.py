@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import markdown
-from checking import Checker, half_unit, numbers_in
+import markdown_tables as markdown
+from printed_numbers import Checker, half_unit, numbers_in
 
 SECTIONS = {"1": "vit_digits_500_confirm", "2": "vit_digits_500_long", "3": "gpt_ratio_{size}"}
 TREND = {"3": "ratio_trend"}

@@ -4,15 +4,15 @@ its results.md prints."""
 from __future__ import annotations
 
 import math
-
-from scipy import stats as scipy_stats
 from pathlib import Path
 
-import markdown
-import stats
-from checking import Checker
-from comparing import Row, compare
-from sweep import Sweep, best, choose, edges, label, load, orphans, test, tuned
+from scipy import stats as scipy_stats
+
+import markdown_tables as markdown
+import seed_statistics as stats
+from printed_numbers import Checker
+from comparison_rows import Row, compare
+from sweep_records import Sweep, best, choose, edges, label, load, orphans, scaled, test, tuned
 
 BOOTSTRAP = "bootstrap 95%"
 
@@ -23,8 +23,11 @@ def sections_with_records(results: Path) -> list[str]:
 
 def check_section(directory: Path, checker: Checker) -> dict:
     """Check `directory`'s results.md against its records; returns what was recomputed (for RESULTS.md)."""
-    sweep = load(directory)
     name = directory.name
+    if scaled(directory):
+        checker.note("a scaled sweep (compare --scale): its per-size reports and the fitted law are not recomputed")
+        return {}
+    sweep = load(directory)
     report = markdown.sections((directory / "results.md").read_text(encoding="utf-8"))
     has_test = any(test(r) is not None for runs in sweep.cells.values() for r in runs.values())
     value = test if has_test else best

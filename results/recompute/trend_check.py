@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as scipy_stats
 
-import markdown
-import stats
-from checking import Checker
-from sweep import label, load, test, tuned
+import markdown_tables as markdown
+import seed_statistics as stats
+from printed_numbers import Checker
+from sweep_records import label, load, test, tuned
 
 TITLE = "# Size trend"
 BASELINE = "standard"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import stats
+import seed_statistics as stats
 
 
 @dataclass
