@@ -14,9 +14,6 @@ from printed_numbers import Checker
 from comparison_rows import Row, compare
 from sweep_records import Sweep, best, choose, edges, label, load, orphans, scaled, test, tuned
 
-BOOTSTRAP = "bootstrap 95%"
-
-
 def sections_with_records(results: Path) -> list[str]:
     return sorted(d.name for d in results.iterdir() if (d / "results.md").is_file() and (d / "runs").is_dir())
 
@@ -41,7 +38,7 @@ def check_section(directory: Path, checker: Checker) -> dict:
         table = table_under(report, "Runs that reached the threshold", 0, name, checker)
         check_threshold(sweep, table, f"{name} threshold", checker)
     if len({p for points in sweep.points.values() for p in points}) > 1:
-        check_tuned(sweep, choices, expect(report, "Tuned per arm", name, checker), f"{name} tuned", checker)
+        check_tuned(sweep, choices, table_under(report, "Tuned per arm", 0, name, checker), f"{name} tuned", checker)
     chosen = {arm: at_point(sweep, arm, point, value) for arm, (point, _) in choices.items()}
     rows = compare(chosen, sweep.arms, sweep.baseline, sweep.primary, sweep.mode)
     heading = f"Against `{sweep.baseline}`: differences in {metric}"
@@ -61,10 +58,6 @@ def check_section(directory: Path, checker: Checker) -> dict:
         check_comparisons(fit_rows, sweep.mode, table_under(report, heading, 1, name, checker),
                           f"{name} cross-fit comparison", checker)
     return {"sweep": sweep, "tuned": choices, "rows": rows, "fits": fits}
-
-
-def expect(report: dict, heading: str, name: str, checker: Checker) -> list[dict]:
-    return table_under(report, heading, 0, name, checker)
 
 
 def table_under(report: dict, heading: str, index: int, name: str, checker: Checker) -> list[dict]:
