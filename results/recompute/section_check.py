@@ -68,13 +68,25 @@ def table_under(report: dict, heading: str, index: int, name: str, checker: Chec
     return found[index]
 
 
+def keyed(table: list[dict], columns: tuple[str, ...], where: str, checker: Checker) -> dict:
+    """{the row's cells in `columns` (one cell: the cell itself): row}; a key printed twice is a mismatch."""
+    found = {}
+    for row in table:
+        key = tuple(row.get(c, "") for c in columns)
+        key = key[0] if len(key) == 1 else key
+        if key in found:
+            checker.mismatch(f"{where}, {key}", "the row twice", "once")
+        found[key] = row
+    return found
+
+
 def at_point(sweep: Sweep, arm: str, point: tuple, value) -> tuple[dict, dict]:
     runs = sweep.cells.get((arm, point), {})
     return runs, {seed: v for seed, r in runs.items() if (v := value(r)) is not None}
 
 
 def check_tuned(sweep: Sweep, choices: dict, table: list[dict], where: str, checker: Checker) -> None:
-    printed = {row["arm"]: row for row in table}
+    printed = keyed(table, ("arm",), where, checker)
     for arm in set(choices) ^ set(printed):
         checker.mismatch(f"{where}, arm {arm}", "row" if arm in printed else "no row",
                          "a row" if arm in choices else "no tuned point")
@@ -98,7 +110,7 @@ def p_text(p: float) -> str:
 
 
 def check_comparisons(rows: list[Row], mode: str, table: list[dict], where: str, checker: Checker) -> None:
-    printed = {row["arm"]: row for row in table}
+    printed = keyed(table, ("arm",), where, checker)
     mine = {row.name: row for row in rows}
     for name in mine.keys() ^ printed.keys():
         checker.mismatch(f"{where}, row {name}", "row" if name in printed else "no row",
@@ -150,7 +162,7 @@ def cross_fitted(sweep: Sweep, value) -> tuple[dict, dict]:
 
 
 def check_cross_fit(fits: dict, table: list[dict], where: str, checker: Checker) -> None:
-    printed = {row["arm"]: row for row in table}
+    printed = keyed(table, ("arm",), where, checker)
     for arm in fits.keys() ^ printed.keys():
         checker.mismatch(f"{where}, arm {arm}", "row" if arm in printed else "no row", "a row" if arm in fits else "none")
     for arm in fits.keys() & printed.keys():
@@ -175,7 +187,7 @@ def plan_rows(sweep: Sweep, printed: dict, where: str, checker: Checker):
 
 def check_every_run(sweep: Sweep, table: list[dict], where: str, checker: Checker) -> None:
     """Mean ± std of every arm x grid point (validation, final, each test metric) and the seeds done."""
-    printed = {(row["arm"], row["grid point"]): row for row in table}
+    printed = keyed(table, ("arm", "grid point"), where, checker)
     for (arm, point), row in plan_rows(sweep, printed, where, checker):
         runs = list(sweep.cells.get((arm, point), {}).values())
         at = f"{where}, {arm} {label(point)}"
@@ -194,7 +206,7 @@ def check_every_run(sweep: Sweep, table: list[dict], where: str, checker: Checke
 
 def check_threshold(sweep: Sweep, table: list[dict], where: str, checker: Checker) -> None:
     """The runs whose best validation value reached the threshold, with the Clopper-Pearson interval."""
-    printed = {(row["arm"], row["grid point"]): row for row in table}
+    printed = keyed(table, ("arm", "grid point"), where, checker)
     reached = (lambda v: v >= sweep.threshold) if sweep.mode == "max" else (lambda v: v <= sweep.threshold)
     for (arm, point), row in plan_rows(sweep, printed, where, checker):
         values = [best(r) for r in sweep.cells.get((arm, point), {}).values() if best(r) is not None]

@@ -65,7 +65,10 @@ def options(words: list[str]) -> dict[str, list[list[str]]]:
 
 
 def parse_command(results_md: str) -> tuple[str, dict]:
-    command = re.search(r"^`(lit-attention compare [^`]*)`$", results_md, re.MULTILINE).group(1)
+    found = re.search(r"^`(lit-attention compare [^`]*)`$", results_md, re.MULTILINE)
+    if found is None:
+        raise ValueError("the report names no `lit-attention compare ...` command: nothing says how it was made")
+    command = found.group(1)
     return command, options(shlex.split(command, posix=False))
 
 

@@ -14,6 +14,7 @@ from scipy import stats as scipy_stats
 import markdown_tables as markdown
 import seed_statistics as stats
 from printed_numbers import Checker
+from section_check import keyed
 from sweep_records import label, load, test, tuned
 
 TITLE = "# Size trend"
@@ -35,7 +36,7 @@ def check_trend(directory: Path, results: Path, checker: Checker) -> None:
         sweep = load(results / name)
         sizes[name] = (sweep, tuned(sweep))
     common = set.intersection(*(set(choices) for _, choices in sizes.values()))
-    printed = {(row["size"], row["arm"]): row for row in first}
+    printed = keyed(first, ("size", "arm"), where, checker)
     per_arm: dict[str, list[tuple[int, dict[int, float]]]] = {}
     for name, (sweep, choices) in sizes.items():
         runs = {arm: sweep.cells[(arm, choices[arm][0])] for arm in common}
