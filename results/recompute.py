@@ -1,0 +1,57 @@
+"""An independent recomputation of the committed `compare` reports, from their records alone.
+
+    python results/recompute.py [SECTION ...]     (default: every results/<section> with results.md and runs/)
+
+It does not import the project (only the standard library, numpy and scipy): it reads every run's
+record.json under results/<section>/runs/, replays the tuning (the grid point with the best mean validation
+value, ties within 1e-6 relative to the lower setting, --extend-edges rounds as far as their runs are on
+disk), recomputes the tuned table and every comparison table (the main one, --at's and the cross-fitted
+one), parses the same tables out of results.md and prints each number that differs beyond its printed
+rounding. Randomised columns (the bootstrap, p values marked "(MC)") are skipped and counted. It then
+checks the hand-written tables of RESULTS.md against the section reports they quote (results_md_check.py).
+Exit status 1 on any mismatch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "recompute"))
+
+from printed_numbers import Checker  # noqa: E402  (results/recompute/, beside this script)
+from results_md_check import check_results_md  # noqa: E402
+from section_check import check_section, sections_with_records  # noqa: E402
+from trend_check import check_trend, trend_sections  # noqa: E402
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("sections", nargs="*", metavar="SECTION",
+                        help="results/<SECTION> to check (default: every section and size trend, then RESULTS.md)")
+    argv = parser.parse_args(argv).sections
+    root = HERE.parent
+    names = argv or sections_with_records(HERE) + trend_sections(HERE)
+    checker = Checker()
+    for name in names:
+        name = Path(name).name  # results/<section> or <section>
+        directory = HERE / name
+        if (directory / "runs").is_dir():
+            check_section(directory, checker)
+        elif name in trend_sections(HERE):
+            check_trend(directory, HERE, checker)
+        else:
+            print(f"recompute: {name} is neither a section with results.md and runs/ nor a size trend under {HERE}",
+                  file=sys.stderr)
+            return 2
+        checker.summary(name)
+    if not argv:  # RESULTS.md quotes every section: check it only against the whole set
+        check_results_md(root / "RESULTS.md", HERE, checker)
+        checker.summary("RESULTS.md")
+    return 1 if checker.total_mismatches else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

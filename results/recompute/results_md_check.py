@@ -1,0 +1,150 @@
+"""RESULTS.md's hand-written tables against the section reports they quote.
+
+Each table is mapped by its section's number (SECTIONS) and its first column: a tuned table (`arm`,
+`chosen on validation`), a comparison table (`comparison`, rows "arm − reference"; "the same,
+cross-fitted" quotes the cross-fitted table), the three sizes' table (`size`) and the trend's (an empty
+first header). Each quoted cell must agree with the report's cell to the coarser of the two roundings;
+a table no rule maps is named, not checked."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import markdown_tables as markdown
+from printed_numbers import Checker, half_unit, numbers_in
+
+SECTIONS = {"1": "vit_digits_500_confirm", "2": "vit_digits_500_long", "3": "gpt_ratio_{size}"}
+TREND = {"3": "ratio_trend"}
+CROSS_FIT = "Cross-fitted tuning: chosen on half of the seeds, scored on the other half"
+
+
+def report(results: Path, name: str) -> dict[str, str]:
+    return markdown.sections((results / name / "results.md").read_text(encoding="utf-8"))
+
+
+def significant(column: str) -> int | None:
+    """p values are printed with 3 significant digits, everything else with fixed decimals."""
+    return 3 if re.search(r"(^|\s)p(\s|$)", column) else None
+
+
+def same(where: str, quoted: str, reported: str, column: str, checker: Checker) -> None:
+    """A quoted cell against the report's: numbers whose rounding intervals overlap (so one printed value
+    cannot pass for its neighbour at the same precision), words as words."""
+    quoted_numbers, reported_numbers = numbers_in(quoted), numbers_in(reported)
+    if not quoted_numbers or "chosen" in column or "rate" in column:  # a grid point is a name
+        checker.text(where, quoted.replace("−", "-"), reported.replace("−", "-"))
+        return
+    checker.checked += len(quoted_numbers)
+    digits = significant(column)
+    if len(quoted_numbers) != len(reported_numbers) or any(
+            abs(float(q) - float(r)) >= (half_unit(q, digits) + half_unit(r, digits)) * (1 - 1e-9)
+            for q, r in zip(quoted_numbers, reported_numbers)):
+        checker.mismatch(where, quoted, f"the report's {reported!r}")
+
+
+def comparison_name(text: str, baseline: str = "standard") -> str:
+    arm, _, reference = text.replace("`", "").partition(" − ")
+    return arm if reference == baseline else f"{arm} vs {reference}"
+
+
+def check_results_md(path: Path, results: Path, checker: Checker) -> None:
+    for heading, text in markdown.sections(path.read_text(encoding="utf-8")).items():
+        number = heading.split(".")[0]
+        for table in markdown.tables(text):
+            first = next(iter(table[0])) if table else ""
+            where = f"RESULTS.md '{heading[:40]}', table '{first or '(trend)'}'"
+            if number in SECTIONS and first == "arm":
+                tuned_table(table, report(results, SECTIONS[number]), where, checker)
+            elif number in SECTIONS and first.startswith("comparison"):
+                comparison_table(table, report(results, SECTIONS[number]), first, where, checker)
+            elif number in SECTIONS and first == "size":
+                sizes_table(table, results, SECTIONS[number], where, checker)
+            elif number in TREND and first == "":
+                trend_table(table, report(results, TREND[number]), where, checker)
+            else:
+                checker.note(f"not mapped to a report, not checked: {where} ({len(table)} rows)")
+
+
+def row_of(table: list[dict], column: str, value: str) -> dict | None:
+    return next((row for row in table if row.get(column) == value), None)
+
+
+def quote(row: dict, found: dict | None, columns: dict[str, str], where: str, checker: Checker) -> None:
+    """Each quoted column (RESULTS.md's name: the report's) of `row` against the report's row `found`."""
+    if found is None:
+        checker.mismatch(where, "a quoted row", "no such row in the report")
+        return
+    for mine, theirs in columns.items():
+        same(f"{where}, {mine}", row[mine], found.get(theirs, "missing"), theirs, checker)
+
+
+def tuned_table(table: list[dict], sections: dict, where: str, checker: Checker) -> None:
+    reported = (markdown.tables(sections.get("Tuned per arm", "")) or [[]])[0]
+    for row in table:
+        quote(row, row_of(reported, "arm", row["arm"]), {c: c for c in row if c != "arm"},
+              f"{where}, {row['arm']}", checker)
+
+
+def comparison_table(table: list[dict], sections: dict, first: str, where: str, checker: Checker) -> None:
+    at = re.match(r"comparison at (\S+)", first)
+    heading = next((h for h in sections if h.startswith(f"Every arm at {at.group(1)}:" if at else "Against ")), "")
+    reported = (markdown.tables(sections.get(heading, "")) or [[]])[0]
+    cross_fitted = (markdown.tables(sections.get(CROSS_FIT, "")) + [[], []])[1]
+    previous = None
+    for row in table:
+        label = row[first]
+        if label.startswith("the same, cross-fitted"):
+            found, name = row_of(cross_fitted, "arm", previous), f"{previous} (cross-fitted)"
+        else:
+            name = previous = comparison_name(label)
+            found = row_of(reported, "arm", name)
+        columns = {}
+        for column in row:
+            if column == first:
+                continue
+            corrected = "(uncorrected)" in row[column]  # an exploratory row quotes the uncorrected p
+            theirs = "difference" if column.startswith("difference") else column.replace(" (Holm)", "") if corrected else column
+            columns[column] = theirs
+        if found is not None and row.get("verdict") == "exploratory" == found["verdict"].split(" (")[0]:
+            found = dict(found, verdict="exploratory")  # short for "exploratory (not corrected)"
+        quote({c: v.replace(" (uncorrected)", "") for c, v in row.items()}, found, columns, f"{where}, {name}", checker)
+
+
+def sizes_table(table: list[dict], results: Path, pattern: str, where: str, checker: Checker) -> None:
+    for row in table:
+        sections = report(results, pattern.format(size=row["size"]))
+        tuned = (markdown.tables(sections.get("Tuned per arm", "")) or [[]])[0]
+        at = f"{where}, {row['size']} {row['arm']}"
+        found = row_of(tuned, "arm", row["arm"])
+        if found is not None:
+            found = dict(found, rate=found["chosen on validation"].partition("=")[2])
+        quote(row, found, {"rate chosen on validation": "rate", "test/loss (nats/byte)": "test/loss"}, at, checker)
+        differences = {c: row[c] for c in row if c not in ("size", "arm", "rate chosen on validation",
+                                                           "test/loss (nats/byte)")}
+        if not any(differences.values()):
+            continue  # the baseline's row
+        heading = next(h for h in sections if h.startswith("Against "))
+        found = row_of((markdown.tables(sections[heading]) or [[]])[0], "arm", row["arm"])
+        quote(row, found, {c: "difference" if " − " in c else c for c in differences}, at, checker)
+
+
+def trend_table(table: list[dict], sections: dict, where: str, checker: Checker) -> None:
+    heading = next((h for h in sections if h.startswith("Does the difference change")), "")
+    reported = (markdown.tables(sections.get(heading, "")) or [[]])[0]
+    if len(reported) != 1:
+        checker.mismatch(where, f"{len(reported)} arms in the trend report", "one arm (the table quotes one)")
+        return
+    theirs = reported[0]
+    for row in table:
+        name = row[""]
+        if name.startswith("slope"):
+            quote(row, theirs | {"estimate": theirs["slope per doubling of parameters"]},
+                  {"estimate": "estimate", "95% interval": "95% interval", "p": "p"}, f"{where}, slope", checker)
+        elif name.startswith("cost at"):
+            both = f"{theirs['p (Welch)']} {theirs['exact p (permutation)']}"
+            quote(row, {"estimate": theirs["largest minus smallest"], "95% interval": theirs["95% interval (Welch)"],
+                        "p": both}, {"estimate": "estimate", "95% interval": "95% interval", "p": "p"},
+                  f"{where}, largest minus smallest", checker)
+        else:
+            checker.note(f"not mapped, not checked: {where}, row {name!r}")
