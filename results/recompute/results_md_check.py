@@ -2,12 +2,14 @@
 
 Each table is mapped by its section's number (SECTIONS) and its first column: a tuned table (`arm`,
 `chosen on validation`), a comparison table (`comparison`, rows "arm − reference"; "the same,
-cross-fitted" quotes the cross-fitted table), the three sizes' table (`size`) and the trend's (an empty
+cross-fitted over the grid" quotes the strict cross-fitted table, "... over every rate run" the one over
+every point each arm ran, each with the rates it says each half chose), the three sizes' table (`size`) and the trend's (an empty
 first header). Each quoted cell must agree with the report's cell to the coarser of the two roundings;
 a table no rule maps is named, not checked."""
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -17,6 +19,9 @@ from printed_numbers import Checker, half_unit, numbers_in
 SECTIONS = {"1": "vit_digits_500_confirm", "2": "vit_digits_500_long", "3": "gpt_ratio_{size}"}
 TREND = {"3": "ratio_trend"}
 CROSS_FIT = "Cross-fitted tuning: chosen on half of the seeds, scored on the other half"
+CROSS_FIT_EXTENDED = "Cross-fitted tuning over every point each arm ran, extensions included"
+HALVES = (re.compile(r"`(?P<arm>[^`]+)` at (?P<first>\S+) on both halves"),
+          re.compile(r"`(?P<arm>[^`]+)` at (?P<first>\S+) on the first half, (?P<second>\S+) on the second"))
 
 
 def report(results: Path, name: str) -> dict[str, str]:
@@ -86,16 +91,52 @@ def tuned_table(table: list[dict], sections: dict, where: str, checker: Checker)
               f"{where}, {row['arm']}", checker)
 
 
+def cross_fit_heading(label: str, sections: dict) -> tuple[str | None, str]:
+    """The report's cross-fitted section a row "the same, cross-fitted ..." quotes: "over the grid" the
+    strict one, "over every rate run" the one over every point each arm ran; a row that names neither
+    quotes the strict one only while the report has no other."""
+    if "over every" in label:
+        return CROSS_FIT_EXTENDED, ", every point run"
+    if "over the grid" in label or CROSS_FIT_EXTENDED not in sections:
+        return CROSS_FIT, ", the grid"
+    return None, ""
+
+
+def quoted_choices(label: str, found: dict | None, where: str, checker: Checker) -> None:
+    """The rates a cross-fitted row names, "(`arm` at R on both halves)" or "(`arm` at R1 on the first half,
+    R2 on the second)", against the report's choice of each half."""
+    match = next((m for pattern in HALVES if (m := pattern.search(label))), None)
+    if match is None:
+        return  # the row names no rates
+    if found is None:
+        checker.mismatch(where, "a quoted choice", "no such arm in the report's cross-fitted choices")
+        return
+    quoted = (match["first"], match.groupdict().get("second") or match["first"])
+    for half, rate in zip(("first", "second"), quoted):
+        reported = found.get(f"chosen on the {half} half", "missing")
+        checker.checked += 1
+        value = reported.partition("=")[2]
+        if not numbers_in(value) or not math.isclose(float(rate), float(value), rel_tol=1e-9):
+            checker.mismatch(f"{where}, chosen on the {half} half", rate, f"the report's {reported!r}")
+
+
 def comparison_table(table: list[dict], sections: dict, first: str, where: str, checker: Checker) -> None:
     at = re.match(r"comparison at (\S+)", first)
     heading = next((h for h in sections if h.startswith(f"Every arm at {at.group(1)}:" if at else "Against ")), "")
     reported = (markdown.tables(sections.get(heading, "")) or [[]])[0]
-    cross_fitted = (markdown.tables(sections.get(CROSS_FIT, "")) + [[], []])[1]
     previous = None
     for row in table:
         label = row[first]
         if label.startswith("the same, cross-fitted"):
-            found, name = row_of(cross_fitted, "arm", previous), f"{previous} (cross-fitted)"
+            heading, kind = cross_fit_heading(label, sections)
+            name = f"{previous} (cross-fitted{kind})"
+            if heading is None:
+                checker.mismatch(f"{where}, {name}", label, "a row that says which cross-fitted table it quotes "
+                                 "('over the grid' or 'over every rate run': the report has both)")
+                continue
+            choices, comparisons = (markdown.tables(sections.get(heading, "")) + [[], []])[:2]
+            found = row_of(comparisons, "arm", previous)
+            quoted_choices(label, row_of(choices, "arm", previous), f"{where}, {name}", checker)
         else:
             name = previous = comparison_name(label)
             found = row_of(reported, "arm", name)
