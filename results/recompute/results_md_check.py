@@ -3,8 +3,9 @@
 Each table is mapped by its section's number (SECTIONS) and its first column: a tuned table (`arm`,
 `chosen on validation`), a comparison table (`comparison`, rows "arm − reference"; "the same,
 cross-fitted over the grid" quotes the strict cross-fitted table, "... over every rate run" the one over
-every point each arm ran, each with the rates it says each half chose), the three sizes' table (`size`) and the trend's (an empty
-first header). Each quoted cell must agree with the report's cell to the coarser of the two roundings;
+every point each arm ran, each with the rates it says each half chose), the three sizes' table (`size`)
+and the trend's (an empty first header: the slope, the largest minus the smallest size, and what the
+sizes could have detected, with the df its label names). Each quoted cell must agree with the report's cell to the coarser of the two roundings;
 a table no rule maps is named, not checked."""
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def check_results_md(path: Path, results: Path, checker: Checker) -> None:
             elif number in SECTIONS and first == "size":
                 sizes_table(table, results, SECTIONS[number], where, checker)
             elif number in TREND and first == "":
-                trend_table(table, report(results, TREND[number]), where, checker)
+                trend_table(table, report(results, TREND[number]), results, where, checker)
             else:
                 checker.note(f"not mapped to a report, not checked: {where} ({len(table)} rows)")
 
@@ -170,13 +171,14 @@ def sizes_table(table: list[dict], results: Path, pattern: str, where: str, chec
         quote(row, found, {c: "difference" if " − " in c else c for c in differences}, at, checker)
 
 
-def trend_table(table: list[dict], sections: dict, where: str, checker: Checker) -> None:
+def trend_table(table: list[dict], sections: dict, results: Path, where: str, checker: Checker) -> None:
     heading = next((h for h in sections if h.startswith("Does the difference change")), "")
-    reported = (markdown.tables(sections.get(heading, "")) or [[]])[0]
-    if len(reported) != 1:
-        checker.mismatch(where, f"{len(reported)} arms in the trend report", "one arm (the table quotes one)")
+    reported, power = (markdown.tables(sections.get(heading, "")) + [[], []])[:2]
+    if len(reported) != 1 or len(power) != 1:
+        checker.mismatch(where, f"{len(reported)} and {len(power)} arms in the trend report's slope and "
+                         "detectable tables", "one arm in each (the table quotes one)")
         return
-    theirs = reported[0]
+    theirs, detectable = reported[0], power[0]
     for row in table:
         name = row[""]
         if name.startswith("slope"):
@@ -187,5 +189,31 @@ def trend_table(table: list[dict], sections: dict, where: str, checker: Checker)
             quote(row, {"estimate": theirs["largest minus smallest"], "95% interval": theirs["95% interval (Welch)"],
                         "p": both}, {"estimate": "estimate", "95% interval": "95% interval", "p": "p"},
                   f"{where}, largest minus smallest", checker)
+        elif name.startswith("smallest slope detectable"):
+            column = next((c for c in detectable if c.startswith("smallest slope detectable")), "missing")
+            quote(row, {"estimate": detectable.get(column, "missing")}, {"estimate": "estimate"},
+                  f"{where}, detectable slope", checker)
+            trend_df(name, theirs["arm"], sections, results, f"{where}, detectable slope", checker)
+        elif name.startswith("weighted slope"):
+            quote(row, {"estimate": detectable["weighted slope per doubling"],
+                        "95% interval": detectable["95% interval (weighted)"]},
+                  {"estimate": "estimate", "95% interval": "95% interval"}, f"{where}, weighted slope", checker)
         else:
             checker.note(f"not mapped, not checked: {where}, row {name!r}")
+
+
+def trend_df(label: str, arm: str, sections: dict, results: Path, where: str, checker: Checker) -> None:
+    """The df a "(t_0.975,df + t_0.80,df)" label names: the differences minus 2, the differences being the
+    paired seeds of `arm`'s row in each size's comparison table (the sizes the trend report lists)."""
+    found = re.search(r"t_0\.975,(\d+) \+ t_0\.80,(\d+)", label)
+    if found is None:
+        return  # the label names no df
+    sizes = dict.fromkeys(row["size"] for row in (markdown.tables(sections.get("", "")) or [[]])[0])
+    seeds = 0
+    for size in sizes:
+        size_sections = report(results, size)
+        heading = next((h for h in size_sections if h.startswith("Against ")), "")
+        row = row_of((markdown.tables(size_sections.get(heading, "")) or [[]])[0], "arm", arm)
+        seeds += int(row["seeds"]) if row and row["seeds"].isdigit() else 0
+    for quoted in found.groups():
+        checker.text(f"{where}, df", quoted, str(seeds - 2))
