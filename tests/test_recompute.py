@@ -56,12 +56,17 @@ def recompute_modules():
                 del sys.modules[name]
 
 
-def test_a_misprinted_number_is_named_with_its_section_row_and_column(tmp_path, capsys, recompute_modules):
-    printed_numbers, section_check = recompute_modules
+def section_copy(tmp_path: Path) -> tuple[Path, str]:
+    """SECTION's records (linked) beside a copy of its report to alter, and the report's text."""
     copy = tmp_path / SECTION
     copy.mkdir()
     (copy / "runs").symlink_to(RESULTS / SECTION / "runs")
-    text = (RESULTS / SECTION / "results.md").read_text(encoding="utf-8")
+    return copy, (RESULTS / SECTION / "results.md").read_text(encoding="utf-8")
+
+
+def test_a_misprinted_number_is_named_with_its_section_row_and_column(tmp_path, capsys, recompute_modules):
+    printed_numbers, section_check = recompute_modules
+    copy, text = section_copy(tmp_path)
     # super's paired t-test p of the comparison table (and of the cross-fitted one), one unit off in its
     # third significant digit.
     row = "| super | 10 | +0.0222 | [+0.0121, +0.0323] | [+0.0142, +0.0306] | [+0.0121, +0.0323] | 0.000757 |"
@@ -73,3 +78,22 @@ def test_a_misprinted_number_is_named_with_its_section_row_and_column(tmp_path, 
     assert checker.total_mismatches == 2
     assert f"MISMATCH {SECTION} comparison, super, p: printed '0.000767'" in out
     assert f"MISMATCH {SECTION} cross-fit comparison, super, p: printed '0.000767'" in out
+
+
+def test_a_misprinted_number_of_the_cross_fit_over_every_point_is_named(tmp_path, capsys, recompute_modules):
+    printed_numbers, section_check = recompute_modules
+    copy, text = section_copy(tmp_path)
+    # super's second half chooses 8e-3, a point --extend-edges added, only in the table over every point
+    # run: its value at the other half's choice and its difference, each one unit off in the last digit.
+    choice = "| super | lr=4e-3 | lr=0.008 | 0.9567 ± 0.0092 |"
+    row = "| super | 10 | +0.0189 | [+0.0063, +0.0314] |"
+    assert text.count(choice) == 1 and text.count(row) == 1
+    text = text.replace(choice, choice.replace("0.9567", "0.9577")).replace(row, row.replace("+0.0189", "+0.0199"))
+    (copy / "results.md").write_text(text, encoding="utf-8")
+    checker = printed_numbers.Checker()
+    section_check.check_section(copy, checker)
+    out = capsys.readouterr().out
+    assert checker.total_mismatches == 2
+    assert (f"MISMATCH {SECTION} extended cross-fit, super, test/acc (other half's choice): "
+            "printed '0.9577 ± 0.0092'") in out
+    assert f"MISMATCH {SECTION} extended cross-fit comparison, super, difference: printed '+0.0199'" in out

@@ -2,12 +2,15 @@
 
 Each table is mapped by its section's number (SECTIONS) and its first column: a tuned table (`arm`,
 `chosen on validation`), a comparison table (`comparison`, rows "arm − reference"; "the same,
-cross-fitted" quotes the cross-fitted table), the three sizes' table (`size`) and the trend's (an empty
-first header). Each quoted cell must agree with the report's cell to the coarser of the two roundings;
+cross-fitted over the grid" quotes the strict cross-fitted table, "... over every rate run" the one over
+every point each arm ran, each with the rates it says each half chose), the three sizes' table (`size`)
+and the trend's (an empty first header: the slope, the largest minus the smallest size, and what the
+sizes could have detected, with the df its label names). Each quoted cell must agree with the report's cell to the coarser of the two roundings;
 a table no rule maps is named, not checked."""
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -17,6 +20,9 @@ from printed_numbers import Checker, half_unit, numbers_in
 SECTIONS = {"1": "vit_digits_500_confirm", "2": "vit_digits_500_long", "3": "gpt_ratio_{size}"}
 TREND = {"3": "ratio_trend"}
 CROSS_FIT = "Cross-fitted tuning: chosen on half of the seeds, scored on the other half"
+CROSS_FIT_EXTENDED = "Cross-fitted tuning over every point each arm ran, extensions included"
+HALVES = (re.compile(r"`(?P<arm>[^`]+)` at (?P<first>\S+) on both halves"),
+          re.compile(r"`(?P<arm>[^`]+)` at (?P<first>\S+) on the first half, (?P<second>\S+) on the second"))
 
 
 def report(results: Path, name: str) -> dict[str, str]:
@@ -61,7 +67,7 @@ def check_results_md(path: Path, results: Path, checker: Checker) -> None:
             elif number in SECTIONS and first == "size":
                 sizes_table(table, results, SECTIONS[number], where, checker)
             elif number in TREND and first == "":
-                trend_table(table, report(results, TREND[number]), where, checker)
+                trend_table(table, report(results, TREND[number]), results, where, checker)
             else:
                 checker.note(f"not mapped to a report, not checked: {where} ({len(table)} rows)")
 
@@ -86,16 +92,52 @@ def tuned_table(table: list[dict], sections: dict, where: str, checker: Checker)
               f"{where}, {row['arm']}", checker)
 
 
+def cross_fit_heading(label: str, sections: dict) -> tuple[str | None, str]:
+    """The report's cross-fitted section a row "the same, cross-fitted ..." quotes: "over the grid" the
+    strict one, "over every rate run" the one over every point each arm ran; a row that names neither
+    quotes the strict one only while the report has no other."""
+    if "over every" in label:
+        return CROSS_FIT_EXTENDED, ", every point run"
+    if "over the grid" in label or CROSS_FIT_EXTENDED not in sections:
+        return CROSS_FIT, ", the grid"
+    return None, ""
+
+
+def quoted_choices(label: str, found: dict | None, where: str, checker: Checker) -> None:
+    """The rates a cross-fitted row names, "(`arm` at R on both halves)" or "(`arm` at R1 on the first half,
+    R2 on the second)", against the report's choice of each half."""
+    match = next((m for pattern in HALVES if (m := pattern.search(label))), None)
+    if match is None:
+        return  # the row names no rates
+    if found is None:
+        checker.mismatch(where, "a quoted choice", "no such arm in the report's cross-fitted choices")
+        return
+    quoted = (match["first"], match.groupdict().get("second") or match["first"])
+    for half, rate in zip(("first", "second"), quoted):
+        reported = found.get(f"chosen on the {half} half", "missing")
+        checker.checked += 1
+        value = reported.partition("=")[2]
+        if not numbers_in(value) or not math.isclose(float(rate), float(value), rel_tol=1e-9):
+            checker.mismatch(f"{where}, chosen on the {half} half", rate, f"the report's {reported!r}")
+
+
 def comparison_table(table: list[dict], sections: dict, first: str, where: str, checker: Checker) -> None:
     at = re.match(r"comparison at (\S+)", first)
     heading = next((h for h in sections if h.startswith(f"Every arm at {at.group(1)}:" if at else "Against ")), "")
     reported = (markdown.tables(sections.get(heading, "")) or [[]])[0]
-    cross_fitted = (markdown.tables(sections.get(CROSS_FIT, "")) + [[], []])[1]
     previous = None
     for row in table:
         label = row[first]
         if label.startswith("the same, cross-fitted"):
-            found, name = row_of(cross_fitted, "arm", previous), f"{previous} (cross-fitted)"
+            heading, kind = cross_fit_heading(label, sections)
+            name = f"{previous} (cross-fitted{kind})"
+            if heading is None:
+                checker.mismatch(f"{where}, {name}", label, "a row that says which cross-fitted table it quotes "
+                                 "('over the grid' or 'over every rate run': the report has both)")
+                continue
+            choices, comparisons = (markdown.tables(sections.get(heading, "")) + [[], []])[:2]
+            found = row_of(comparisons, "arm", previous)
+            quoted_choices(label, row_of(choices, "arm", previous), f"{where}, {name}", checker)
         else:
             name = previous = comparison_name(label)
             found = row_of(reported, "arm", name)
@@ -129,13 +171,14 @@ def sizes_table(table: list[dict], results: Path, pattern: str, where: str, chec
         quote(row, found, {c: "difference" if " − " in c else c for c in differences}, at, checker)
 
 
-def trend_table(table: list[dict], sections: dict, where: str, checker: Checker) -> None:
+def trend_table(table: list[dict], sections: dict, results: Path, where: str, checker: Checker) -> None:
     heading = next((h for h in sections if h.startswith("Does the difference change")), "")
-    reported = (markdown.tables(sections.get(heading, "")) or [[]])[0]
-    if len(reported) != 1:
-        checker.mismatch(where, f"{len(reported)} arms in the trend report", "one arm (the table quotes one)")
+    reported, power = (markdown.tables(sections.get(heading, "")) + [[], []])[:2]
+    if len(reported) != 1 or len(power) != 1:
+        checker.mismatch(where, f"{len(reported)} and {len(power)} arms in the trend report's slope and "
+                         "detectable tables", "one arm in each (the table quotes one)")
         return
-    theirs = reported[0]
+    theirs, detectable = reported[0], power[0]
     for row in table:
         name = row[""]
         if name.startswith("slope"):
@@ -146,5 +189,31 @@ def trend_table(table: list[dict], sections: dict, where: str, checker: Checker)
             quote(row, {"estimate": theirs["largest minus smallest"], "95% interval": theirs["95% interval (Welch)"],
                         "p": both}, {"estimate": "estimate", "95% interval": "95% interval", "p": "p"},
                   f"{where}, largest minus smallest", checker)
+        elif name.startswith("smallest slope detectable"):
+            column = next((c for c in detectable if c.startswith("smallest slope detectable")), "missing")
+            quote(row, {"estimate": detectable.get(column, "missing")}, {"estimate": "estimate"},
+                  f"{where}, detectable slope", checker)
+            trend_df(name, theirs["arm"], sections, results, f"{where}, detectable slope", checker)
+        elif name.startswith("weighted slope"):
+            quote(row, {"estimate": detectable["weighted slope per doubling"],
+                        "95% interval": detectable["95% interval (weighted)"]},
+                  {"estimate": "estimate", "95% interval": "95% interval"}, f"{where}, weighted slope", checker)
         else:
             checker.note(f"not mapped, not checked: {where}, row {name!r}")
+
+
+def trend_df(label: str, arm: str, sections: dict, results: Path, where: str, checker: Checker) -> None:
+    """The df a "(t_0.975,df + t_0.80,df)" label names: the differences minus 2, the differences being the
+    paired seeds of `arm`'s row in each size's comparison table (the sizes the trend report lists)."""
+    found = re.search(r"t_0\.975,(\d+) \+ t_0\.80,(\d+)", label)
+    if found is None:
+        return  # the label names no df
+    sizes = dict.fromkeys(row["size"] for row in (markdown.tables(sections.get("", "")) or [[]])[0])
+    seeds = 0
+    for size in sizes:
+        size_sections = report(results, size)
+        heading = next((h for h in size_sections if h.startswith("Against ")), "")
+        row = row_of((markdown.tables(size_sections.get(heading, "")) or [[]])[0], "arm", arm)
+        seeds += int(row["seeds"]) if row and row["seeds"].isdigit() else 0
+    for quoted in found.groups():
+        checker.text(f"{where}, df", quoted, str(seeds - 2))

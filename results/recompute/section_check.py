@@ -14,6 +14,9 @@ from printed_numbers import Checker
 from comparison_rows import Row, compare
 from sweep_records import Sweep, best, choose, edges, label, load, orphans, scaled, test, tuned
 
+CROSS_FIT = "Cross-fitted tuning: chosen on half of the seeds, scored on the other half"
+CROSS_FIT_EXTENDED = "Cross-fitted tuning over every point each arm ran, extensions included"
+
 def sections_with_records(results: Path) -> list[str]:
     return sorted(d.name for d in results.iterdir() if (d / "results.md").is_file() and (d / "runs").is_dir())
 
@@ -49,15 +52,32 @@ def check_section(directory: Path, checker: Checker) -> dict:
         heading = f"Every arm at {label(sweep.at)}: differences in {metric}"
         check_comparisons(at_rows, sweep.mode, table_under(report, heading, 0, name, checker),
                           f"{name} at {label(sweep.at)}", checker)
-    fits = {}
+    fits = extended_fits = {}
+    extended = any(p not in sweep.grid for points in sweep.points.values() for p in points)
     if sweep.cross_fit:
-        fits, fit_chosen = cross_fitted(sweep, value)
-        heading = "Cross-fitted tuning: chosen on half of the seeds, scored on the other half"
-        check_cross_fit(fits, table_under(report, heading, 0, name, checker), f"{name} cross-fit", checker)
-        fit_rows = compare(fit_chosen, sweep.arms, sweep.baseline, sweep.primary, sweep.mode)
-        check_comparisons(fit_rows, sweep.mode, table_under(report, heading, 1, name, checker),
-                          f"{name} cross-fit comparison", checker)
-    return {"sweep": sweep, "tuned": choices, "rows": rows, "fits": fits}
+        # The strict table chooses among the grid's own points; where --extend-edges added some, a second
+        # table chooses among every point each arm ran, its comparisons a family of their own.
+        fits = check_cross_fit_tables(sweep, lambda arm: sweep.grid, value, report, CROSS_FIT, name,
+                                      "cross-fit", checker)
+        if extended:
+            extended_fits = check_cross_fit_tables(sweep, lambda arm: sweep.points[arm], value, report,
+                                                   CROSS_FIT_EXTENDED, name, "extended cross-fit", checker)
+    if CROSS_FIT_EXTENDED in report and not (sweep.cross_fit and extended):
+        checker.mismatch(name, f"a table under '## {CROSS_FIT_EXTENDED}'",
+                         "none (no --cross-fit, or no point past the grid)")
+    return {"sweep": sweep, "tuned": choices, "rows": rows, "fits": fits, "extended_fits": extended_fits}
+
+
+def check_cross_fit_tables(sweep: Sweep, candidates, value, report: dict, heading: str, name: str, scope: str,
+                           checker: Checker) -> dict:
+    """A cross-fitted section: each half's choice among `candidates(arm)`, the values at the other half's
+    choice, and the comparisons at those choices; returns the fits."""
+    fits, fit_chosen = cross_fitted(sweep, value, candidates)
+    check_cross_fit(fits, table_under(report, heading, 0, name, checker), f"{name} {scope}", checker)
+    fit_rows = compare(fit_chosen, sweep.arms, sweep.baseline, sweep.primary, sweep.mode)
+    check_comparisons(fit_rows, sweep.mode, table_under(report, heading, 1, name, checker),
+                      f"{name} {scope} comparison", checker)
+    return fits
 
 
 def table_under(report: dict, heading: str, index: int, name: str, checker: Checker) -> list[dict]:
@@ -139,14 +159,14 @@ def check_comparisons(rows: list[Row], mode: str, table: list[dict], where: str,
         checker.text(f"{at}, verdict", cells["verdict"], stats.verdict(r, mode))
 
 
-def cross_fitted(sweep: Sweep, value) -> tuple[dict, dict]:
+def cross_fitted(sweep: Sweep, value, candidates) -> tuple[dict, dict]:
     """{arm: (chosen on the first half, on the second, {seed: value at the other half's choice})}, and the
-    chosen runs and values for the comparisons. The grid's own points only: the extensions were chosen
-    on every seed."""
+    chosen runs and values for the comparisons; each half chooses among the points of `candidates(arm)`
+    the arm ran."""
     first, second = set(sweep.seeds[: len(sweep.seeds) // 2]), set(sweep.seeds[len(sweep.seeds) // 2:])
     fits, chosen = {}, {}
     for arm in sweep.arms:
-        points = [p for p in sweep.grid if (arm, p) in sweep.cells]
+        points = [p for p in candidates(arm) if (arm, p) in sweep.cells]
         on_first, on_second = choose(sweep, arm, points, first)[0], choose(sweep, arm, points, second)[0]
         records, values = {}, {}
         for half, point in ((second, on_first), (first, on_second)):

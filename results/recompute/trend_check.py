@@ -1,7 +1,8 @@
 """A size trend (`compare --trend`): each size's tuned arms against the baseline, Holm over the arms at each
 size, and whether the difference changes with size: the least-squares slope of every seed's difference
 against log2 of the baseline's non-embedding parameters (t-interval), and the largest size's differences
-minus the smallest's (Welch, with the exact label permutation), recomputed from the sizes' records."""
+minus the smallest's (Welch, with the exact label permutation), and what the sizes could have detected
+(trend_power.py), recomputed from the sizes' records."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import seed_statistics as stats
 from printed_numbers import Checker
 from section_check import keyed
 from sweep_records import label, load, test, tuned
+from trend_power import check_power
 
 TITLE = "# Size trend"
 BASELINE = "standard"
@@ -28,7 +30,7 @@ def trend_sections(results: Path) -> list[str]:
 
 def check_trend(directory: Path, results: Path, checker: Checker) -> None:
     text = (directory / "results.md").read_text(encoding="utf-8")
-    first, second = (markdown.tables(text) + [[], []])[:2]
+    first, second, third = (markdown.tables(text) + [[], [], []])[:3]
     names = list(dict.fromkeys(row["size"] for row in first))
     where = directory.name
     sizes = {}
@@ -69,10 +71,15 @@ def check_trend(directory: Path, results: Path, checker: Checker) -> None:
             checker.text(f"{at}, verdict", row["verdict"], stats.verdict(r, sweep.mode))
     for key in printed:
         checker.mismatch(f"{where}, {key}", "row", "no such tuned arm")
-    check_slopes(per_arm, {row["arm"]: row for row in second}, where, checker)
+    check_slopes(per_arm, keyed(second, ("arm",), where, checker), keyed(third, ("arm",), where, checker), where,
+                 checker)
 
 
-def check_slopes(per_arm: dict, printed: dict, where: str, checker: Checker) -> None:
+def check_slopes(per_arm: dict, printed: dict, power: dict, where: str, checker: Checker) -> None:
+    """The slope table and, under it, what the sizes could have detected (trend_power.py)."""
+    for table, rows in (("trend", printed), ("detectable", power)):
+        for arm in rows.keys() - per_arm.keys():
+            checker.mismatch(f"{where}, {table}, {arm}", "row", "no such arm in every size")
     for arm, sizes in per_arm.items():
         row = printed.get(arm)
         at = f"{where}, trend, {arm}"
@@ -92,6 +99,7 @@ def check_slopes(per_arm: dict, printed: dict, where: str, checker: Checker) -> 
         checker.numbers(f"{at}, slope", row["slope per doubling of parameters"], [slope])
         checker.numbers(f"{at}, slope interval", row["95% interval"], [slope - half, slope + half])
         checker.numbers(f"{at}, slope p", row["p"], [p], significant=3)
+        check_power(sizes, error, x.size - 2, power.get(arm), f"{where}, detectable, {arm}", checker)
         (small, first), (large, last) = sizes[0], sizes[-1]
         checker.numbers(f"{at}, largest / smallest size", row["largest / smallest size"], [large / small])
         change = stats.welch(last, first)
