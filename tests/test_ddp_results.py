@@ -3,7 +3,7 @@ process reports on the same weights and data: the epoch metrics that reach the r
 checkpoint's choice and TensorBoard are synced over the ranks, and `predict` writes every input once,
 in input order; a DDP run resumed from its checkpoint ends where it would have, each rank drawing its
 own dropout masks; translation's `bleu_batches` counts batches over all ranks. Rank 1 is a new process
-Lightning starts, so the tests that run DDP are slow; they share two DDP fits (`ddp_runs`)."""
+Lightning starts, so the tests that run DDP are slow; they share two DDP fits and a DDP predict (`ddp_runs`)."""
 
 import json
 import os
@@ -22,6 +22,7 @@ from lit_attention.training.tasks import Seq2SeqTranslator
 from test_tasks import ListDataset, translation_setup
 
 ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
 VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
 # A tiny ViT with dropout (dropout draws random numbers: the resume must restore each rank's), 4 steps in
 # one epoch. The digits' validation (144) and test (360) splits divide evenly over 2 ranks, so
@@ -37,24 +38,49 @@ EVERY_TWO_STEPS = ["--trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckp
 
 
 def lit_attention(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    environment = {**os.environ, **OFFLINE, "OMP_NUM_THREADS": "1"}  # bit-exact sums need the same thread count
-    return subprocess.run([sys.executable, "-m", "lit_attention", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=400, env=environment)
+    environment = {**os.environ, **OFFLINE, "OMP_NUM_THREADS": "1",  # bit-exact sums need the same thread count
+                   "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=400, env=environment)
+
+
+# `lit-attention <command>` for each command given, one after the other in this process: Lightning starts
+# DDP's rank 1 once, running this script again, and the next command's ranks are the same two processes.
+ONE_AFTER_THE_OTHER = """
+import json, sys
+from in_process import run_main
+for command in json.loads(sys.argv[1]):
+    if run_main(command) != 0:
+        sys.exit(f"lit-attention {' '.join(command)} failed")
+"""
+
+
+def seven_images(folder: Path) -> Path:
+    folder.mkdir()
+    for i in range(7):  # odd: the ranks get 4 and 3 inputs
+        Image.new("L", (8, 8), i * 35).save(folder / f"{i}.png")
+    return folder
+
+
+# One input per batch: the ranks run different numbers of batches (4 and 3).
+def predict(images: Path) -> list[str]:
+    return ["predict", *TINY_VIT, "--ckpt_path=last", f"--data.predict_files={images}", "--data.batch_size=1"]
 
 
 @pytest.fixture(scope="module")
 def ddp_runs(tmp_path_factory) -> Path:
-    """The two DDP fits of this file, which every DDP test reads (a test that writes into a run works on
-    a copy): `straight/`, 4 steps, its checkpoints of steps 2 and 4 kept in `steps/`; and `runs/`, the
-    same run resumed from step 2 with `--run.test=true`, a run as the project keeps it (best and last
-    checkpoints, record, per-example outcomes)."""
+    """The DDP runs of this file, which every DDP test reads (a test that writes into a run works on a
+    copy): `straight/`, 4 steps, its checkpoints of steps 2 and 4 kept in `steps/`; and `runs/`, the same
+    run resumed from step 2 with `--run.test=true`, a run as the project keeps it (best and last
+    checkpoints, record, per-example outcomes), whose last checkpoint then predicts `images/` (predict_0)."""
     where = tmp_path_factory.mktemp("ddp_runs")
-    straight = lit_attention(["fit", *TINY_VIT, *DDP, "--run.root=straight", *EVERY_TWO_STEPS,
+    straight = lit_attention(["-m", "lit_attention", "fit", *TINY_VIT, *DDP, "--run.root=straight", *EVERY_TWO_STEPS,
                               f"--trainer.callbacks.dirpath={where / 'steps'}"], where)
     assert straight.returncode == 0, straight.stderr[-3000:]
-    resumed = lit_attention(["fit", *TINY_VIT, *DDP, "--run.test=true", f"--ckpt_path={where / 'steps/epoch=0-step=2.ckpt'}"],
-                            where)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    (where / "one_after_the_other.py").write_text(ONE_AFTER_THE_OTHER)
+    resumed = ["fit", *TINY_VIT, *DDP, "--run.test=true", f"--ckpt_path={where / 'steps/epoch=0-step=2.ckpt'}"]
+    then = lit_attention([str(where / "one_after_the_other.py"), json.dumps([resumed, [*predict(seven_images(where / "images")), *DDP]])],
+                         where)
+    assert then.returncode == 0, then.stderr[-3000:]
     return where
 
 
@@ -111,16 +137,8 @@ def assert_per_example_outcomes_are_in_dataset_order(run: Path, record: dict) ->
 def test_ddp_predict_writes_every_input_once_in_input_order(in_tmp, ddp_runs):
     copy_runs(ddp_runs, in_tmp)
     [run] = in_tmp.glob("runs/quickstart/vit_digits/standard/seed_0/version_*")
-    images = in_tmp / "images"
-    images.mkdir()
-    for i in range(7):  # odd: the ranks get 4 and 3 inputs
-        Image.new("L", (8, 8), i * 35).save(images / f"{i}.png")
-    # One input per batch: the ranks run different numbers of batches (4 and 3).
-    predict = ["predict", *TINY_VIT, "--ckpt_path=last", f"--data.predict_files={images}", "--data.batch_size=1"]
-    assert run_main(predict) == 0
-    result = lit_attention([*predict, *DDP], in_tmp)
-    assert result.returncode == 0, result.stderr[-3000:]
-    one, two = ([json.loads(line) for line in (run / f"evaluations/predict_{k}/predictions.jsonl").read_text().splitlines()]
+    assert run_main(predict(ddp_runs / "images")) == 0  # the same inputs, predicted by one process: predict_1
+    two, one = ([json.loads(line) for line in (run / f"evaluations/predict_{k}/predictions.jsonl").read_text().splitlines()]
                 for k in (0, 1))
     assert [Path(row["input"]).name for row in two] == [f"{i}.png" for i in range(7)]
     assert [row["prediction"] for row in two] == [row["prediction"] for row in one]
