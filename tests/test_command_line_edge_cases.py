@@ -3,7 +3,8 @@ end in a traceback. Each is one sentence and exit status 2 with nothing written 
 where it is valid); a test that touches an existing run compares checksums of its files before and after.
 
 Commands run in this process through `lit_attention.main.main(argv)` with tiny models; the shared
-finished run is trained once per module and copied by every test that resumes it.
+finished run is trained once per module and copied by every test that resumes it, and continued for a
+second epoch once for the tests that read the continued run.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pytest
 import lit_attention.training.cli  # noqa: F401  (Lightning's log handlers bind to the real streams, not a test's capsys)
 from lit_attention.main import main
 from lit_attention.training.outcome_files import read_outcomes
+from in_process import OFFLINE, RUN_VARIABLES, process_state_kept, run_main  # tests/ is on sys.path under pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
@@ -68,13 +70,36 @@ def trained(tmp_path_factory) -> Path:
     return root
 
 
-@pytest.fixture
-def runs(trained, tmp_path, monkeypatch) -> Path:
-    """A copy of the finished run's root, in a fresh working directory, offline."""
+@pytest.fixture(scope="module")
+def continued(trained, tmp_path_factory) -> tuple[Path, Path]:
+    """A copy of the finished run's root continued for a second epoch (`--ckpt_path last`), and the
+    run's checkpoint of step 2, kept outside it: (the root, that checkpoint)."""
+    where = tmp_path_factory.mktemp("continued")
+    root = Path(shutil.copytree(trained, where / "runs"))
+    earlier = Path(shutil.copy(root / RUN / "checkpoints" / "last.ckpt", where / "step-2.ckpt"))
+    with process_state_kept():
+        os.chdir(where)
+        os.environ.update(OFFLINE)
+        for name in RUN_VARIABLES:
+            os.environ.pop(name, None)
+        status = run_main(["fit", "--config", VIT, *TINY, "--trainer.max_epochs=2", "--run.root", str(root),
+                           "--ckpt_path", "last"])
+    assert status == 0
+    return root, earlier
+
+
+def copied(root: Path, tmp_path: Path, monkeypatch) -> Path:
+    """A copy of the run root `root`, in a fresh working directory, offline."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)
-    return Path(shutil.copytree(trained, tmp_path / "runs"))
+    return Path(shutil.copytree(root, tmp_path / "runs"))
+
+
+@pytest.fixture
+def runs(trained, tmp_path, monkeypatch) -> Path:
+    """A copy of the finished run's root, in a fresh working directory, offline."""
+    return copied(trained, tmp_path, monkeypatch)
 
 
 # ------------------------------------------------------------------ silently wrong, or data rewritten
@@ -119,12 +144,9 @@ def test_resuming_a_finished_run_says_so_and_changes_nothing(runs, capsys):
 
 
 @pytest.mark.slow
-def test_fit_from_an_earlier_checkpoint_of_a_run_is_refused_and_changes_nothing(runs, capsys):
-    checkpoints = runs / RUN / "checkpoints"
-    earlier = shutil.copy(checkpoints / "last.ckpt", checkpoints / "step-2.ckpt")  # kept from step 2 of 4
-    status, _, err = lit_attention(["fit", "--config", VIT, *TINY, "--trainer.max_epochs=2", "--run.root", str(runs),
-                                    "--ckpt_path", "last"], capsys)
-    assert status == 0, err[-2000:]
+def test_fit_from_an_earlier_checkpoint_of_a_run_is_refused_and_changes_nothing(continued, tmp_path, monkeypatch, capsys):
+    runs = copied(continued[0], tmp_path, monkeypatch)  # continued to step 4
+    earlier = shutil.copy(continued[1], runs / RUN / "checkpoints" / "step-2.ckpt")  # kept from step 2 of 4
     before = checksums(runs)
     sentence = refused(["fit", "--config", VIT, *TINY, "--trainer.max_epochs=2", "--run.root", str(runs),
                         "--ckpt_path", str(earlier)], capsys)
@@ -156,12 +178,9 @@ def test_a_lock_taken_on_a_file_its_holder_removed_is_taken_again(tmp_path, monk
 
 
 @pytest.mark.slow
-def test_resuming_a_finished_run_for_more_epochs_keeps_its_totals(runs, capsys):
-    first = json.loads((runs / RUN / "record.json").read_text())
-    more = [*TINY, "--trainer.max_epochs=2"]
-    status, _, err = lit_attention(["fit", "--config", VIT, *more, "--run.root", str(runs), "--ckpt_path", "last"], capsys)
-    assert status == 0, err[-2000:]
-    record = json.loads((runs / RUN / "record.json").read_text())
+def test_resuming_a_finished_run_for_more_epochs_keeps_its_totals(trained, continued):
+    first = json.loads((trained / RUN / "record.json").read_text())
+    record = json.loads((continued[0] / RUN / "record.json").read_text())
     assert record["optimizer_steps"] == 2 * first["optimizer_steps"]
     assert record["samples_seen"] == 2 * first["samples_seen"]
     assert record["curve"][0] == first["curve"][0] and len(record["curve"]) == 2
@@ -382,14 +401,13 @@ def hparams_plugin(run_dir: Path):
     return experiment, session, scalars
 
 
+# A finished run with test scores, which the HParams tests read (finished_run: trained once per session).
+TESTED = ["--config", VIT, *TINY, "--trainer.max_epochs=2", "--run.test=true", "--model.lr=0.002"]
+
+
 @pytest.mark.slow
-def test_the_hparams_table_is_the_deliberate_set_with_best_and_test_values(tmp_path, capsys, monkeypatch):
-    monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)
-    root = tmp_path / "runs"
-    status, _, err = lit_attention(["fit", "--config", VIT, *TINY, "--trainer.max_epochs=2", "--run.root", str(root),
-                                    "--run.test=true", "--model.lr=0.002"], capsys)
-    assert status == 0, err[-2000:]
-    run_dir = root / RUN
+def test_the_hparams_table_is_the_deliberate_set_with_best_and_test_values(finished_run):
+    run_dir = finished_run(TESTED) / "runs" / RUN
     record = json.loads((run_dir / "record.json").read_text())
     experiment, session, scalars = hparams_plugin(run_dir)
     assert [info.name for info in experiment.hparam_infos] == [
@@ -557,7 +575,7 @@ def test_a_kept_help_text_is_made_afresh_when_a_source_file_changes(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_tensorboard_server_shows_the_hparams_table_with_best_and_test(tmp_path, capsys, monkeypatch):
+def test_a_tensorboard_server_shows_the_hparams_table_with_best_and_test(finished_run):
     """What the HParams tab shows, through a real TensorBoard server's HTTP API (as the dashboard asks)."""
     import socket
     import subprocess
@@ -565,10 +583,7 @@ def test_a_tensorboard_server_shows_the_hparams_table_with_best_and_test(tmp_pat
     import time
     import urllib.request
 
-    monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)
-    root = tmp_path / "runs"
-    status, _, err = lit_attention(["fit", "--config", VIT, *TINY, "--run.root", str(root), "--run.test=true"], capsys)
-    assert status == 0, err[-2000:]
+    root = finished_run(TESTED) / "runs"
     record = json.loads((root / RUN / "record.json").read_text())
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

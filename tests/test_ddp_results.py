@@ -1,11 +1,14 @@
 """What a two-process DDP run (gloo on CPU, through the real `lit-attention` command) reports is what one
 process reports on the same weights and data: the epoch metrics that reach the record, the best
 checkpoint's choice and TensorBoard are synced over the ranks, and `predict` writes every input once,
-in input order; translation's `bleu_batches` counts batches over all ranks. Rank 1 is a new process
-Lightning starts, so the tests that run DDP are slow."""
+in input order; a DDP run resumed from its checkpoint ends where it would have, each rank drawing its
+own dropout masks; translation's `bleu_batches` counts batches over all ranks. Rank 1 is a new process
+Lightning starts (or the test), so the tests that run DDP are slow; they share two DDP fits and a DDP
+predict (`ddp_runs`)."""
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,25 +19,100 @@ import torch
 from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from in_process import copy_runs, run_main  # tests/ is on sys.path under pytest (in_tmp, finished_run: conftest.py)
+# tests/ is on sys.path under pytest (in_tmp: conftest.py)
+from in_process import OFFLINE, RUN_VARIABLES, copy_runs, process_state_kept, run_main
 from lit_attention.training.tasks import Seq2SeqTranslator
-from test_commands import TINY_VIT as SHARED_TINY_VIT  # the tiny run test_commands shares through finished_run
 from test_tasks import ListDataset, translation_setup
 
 ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
 VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
-# The digits' validation (144) and test (360) splits divide evenly over 2 ranks, so DistributedSampler
-# adds no padding duplicates, and every batch of both splits is scored (no limit_*_batches).
-TINY_VIT = ["--config", VIT, "--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--model.net.dim=16",
-            "--model.net.num_heads=2", "--model.net.depth=1", "--trainer.enable_progress_bar=false",
+# A tiny ViT with dropout (dropout draws random numbers: the resume must restore each rank's), 4 steps in
+# one epoch. The digits' validation (144) and test (360) splits divide evenly over 2 ranks, so
+# DistributedSampler adds no padding duplicates, and every batch of both splits is scored (no limit_*_batches).
+TINY_VIT = ["--config", VIT, "--trainer.max_steps=4", "--trainer.limit_train_batches=4", "--model.warmup_steps=1",
+            "--model.net.dim=16", "--model.net.num_heads=2", "--model.net.depth=1", "--model.net.dropout=0.5",
+            "--data.batch_size=16", "--trainer.deterministic=true", "--trainer.enable_progress_bar=false",
             "--trainer.log_every_n_steps=1"]
 DDP = ["--trainer.accelerator=cpu", "--trainer.devices=2", "--trainer.strategy=ddp"]
+# Lightning's own ModelCheckpoint keeps the checkpoints of steps 2 and 4 (it replaces the run's best and last).
+EVERY_TWO_STEPS = ["--trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint",
+                   "--trainer.callbacks.every_n_train_steps=2", "--trainer.callbacks.save_top_k=-1"]
 
 
 def lit_attention(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "lit_attention", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=400, env=environment)
+    environment = {**os.environ, **OFFLINE, "OMP_NUM_THREADS": "1",  # bit-exact sums need the same thread count
+                   "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=400, env=environment)
+
+
+def rank_0_here(args: list[str], cwd: Path) -> tuple[int, str]:
+    """`lit-attention <args>` under DDP with rank 0 in this process, on one thread like rank 1, and rank 1 a
+    `lit-attention` process started here (the rank and where the ranks meet in the environment, as torchrun
+    gives them, so Lightning starts no process): rank 1's (exit status, stderr), once rank 0 exited 0."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        meeting = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(probe.getsockname()[1]), "WORLD_SIZE": "2",
+                   "NODE_RANK": "0"}
+    environment = {**os.environ, **OFFLINE, **meeting, "LOCAL_RANK": "1", "OMP_NUM_THREADS": "1"}
+    with open(cwd / "rank_1.stderr", "w") as stderr:
+        rank_1 = subprocess.Popen([sys.executable, "-m", "lit_attention", *args], cwd=cwd, env=environment,
+                                  stdout=subprocess.DEVNULL, stderr=stderr)
+    with process_state_kept():
+        os.chdir(cwd)
+        os.environ.update({**OFFLINE, **meeting, "LOCAL_RANK": "0"})
+        for name in RUN_VARIABLES:
+            os.environ.pop(name, None)
+        torch.set_num_threads(1)
+        try:
+            assert run_main(args) == 0
+        finally:
+            if torch.distributed.is_initialized():  # Lightning leaves the process group to the process's end
+                torch.distributed.destroy_process_group()
+            rank_1.wait(timeout=400)
+    return rank_1.returncode, (cwd / "rank_1.stderr").read_text()
+
+
+# `lit-attention <command>` for each command given, one after the other in this process: Lightning starts
+# DDP's rank 1 once, running this script again, and the next command's ranks are the same two processes.
+ONE_AFTER_THE_OTHER = """
+import json, sys
+from in_process import run_main
+for command in json.loads(sys.argv[1]):
+    if run_main(command) != 0:
+        sys.exit(f"lit-attention {' '.join(command)} failed")
+"""
+
+
+def seven_images(folder: Path) -> Path:
+    folder.mkdir()
+    for i in range(7):  # odd: the ranks get 4 and 3 inputs
+        Image.new("L", (8, 8), i * 35).save(folder / f"{i}.png")
+    return folder
+
+
+# One input per batch: the ranks run different numbers of batches (4 and 3).
+def predict(images: Path) -> list[str]:
+    return ["predict", *TINY_VIT, "--ckpt_path=last", f"--data.predict_files={images}", "--data.batch_size=1"]
+
+
+@pytest.fixture(scope="module")
+def ddp_runs(tmp_path_factory) -> Path:
+    """The DDP runs of this file, which every DDP test reads (a test that writes into a run works on a
+    copy): `straight/`, 4 steps (rank 0 in this process), its checkpoints of steps 2 and 4 kept in `steps/`;
+    and `runs/`, the same run resumed from step 2 in two fresh processes with `--run.test=true`, a run as
+    the project keeps it (best and last checkpoints, record, per-example outcomes), whose last checkpoint
+    the same two processes then predict `images/` with (predict_0)."""
+    where = tmp_path_factory.mktemp("ddp_runs")
+    rank_1_status, rank_1_stderr = rank_0_here(["fit", *TINY_VIT, *DDP, "--run.root=straight", *EVERY_TWO_STEPS,
+                                                f"--trainer.callbacks.dirpath={where / 'steps'}"], where)
+    assert rank_1_status == 0, rank_1_stderr[-3000:]
+    (where / "one_after_the_other.py").write_text(ONE_AFTER_THE_OTHER)
+    resumed = ["fit", *TINY_VIT, *DDP, "--run.test=true", f"--ckpt_path={where / 'steps/epoch=0-step=2.ckpt'}"]
+    predicted = [*predict(seven_images(where / "images")), *DDP]
+    then = lit_attention([str(where / "one_after_the_other.py"), json.dumps([resumed, predicted])], where)
+    assert then.returncode == 0, then.stderr[-3000:]
+    return where
 
 
 def last_scalars(directory: Path) -> dict[str, float]:
@@ -44,9 +122,8 @@ def last_scalars(directory: Path) -> dict[str, float]:
 
 
 @pytest.mark.slow
-def test_ddp_validation_and_test_metrics_are_those_of_one_process(in_tmp):
-    result = lit_attention(["fit", *TINY_VIT, *DDP, "--run.test=true"], in_tmp)
-    assert result.returncode == 0, result.stderr[-3000:]
+def test_ddp_validation_and_test_metrics_are_those_of_one_process(in_tmp, ddp_runs):
+    copy_runs(ddp_runs, in_tmp)
     [run] = in_tmp.glob("runs/quickstart/vit_digits/standard/seed_0/version_*")
     record = json.loads((run / "record.json").read_text())
     ddp_val = last_scalars(run)
@@ -88,24 +165,35 @@ def assert_per_example_outcomes_are_in_dataset_order(run: Path, record: dict) ->
 
 
 @pytest.mark.slow
-def test_ddp_predict_writes_every_input_once_in_input_order(in_tmp, finished_run):
-    copy_runs(finished_run(SHARED_TINY_VIT), in_tmp)  # `fit *SHARED_TINY_VIT`, trained once for the session
+def test_ddp_predict_writes_every_input_once_in_input_order(in_tmp, ddp_runs):
+    copy_runs(ddp_runs, in_tmp)
     [run] = in_tmp.glob("runs/quickstart/vit_digits/standard/seed_0/version_*")
-    images = in_tmp / "images"
-    images.mkdir()
-    for i in range(7):  # odd: the ranks get 4 and 3 inputs
-        Image.new("L", (8, 8), i * 35).save(images / f"{i}.png")
-    # One input per batch: the ranks run different numbers of batches (4 and 3).
-    predict = ["predict", *SHARED_TINY_VIT, "--ckpt_path=last", f"--data.predict_files={images}", "--data.batch_size=1"]
-    assert run_main(predict) == 0
-    result = lit_attention([*predict, *DDP], in_tmp)
-    assert result.returncode == 0, result.stderr[-3000:]
-    one, two = ([json.loads(line) for line in (run / f"evaluations/predict_{k}/predictions.jsonl").read_text().splitlines()]
+    assert run_main(predict(ddp_runs / "images")) == 0  # the same inputs, predicted by one process: predict_1
+    two, one = ([json.loads(line) for line in (run / f"evaluations/predict_{k}/predictions.jsonl").read_text().splitlines()]
                 for k in (0, 1))
     assert [Path(row["input"]).name for row in two] == [f"{i}.png" for i in range(7)]
     assert [row["prediction"] for row in two] == [row["prediction"] for row in one]
     for ours, theirs in zip(two, one):
         assert ours["probabilities"] == pytest.approx(theirs["probabilities"], abs=1e-5)
+
+
+@pytest.mark.slow
+def test_ddp_resume_is_exact_on_every_rank_and_the_ranks_draw_their_own_dropout_masks(ddp_runs):
+    steps = ddp_runs / "steps"
+    middle = steps / "epoch=0-step=2.ckpt"
+    [resumed] = ddp_runs.glob("runs/**/checkpoints/last.ckpt")
+    straight, resumed = (torch.load(p, map_location="cpu", weights_only=True) for p in (steps / "epoch=0-step=4.ckpt", resumed))
+    assert straight["global_step"] == resumed["global_step"] == 4
+    for name, weight in straight["state_dict"].items():
+        assert torch.equal(weight, resumed["state_dict"][name]), name
+
+    ranks = torch.load(middle, map_location="cpu", weights_only=True)["callbacks"]["ExactResume"]["ranks"]
+    assert len(ranks) == 2
+    masks = []
+    for rank in ranks:  # the mask each rank's next dropout draws
+        torch.set_rng_state(rank["torch"])
+        masks.append(torch.nn.functional.dropout(torch.ones(256), 0.5) > 0)
+    assert not torch.equal(*masks)
 
 
 @pytest.mark.parametrize("ranks, bleu_batches, each", [(1, 3, 3), (2, 3, 2), (2, 4, 2), (3, 7, 3), (4, 2, 1)])
