@@ -3,12 +3,10 @@ process reports on the same weights and data: the epoch metrics that reach the r
 checkpoint's choice and TensorBoard are synced over the ranks, and `predict` writes every input once,
 in input order; a DDP run resumed from its checkpoint ends where it would have, each rank drawing its
 own dropout masks; translation's `bleu_batches` counts batches over all ranks. Rank 1 is a new process
-Lightning starts (or the test), so the tests that run DDP are slow; they share two DDP fits and a DDP
-predict (`ddp_runs`)."""
+Lightning starts, so the tests that run DDP are slow; they share two DDP fits and a DDP predict (`ddp_runs`)."""
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,8 +17,7 @@ import torch
 from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-# tests/ is on sys.path under pytest (in_tmp: conftest.py)
-from in_process import OFFLINE, RUN_VARIABLES, copy_runs, process_state_kept, run_main
+from in_process import OFFLINE, copy_runs, run_main  # tests/ is on sys.path under pytest (in_tmp: conftest.py)
 from lit_attention.training.tasks import Seq2SeqTranslator
 from test_tasks import ListDataset, translation_setup
 
@@ -44,33 +41,6 @@ def lit_attention(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     environment = {**os.environ, **OFFLINE, "OMP_NUM_THREADS": "1",  # bit-exact sums need the same thread count
                    "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=400, env=environment)
-
-
-def rank_0_here(args: list[str], cwd: Path) -> tuple[int, str]:
-    """`lit-attention <args>` under DDP with rank 0 in this process, on one thread like rank 1, and rank 1 a
-    `lit-attention` process started here (the rank and where the ranks meet in the environment, as torchrun
-    gives them, so Lightning starts no process): rank 1's (exit status, stderr), once rank 0 exited 0."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        meeting = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(probe.getsockname()[1]), "WORLD_SIZE": "2",
-                   "NODE_RANK": "0"}
-    environment = {**os.environ, **OFFLINE, **meeting, "LOCAL_RANK": "1", "OMP_NUM_THREADS": "1"}
-    with open(cwd / "rank_1.stderr", "w") as stderr:
-        rank_1 = subprocess.Popen([sys.executable, "-m", "lit_attention", *args], cwd=cwd, env=environment,
-                                  stdout=subprocess.DEVNULL, stderr=stderr)
-    with process_state_kept():
-        os.chdir(cwd)
-        os.environ.update({**OFFLINE, **meeting, "LOCAL_RANK": "0"})
-        for name in RUN_VARIABLES:
-            os.environ.pop(name, None)
-        torch.set_num_threads(1)
-        try:
-            assert run_main(args) == 0
-        finally:
-            if torch.distributed.is_initialized():  # Lightning leaves the process group to the process's end
-                torch.distributed.destroy_process_group()
-            rank_1.wait(timeout=400)
-    return rank_1.returncode, (cwd / "rank_1.stderr").read_text()
 
 
 # `lit-attention <command>` for each command given, one after the other in this process: Lightning starts
@@ -99,18 +69,17 @@ def predict(images: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def ddp_runs(tmp_path_factory) -> Path:
     """The DDP runs of this file, which every DDP test reads (a test that writes into a run works on a
-    copy): `straight/`, 4 steps (rank 0 in this process), its checkpoints of steps 2 and 4 kept in `steps/`;
-    and `runs/`, the same run resumed from step 2 in two fresh processes with `--run.test=true`, a run as
-    the project keeps it (best and last checkpoints, record, per-example outcomes), whose last checkpoint
-    the same two processes then predict `images/` with (predict_0)."""
+    copy): `straight/`, 4 steps, its checkpoints of steps 2 and 4 kept in `steps/`; and `runs/`, the same
+    run resumed from step 2 with `--run.test=true`, a run as the project keeps it (best and last
+    checkpoints, record, per-example outcomes), whose last checkpoint then predicts `images/` (predict_0)."""
     where = tmp_path_factory.mktemp("ddp_runs")
-    rank_1_status, rank_1_stderr = rank_0_here(["fit", *TINY_VIT, *DDP, "--run.root=straight", *EVERY_TWO_STEPS,
-                                                f"--trainer.callbacks.dirpath={where / 'steps'}"], where)
-    assert rank_1_status == 0, rank_1_stderr[-3000:]
+    straight = lit_attention(["-m", "lit_attention", "fit", *TINY_VIT, *DDP, "--run.root=straight", *EVERY_TWO_STEPS,
+                              f"--trainer.callbacks.dirpath={where / 'steps'}"], where)
+    assert straight.returncode == 0, straight.stderr[-3000:]
     (where / "one_after_the_other.py").write_text(ONE_AFTER_THE_OTHER)
     resumed = ["fit", *TINY_VIT, *DDP, "--run.test=true", f"--ckpt_path={where / 'steps/epoch=0-step=2.ckpt'}"]
-    predicted = [*predict(seven_images(where / "images")), *DDP]
-    then = lit_attention([str(where / "one_after_the_other.py"), json.dumps([resumed, predicted])], where)
+    then = lit_attention([str(where / "one_after_the_other.py"), json.dumps([resumed, [*predict(seven_images(where / "images")), *DDP]])],
+                         where)
     assert then.returncode == 0, then.stderr[-3000:]
     return where
 
