@@ -7,7 +7,7 @@ from benchmark_scripts import run_script, table  # tests/ is on sys.path under p
 from lit_attention.modeling.attention import list_presets
 
 
-@pytest.mark.slow  # a process of its own
+@pytest.mark.slow  # runs the script
 def test_gpu_check_dry_runs_every_section_on_cpu():
     out = run_script("gpu_check.py", "--dry")
     rows = table(out)
