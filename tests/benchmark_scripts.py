@@ -2,14 +2,15 @@
 the tables it prints (the test_benchmark*.py files; one file per long script, so that xdist's --dist
 loadfile can run them on different workers).
 
-The script runs in the test process rather than a fresh interpreter: torch, Lightning and transformers
-are imported once per worker instead of once per script (some 8 s of CPU each on 2 cores); conftest.py
-puts back what a script changes (threads, environment, random states)."""
+`run_script` runs the script in the test process rather than a fresh interpreter: torch, Lightning and
+transformers are imported once per worker instead of once per script (some 8 s of CPU each on 2 cores);
+conftest.py puts back what a script changes (threads, environment, random states)."""
 
 import contextlib
 import io
 import os
 import runpy
+import subprocess
 import sys
 from pathlib import Path
 
@@ -38,6 +39,17 @@ def run_script(name: str, *args: str) -> str:
         os.environ.clear()
         os.environ.update(environ)
     return out.getvalue()
+
+
+def run_script_in_a_process(name: str, *args: str) -> str:
+    """What `python benchmarks/<name> <args>` prints, run in a process of its own: for gpu_check.py, which
+    measured no cheaper in this process, and compare_parallel.py, whose sweeps are processes anyway."""
+    # This checkout's package first: an editable install elsewhere (another worktree) would shadow it.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / name), *args], capture_output=True,
+                            text=True, timeout=300, cwd=ROOT, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
 
 
 def table(stdout: str) -> list[list[str]]:
