@@ -2,14 +2,14 @@
 it is one of the longest of the benchmark tests)."""
 
 import pytest
-from benchmark_scripts import run_script, table  # tests/ is on sys.path under pytest
+from benchmark_scripts import run_script_in_a_process, table  # tests/ is on sys.path under pytest
 
 from lit_attention.modeling.attention import list_presets
 
 
 @pytest.mark.slow  # a process of its own
 def test_gpu_check_dry_runs_every_section_on_cpu():
-    out = run_script("gpu_check.py", "--dry")
+    out = run_script_in_a_process("gpu_check.py", "--dry")
     rows = table(out)
     kernel_rows = [row for row in rows if len(row) == 5 and row[0] in ("vit", "text, no padding", "text, padded", "gpt", "seq2seq, padded")]
     assert {row[1] for row in kernel_rows} == set(list_presets()) and len(kernel_rows) == 5 * len(list_presets())

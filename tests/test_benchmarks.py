@@ -16,7 +16,7 @@ from benchmark_scripts import run_script, table  # noqa: E402  # tests/ is on sy
 from lit_attention.modeling.attention import MultiHeadAttention, list_presets  # noqa: E402
 
 
-@pytest.mark.slow  # a process of its own
+@pytest.mark.slow  # runs the script
 def test_attention_benchmark_prints_every_preset_for_every_size():
     out = run_script("attention_layers.py", "--seq-lens", "8", "16", "--dims", "32", "--heads", "4",
                      "--warmup", "1", "--steps", "1", "--repeats", "1")
@@ -39,14 +39,14 @@ def test_saved_activation_memory_follows_the_kept_projections():
     assert saved["nonlinear_query"] > saved["standard"]
 
 
-@pytest.mark.slow  # a process of its own
+@pytest.mark.slow  # runs the script
 def test_lightning_overhead_benchmark_runs_both_paths():
     out = run_script("lightning_overhead.py", "--steps", "3", "--repeats", "1", "--dim", "32", "--depth", "1",
                      "--heads", "2", "--context", "16", "--vocab", "64")
     assert "plain PyTorch loop" in out and "Lightning Trainer.fit" in out
 
 
-@pytest.mark.slow  # a process of its own
+@pytest.mark.slow  # runs the script
 def test_generation_benchmark_compares_every_path_at_every_length():
     out = run_script("generation.py", "--dim", "32", "--depth", "1", "--heads", "2", "--vocab", "64", "--prompt", "4",
                      "--new-tokens", "4", "8", "--repeats", "1")
@@ -60,7 +60,7 @@ def test_generation_benchmark_compares_every_path_at_every_length():
     assert "load average" in out and "prompt logits agree with transformers" in out
 
 
-@pytest.mark.slow  # a process of its own
+@pytest.mark.slow  # runs the script
 def test_compiled_training_benchmark_runs_every_configuration():
     out = run_script("compiled_training.py", "--vit-dim", "16", "--vit-batch", "4", "--gpt-dim", "16", "--gpt-batch", "2",
                      "--context", "8", "--compile-steps", "1", "--calls", "1", "--repeats", "1", "--backend", "eager")
@@ -70,7 +70,7 @@ def test_compiled_training_benchmark_runs_every_configuration():
     assert rows[0][3] == "1.00" and rows[1][4] != "" and rows[2][4] == ""  # compile time only where compiled
 
 
-@pytest.mark.slow  # a process of its own
+@pytest.mark.slow  # runs the script
 def test_reference_model_benchmark_times_models_that_compute_the_same_function():
     out = run_script("reference_models.py", "--batch", "2", "--vocab", "64", "--context", "16", "--gpt-dim", "32",
                      "--gpt-depth", "1", "--gpt-heads", "4", "--vit-dim", "32", "--vit-depth", "1", "--vit-heads", "4",

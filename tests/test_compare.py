@@ -301,9 +301,10 @@ def alive(pid: int) -> bool:
 @pytest.mark.slow
 def test_a_failed_run_is_reported_and_the_others_finish(in_tmp, capsys):
     # In this process (its runs fork from the forkserver it starts once, which the next test reuses).
-    # lr 1e30: the loss turns infinite within a step, and that run stops with exit status 3.
+    # lr 1e30: the loss turns infinite within a step, and that run stops with exit status 3. Both runs at
+    # once, one torch thread each (cores / --parallel on 2 cores): cheaper on shared cores than two threads.
     sweep = ["compare", "--config", VIT, "--variants", "standard", "--seeds", "1", "--output", "out",
-             "--grid", "model.init_args.lr=1e30,4e-3", *TINY]
+             "--grid", "model.init_args.lr=1e30,4e-3", "--parallel", "2", *TINY]
     assert run_main(sweep) == 1, capsys.readouterr().err[-3000:]
     out = capsys.readouterr().out
     assert "FAILED (exit 3)" in out and "The training loss became" in out

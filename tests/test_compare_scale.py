@@ -21,9 +21,11 @@ ROOT = Path(__file__).resolve().parents[1]
 VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
 GPT = str(ROOT / "recipes/quickstart/gpt_stdlib.yaml")
 DIM, HEADS = "model.init_args.net.dim", "model.init_args.net.num_heads"
-TINY_GPT = ["--config", GPT, "--trainer.val_check_interval=2", "--data.max_files=60", "--data.val_fraction=0.2",
+# Validation every 5 steps (each one a best checkpoint and an outcomes file to write): each run still ends
+# on a validation of its final weights (FinalValidation).
+TINY_GPT = ["--config", GPT, "--trainer.val_check_interval=5", "--data.max_files=60", "--data.val_fraction=0.2",
             "--data.val_windows=4", "--data.max_len=16", "--data.batch_size=4", "--model.net.depth=1",
-            "--trainer.log_every_n_steps=1", "--run.checkpoint_every_n_steps=2"]
+            "--trainer.log_every_n_steps=1"]
 
 
 def test_repeated_scale_options_change_their_keys_together():
@@ -178,10 +180,11 @@ def test_a_tiny_scaled_sweep_reports_its_laws_and_rebuilds_them(in_tmp, capsys):
     """2 sizes x 2 arms (standard and a wider-MLP control) x 2 seeds of the stdlib GPT, budgets from
     tokens per parameter, one run of each size re-trained (--verify) and each size's tuned runs
     inspected, each into its size's report; the data's n-gram floors under the loss tables; --report
-    rebuilds results.md byte for byte."""
+    rebuilds results.md byte for byte. Two runs at a time, so one thread each (cores / --parallel on
+    2 cores): a tiny run's torch threads would mostly wait on each other on shared cores."""
     sweep = ["compare", *TINY_GPT, "--variants", "standard", "--arm", "mlp5;standard;model.init_args.net.mlp_ratio=5",
              "--seeds", "2", "--scale", f"{DIM}=16,32", "--scale", f"{HEADS}=2,2", "--tokens-per-parameter", "0.1",
-             "--test", "--verify", "1", "--inspect", "--output", "out"]
+             "--test", "--verify", "1", "--inspect", "--output", "out", "--parallel", "2"]
     assert run_main(sweep) == 0, capsys.readouterr().err[-3000:]
     out = in_tmp / "out"
     text = (out / "results.md").read_text()

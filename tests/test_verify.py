@@ -101,7 +101,10 @@ def test_verify_asks_for_no_more_runs_than_are_finished_before_anything_trains(t
 @pytest.mark.slow
 def test_verify_re_trains_a_run_bit_for_bit_and_leaves_the_sweep_untouched(in_tmp):
     # In this process: both commands fork their runs from one forkserver, which imports torch once.
-    sweep = ["compare", "--config", VIT, "--variants", "standard", "--seeds", "1", "--test", "--output", "out", *TINY]
+    # --parallel 2: one torch thread (cores / --parallel on 2 cores), which a tiny run on shared cores
+    # spends less CPU on than two that wait on each other.
+    sweep = ["compare", "--config", VIT, "--variants", "standard", "--seeds", "1", "--test", "--output", "out",
+             "--parallel", "2", *TINY]
     assert run_main(sweep) == 0
     before = tree(in_tmp / "out" / "runs")
     assert run_main([*sweep, "--report", "--verify", "1"]) == 0

@@ -69,10 +69,13 @@ def build_plan(args, variants: list[str], grid, extra: list[str], size=None) -> 
     points = grid_points(grid)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     arms: list[tuple[str, str, tuple[str, ...], tuple]] = []  # (label, variant, overrides, point)
+    # Each distinct `fit` command is parsed once (a LightningCLI parse each): parameter matching parses
+    # commands that the plan's own checks below parse again.
+    checked: dict[tuple[str, ...], PlannedRun] = {}
     for point in points:
         matched = {}
         if args.match_parameters or args.add_control:
-            matched = matched_mlp_ratios(args, variants, point, extra)
+            matched = matched_mlp_ratios(args, variants, point, extra, checked)
         for variant in variants:
             overrides = ()
             if args.match_parameters and variant != parse_variants([args.match_parameters], "--match-parameters")[0]:
@@ -91,39 +94,48 @@ def build_plan(args, variants: list[str], grid, extra: list[str], size=None) -> 
     where = {"size": size.label, "budget": size.budget} if size is not None else {}
     runs = [Run(label, variant, point, seed, overrides, **where)
             for label, variant, overrides, point in arms for seed in seeds]
-    configs = {(run.arm, run.point): check_run(args.config, run, extra).resolved for run in runs if run.seed == seeds[0]}
+    configs = {(run.arm, run.point): check_run(args.config, run, extra, checked).resolved
+               for run in runs if run.seed == seeds[0]}
     labels = list(dict.fromkeys(label for label, *_ in arms))
     return Plan(runs=runs, arms=labels, points=points, seeds=seeds, configs=configs)
 
 
-def check_run(configs, run: Run, extra):
+def check_run(configs, run: Run, extra, checked: dict | None = None):
     """The run's config as its fit will resolve it (from the same `Run.arguments`); a bad key or value
-    is one sentence naming the run."""
+    is one sentence naming the run. `checked`: the runs planned so far, by their arguments (read, and
+    added to)."""
     where = f"{run.arm} at {run.point_label}" + (f", size {run.size}" if run.size else "")
+    arguments = run.arguments(configs, extra)
+    if checked is not None and tuple(arguments) in checked:
+        return checked[tuple(arguments)]
     try:
         # The hardware is the fit's to check: a login node plans a SLURM sweep of GPU runs.
-        return plan_run(run.arguments(configs, extra), check_trainer=False)
+        planned = plan_run(arguments, check_trainer=False)
     except ArgumentError as error:
         raise ConfigError(f"{parser_error_sentence(str(error), registered_classes()).rstrip('.')} (in the run of "
                           f"{where}).") from None
     except ConfigError as error:
         raise ConfigError(f"{str(error).rstrip('.')} (in the run of {where}).") from None
+    if checked is not None:
+        checked[tuple(arguments)] = planned
+    return planned
 
 
-def matched_mlp_ratios(args, variants: list[str], point, extra) -> dict[tuple[str, str], float]:
+def matched_mlp_ratios(args, variants: list[str], point, extra, checked: dict | None = None) -> dict[tuple[str, str], float]:
     """{(variant, reference): mlp_ratio} giving `variant` the non-embedding parameter count of `reference`
-    within 1%. The count is linear in the MLP's hidden width, so two meta-device builds find the slope."""
+    within 1%. The count is linear in the MLP's hidden width, so two meta-device builds find the slope.
+    `checked`: as check_run takes it."""
     references = ([args.match_parameters] if args.match_parameters else []) + list(args.add_control)
     wanted = {(v, r) for r in references for v in (variants if r == args.match_parameters else ["standard"])}
     counts = {}
     ratios = {}
     for variant, reference in sorted(wanted):
         if reference not in counts:
-            counts[reference] = non_embedding(args.config, reference, point, (), extra)[0]
+            counts[reference] = non_embedding(args.config, reference, point, (), extra, checked)[0]
         target = counts[reference]
-        count, dim, ratio = non_embedding(args.config, variant, point, (), extra)
+        count, dim, ratio = non_embedding(args.config, variant, point, (), extra, checked)
         hidden = int(dim * ratio)
-        wider, _, _ = non_embedding(args.config, variant, point, (f"--model.init_args.net.mlp_ratio={(hidden + dim + 0.5) / dim}",), extra)
+        wider, _, _ = non_embedding(args.config, variant, point, (f"--model.init_args.net.mlp_ratio={(hidden + dim + 0.5) / dim}",), extra, checked)
         per_unit = (wider - count) / dim
         if per_unit == 0:  # mlp_hidden fixes the width whatever mlp_ratio says
             raise ConfigError(f"{variant} cannot be matched to {reference}'s parameters: its config sets mlp_hidden, "
@@ -133,15 +145,15 @@ def matched_mlp_ratios(args, variants: list[str], point, extra) -> dict[tuple[st
             raise ConfigError(f"{variant} cannot be matched to {reference}'s {target:,} non-embedding parameters "
                               "by its MLP width alone; pick another reference variant.")
         ratios[(variant, reference)] = (new_hidden + 0.5) / dim  # int(dim * ratio) == new_hidden exactly
-        achieved = non_embedding(args.config, variant, point, (f"--model.init_args.net.mlp_ratio={ratios[(variant, reference)]}",), extra)[0]
+        achieved = non_embedding(args.config, variant, point, (f"--model.init_args.net.mlp_ratio={ratios[(variant, reference)]}",), extra, checked)[0]
         if abs(achieved - target) > 0.01 * target:
             raise ConfigError(f"The MLP width of {variant} gets to {achieved:,} non-embedding parameters, not within "
                               f"1% of {reference}'s {target:,}; match to another variant.")
     return ratios
 
 
-def non_embedding(configs, variant: str, point, overrides, extra) -> tuple[int, int, float]:
-    plan = check_run(configs, Run(variant, variant, point, 0, overrides), extra)  # any seed: counts do not depend on it
+def non_embedding(configs, variant: str, point, overrides, extra, checked: dict | None = None) -> tuple[int, int, float]:
+    plan = check_run(configs, Run(variant, variant, point, 0, overrides), extra, checked)  # any seed: counts do not depend on it
     model = plan.config.model.init_args
     return plan.model.param_counts["non_embedding"], model.net.dim, model.net.mlp_ratio
 
