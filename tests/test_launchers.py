@@ -3,13 +3,14 @@ the same record, exit status and output, and (for DDP) the same second rank."""
 
 import json
 import multiprocessing
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from lit_attention.sweep.launchers import Job, LocalLauncher
+from lit_attention.sweep.launchers import Job, LocalLauncher, usable_cores
 from lit_attention.sweep.runs import LIT_ATTENTION
 from lit_attention.training.records import RECORD
 
@@ -128,3 +129,15 @@ def test_sigterm_to_the_sweep_reaches_its_runs_which_are_reported_as_they_end(tm
     assert exit_.value.code == 143
     assert reported == {0: (143, "saved at step 6"), 1: (143, "saved at step 6")}  # FAILED in compare's table
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+@pytest.mark.parametrize("budget, parallel, expected", [("1", 1, 1), ("1", 2, 1), ("", 1, None), ("0", 1, None),
+                                                        ("many", 1, None)])
+def test_runs_share_the_usable_cores_and_an_omp_num_threads_already_set(monkeypatch, budget, parallel, expected):
+    """A run gets usable cores / parallel threads: the process's affinity, at most a positive integer
+    OMP_NUM_THREADS given from outside (a test runner's worker, a cluster's default). Anything else in
+    OMP_NUM_THREADS is no budget."""
+    monkeypatch.setenv("OMP_NUM_THREADS", budget)
+    cores = len(os.sched_getaffinity(0))
+    assert usable_cores() == (expected or cores)
+    assert LocalLauncher(parallel).threads() == max(1, (expected or cores) // parallel)

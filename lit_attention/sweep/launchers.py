@@ -4,7 +4,7 @@ Both launchers run exactly the command `Run.command` builds (lit_attention/sweep
 each finished run (its exit status and the last line it printed) through a callback, as it finishes.
 
 * `LocalLauncher`: `parallel` runs at a time. On CPU the cores are split between them (OMP_NUM_THREADS
-  and torch's threads: cores / parallel each, which also keeps every run's arithmetic the same from one
+  and torch's threads: usable cores / parallel each, which also keeps every run's arithmetic the same from one
   sweep to the next), and on Linux each run is forked from a multiprocessing forkserver that imported
   torch and Lightning once (lit_attention/sweep/preload.py) instead of being a new interpreter that
   spends seconds importing them; `run_forked` is what such a child runs. With GPUs each run is a new
@@ -127,7 +127,16 @@ class LocalLauncher:
         return f"{self.parallel} at a time, {self.threads()} CPU thread(s) each, {started}"
 
     def threads(self) -> int:
-        return max(1, (os.cpu_count() or 1) // self.parallel)
+        return max(1, usable_cores() // self.parallel)
+
+
+def usable_cores() -> int:
+    """The cores this sweep's runs share: the process's CPU affinity (a container's or SLURM's share, where
+    os.cpu_count() counts the whole machine), at most OMP_NUM_THREADS when that is already set (a budget
+    given from outside, such as a test runner's worker): more threads than cores only spin."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    budget = os.environ.get("OMP_NUM_THREADS", "")
+    return min(cores, int(budget)) if budget.isdigit() and int(budget) > 0 else cores
 
     def run(self, jobs: list[Job], done: Done) -> None:
         if self.fork:
