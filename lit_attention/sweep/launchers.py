@@ -106,6 +106,15 @@ def run_forked(command: list[str], log: str, threads: int, environment: dict[str
     runpy.run_module(command[2], run_name="__main__", alter_sys=True)
 
 
+def usable_cores() -> int:
+    """The cores this sweep's runs share: the process's CPU affinity (a container's or SLURM's share, where
+    os.cpu_count() counts the whole machine), at most OMP_NUM_THREADS when that is already set (a budget
+    given from outside, such as a test runner's worker): more threads than cores only spin."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    budget = os.environ.get("OMP_NUM_THREADS", "")
+    return min(cores, int(budget)) if budget.isdigit() and int(budget) > 0 else cores
+
+
 class LocalLauncher:
     def __init__(self, parallel: int = 1, devices_per_run: int = 1, fresh: bool = False) -> None:
         self.parallel, self.devices_per_run = parallel, devices_per_run
@@ -128,15 +137,6 @@ class LocalLauncher:
 
     def threads(self) -> int:
         return max(1, usable_cores() // self.parallel)
-
-
-def usable_cores() -> int:
-    """The cores this sweep's runs share: the process's CPU affinity (a container's or SLURM's share, where
-    os.cpu_count() counts the whole machine), at most OMP_NUM_THREADS when that is already set (a budget
-    given from outside, such as a test runner's worker): more threads than cores only spin."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    budget = os.environ.get("OMP_NUM_THREADS", "")
-    return min(cores, int(budget)) if budget.isdigit() and int(budget) > 0 else cores
 
     def run(self, jobs: list[Job], done: Done) -> None:
         if self.fork:
