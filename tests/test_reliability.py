@@ -178,22 +178,23 @@ def finish(cwd: Path, processes: dict[str, subprocess.Popen]) -> dict[str, tuple
 
 @pytest.fixture(scope="module")
 def gpt_runs(tmp_path_factory, lm_data_dir):
-    """Three step-based GPT runs: one killed while writing a checkpoint, a process, and meanwhile in this
-    process an uninterrupted one and one whose loss turns NaN (only the killed run needs a process)."""
+    """Three step-based GPT runs at once (the test machine has few cores): an uninterrupted one and
+    one killed while writing a checkpoint, each a process, and one whose loss turns NaN, run in this
+    process meanwhile."""
     root = tmp_path_factory.mktemp("gpt")
     args = ["fit", *gpt_args(lm_data_dir)]
     processes = {
+        "uninterrupted": start([*args, "--run.checkpoint_every_n_steps=3", "--run.root=a"], root, "uninterrupted"),
         # last.ckpt is written at steps 3 (periodic), 4 (validation), 5 (epoch end), 6 (periodic) and 8
         # (validation): the kill lands inside that last write, in the middle of the second epoch.
         "killed": start([*args, "--run.checkpoint_every_n_steps=3", "--run.root=b",
                          "--trainer.callbacks+=test_reliability.KillWhileSaving", "--trainer.callbacks.step=8"],
                         root, "killed"),
     }
-    uninterrupted = run_here([*args, "--run.checkpoint_every_n_steps=3", "--run.root=a"], root)
     # --ckpt_path last with no earlier run simply starts one (a job script can always pass it).
     nan = run_here([*args, "--run.checkpoint_every_n_steps=2", "--run.root=nan", "--ckpt_path=last",
                     "--trainer.callbacks+=test_reliability.PoisonWeightsAt", "--trainer.callbacks.step=7"], root)
-    return root, {**finish(root, processes), "uninterrupted": uninterrupted, "nan": nan}
+    return root, {**finish(root, processes), "nan": nan}
 
 
 @pytest.mark.slow
