@@ -207,6 +207,20 @@ def baseline_arm(plan: Plan, baseline: str) -> str:
     raise ConfigError(f"--baseline {baseline!r} is not one of this sweep's arms; choose one of {', '.join(plan.arms)}.")
 
 
+def comparison_pair(plan: Plan, text: str, item: str, baseline: str, flag: str) -> tuple[str, str]:
+    """(arm, reference) from `ARM[:REFERENCE]` (each arm named as --baseline names one; no REFERENCE: the
+    baseline); `item` and `flag` name what the user wrote in an error."""
+    arm, _, reference = text.partition(":")
+    try:
+        pair = (baseline_arm(plan, arm), baseline_arm(plan, reference) if reference else baseline)
+    except ConfigError:
+        raise ConfigError(f"{flag} {item!r} names an arm this sweep does not have; its arms are "
+                          f"{', '.join(plan.arms)}.") from None
+    if pair[0] == pair[1]:
+        raise ConfigError(f"{flag} {item!r} compares {pair[0]} with itself; name another arm or reference.")
+    return pair
+
+
 def parse_primary(plan: Plan, text: str | None, baseline: str) -> list[tuple[str, str]] | None:
     """[(arm, reference)] from `ARM[:REFERENCE],...` (each arm named as --baseline names one); None
     without --primary."""
@@ -214,15 +228,7 @@ def parse_primary(plan: Plan, text: str | None, baseline: str) -> list[tuple[str
         return None
     pairs = []
     for item in filter(None, (part.strip() for part in text.split(","))):
-        arm, _, reference = item.partition(":")
-        try:
-            pair = (baseline_arm(plan, arm), baseline_arm(plan, reference) if reference else baseline)
-        except ConfigError:
-            raise ConfigError(f"--primary {item!r} names an arm this sweep does not have; its arms are "
-                              f"{', '.join(plan.arms)}.") from None
-        if pair[0] == pair[1]:
-            raise ConfigError(f"--primary {item!r} compares {pair[0]} with itself; name another arm or reference.")
-        pairs.append(pair)
+        pairs.append(comparison_pair(plan, item, item, baseline, "--primary"))
     if not pairs:
         raise ConfigError("--primary is empty; name the comparisons to confirm, such as --primary super,efficient.")
     return list(dict.fromkeys(pairs))
@@ -243,14 +249,7 @@ def parse_equivalence(plan: Plan, items: list[str], baseline: str,
         if not (math.isfinite(margin) and margin > 0):
             raise ConfigError(f"--equivalence {item!r} needs a positive margin after '=', in the metric's units, "
                               "such as --equivalence identity_query=0.02.")
-        arm, _, reference = pair_text.strip().partition(":")
-        try:
-            pair = (baseline_arm(plan, arm), baseline_arm(plan, reference) if reference else baseline)
-        except ConfigError:
-            raise ConfigError(f"--equivalence {item!r} names an arm this sweep does not have; its arms are "
-                              f"{', '.join(plan.arms)}.") from None
-        if pair[0] == pair[1]:
-            raise ConfigError(f"--equivalence {item!r} compares {pair[0]} with itself; name another arm or reference.")
+        pair = comparison_pair(plan, pair_text.strip(), item, baseline, "--equivalence")
         if primary is not None and pair not in primary:
             declared = ", ".join(a if r == baseline else f"{a}:{r}" for a, r in primary)
             raise ConfigError(f"--equivalence {item!r} is not one of the --primary comparisons ({declared}); an "
