@@ -201,6 +201,18 @@ def test_alpha_at_its_bound_is_said():
     assert any("sits at its bound 2" in n for n in analysis.notes)
 
 
+def test_a_floor_at_its_bound_zero_is_said_and_a_floor_above_it_is_not():
+    # a loss whose fall over these sizes would need a floor below 0, as a small model's does far from it
+    unfloored = lambda n: -0.5 + 40.0 * np.asarray(n, dtype=float) ** -0.3  # noqa: E731
+    arms = synthetic_sweep(np.random.default_rng(0), arm_law=unfloored, noise=0.001, shared=0.0)
+    analysis = analyse(arms, "standard", resamples=100)
+    assert analysis.fits[("better", "params")].law.E == pytest.approx(0.0, abs=1e-6)
+    assert analysis.fits[("standard", "params")].law.E > 1.0
+    floors = [n for n in analysis.notes if "sits at its bound 0" in n]
+    assert len(floors) == 1 and "`better` against non-embedding parameters" in floors[0]
+    assert "`standard`" not in floors[0]
+
+
 def test_a_loss_the_baseline_never_reaches_makes_the_interval_a_bound():
     """An arm whose loss levels off below the baseline's floor E: past some size no baseline size
     reaches it, so m there is only bounded (≥ the ceiling), which the section prints and says."""

@@ -39,6 +39,7 @@ CONFIDENCE = 0.95
 RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
 FLOOR_SIZES = 4  # the fewest sizes at which E is fitted rather than held at 0
+FLOOR_AT_ZERO = 1e-6  # a fitted E below this fraction of the largest mean loss counts as at its bound 0
 MAX_EXTRAPOLATION = 4.0  # past the largest measured size, never beyond
 EXTRAPOLATIONS = (2.0, MAX_EXTRAPOLATION)
 AXES = ("params", "flops")  # N (non-embedding parameters) and C (training FLOPs)
@@ -138,12 +139,26 @@ def analyse(arms: dict[str, dict[str, SizeRuns]], baseline: str, mode: str = "mi
     for arm in arms:
         for axis in axes:
             analysis.fits[(arm, axis)] = fit_arm(arm, axis, means[arm], arms[arm], analysis)
+    note_floors_at_zero(analysis)
     for arm in arms:
         if arm == baseline or baseline not in arms:
             continue
         for axis in axes:
             analysis.multipliers += multipliers(analysis.fits[(arm, axis)], analysis.fits[(baseline, axis)], analysis)
     return analysis
+
+
+def note_floors_at_zero(analysis: Analysis) -> None:
+    """One sentence for the laws whose fitted floor E sits at its bound 0."""
+    floored = [fit for fit in analysis.fits.values() if fit.law is not None and not fit.law.pure]
+    at_zero = [fit for fit in floored if fit.law.E <= FLOOR_AT_ZERO * float(fit.y.max())]
+    if not at_zero:
+        return
+    which = "every law's floor E" if len(at_zero) == len(floored) else "the floor E of " + ", ".join(
+        f"`{fit.arm}` against {AXIS_NAMES[fit.axis]}" for fit in at_zero)
+    analysis.note(f"On {analysis.values} values, {which} sits at its bound 0: over these sizes the loss falls as a "
+                  "pure power law without levelling off, so they do not locate a floor, and a multiplier read past "
+                  "them assumes the fall goes on.")
 
 
 def finite(values: dict[int, float]) -> dict[int, float]:
