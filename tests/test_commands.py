@@ -300,6 +300,26 @@ def test_compare_into_an_unwritable_output_is_one_sentence(in_tmp, capsys):
     assert "Cannot write runs into" in capsys.readouterr().err
 
 
+@pytest.mark.slow
+def test_a_compare_refused_at_planning_leaves_no_new_output_and_an_old_one_as_it_was(in_tmp, capsys):
+    """--primary is checked against the plan, after the output's lock is taken: a refusal there must not
+    leave behind the folder this command made, nor touch one that held a sweep."""
+    bad = ["compare", "--config", VIT, "--variants", "standard,super", "--primary", "sup3r"]
+    assert run_main([*bad, "--output", "new"]) == 2
+    assert "names an arm this sweep does not have" in capsys.readouterr().err
+    assert not (in_tmp / "new").exists()
+    old = in_tmp / "old"
+    (old / "runs").mkdir(parents=True)
+    write(old / "runs" / "kept.txt", "a run")
+    write(old / ".compare.lock", "")
+    before = checksums(old)
+    assert run_main([*bad, "--output", "old"]) == 2
+    after = checksums(old)
+    assert set(after) == set(before)  # nothing added, nothing taken away
+    del after[".compare.lock"], before[".compare.lock"]  # the lock file names its last holder, by design
+    assert after == before
+
+
 # ---------------------------------------------------------------------------------------------- 6. what you see is what runs
 
 

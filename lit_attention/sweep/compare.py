@@ -28,7 +28,7 @@ from pathlib import Path
 from lit_attention.errors import ConfigError
 from lit_attention.modeling.variants import presets_help
 from lit_attention.sweep.atomic import check_reports_writable
-from lit_attention.sweep.output_dir import OutputLock, check_output
+from lit_attention.sweep.output_dir import OutputLock, check_output, remove_if_only_locked
 from lit_attention.sweep.report import write_report
 from lit_attention.sweep.running import end_sweep, extend_edges, launch, make_launcher
 from lit_attention.sweep.verify import choose_runs, rerun, scratch
@@ -191,15 +191,21 @@ def run(argv: list[str]) -> None:
 
     output = Path(args.output or Path("runs") / "compare" / recipe_name(args.config))
     check_output(output, report_only=args.report)
+    made = not output.exists()
     check_writable(output)
     check_reports_writable(output)
     with OutputLock(output, "lit-attention compare " + shlex.join(argv)).acquire(wait=args.wait_for_lock):
-        if sizes:
-            from lit_attention.sweep.scaled_sweep import run_scaled_sweep
+        try:
+            if sizes:
+                from lit_attention.sweep.scaled_sweep import run_scaled_sweep
 
-            run_scaled_sweep(args, argv, variants, grid, extra, output, sizes)
-        else:
-            run_sweep(args, argv, variants, grid, extra, output)
+                run_scaled_sweep(args, argv, variants, grid, extra, output, sizes)
+            else:
+                run_sweep(args, argv, variants, grid, extra, output)
+        except ConfigError:
+            if made:
+                remove_if_only_locked(output)
+            raise
 
 
 def run_sweep(args, argv: list[str], variants: list[str], grid, extra: list[str], output: Path) -> None:

@@ -51,6 +51,18 @@ def check_output(output: Path, report_only: bool) -> None:
                           "without --report to train the sweep.")
 
 
+def remove_if_only_locked(output: Path) -> None:
+    """After a command made `output` and was refused before writing anything there (a --primary that
+    names no arm is found only once the sweep is planned): take away the folder it made, which holds
+    nothing but the lock file. Anything else in it, from whoever wrote it, stays."""
+    try:
+        if set(os.listdir(output)) <= {LOCK}:
+            (Path(output) / LOCK).unlink(missing_ok=True)
+            Path(output).rmdir()
+    except OSError:
+        pass  # another command's files appeared meanwhile: they stay, and so does the folder
+
+
 class OutputLock:
     """The exclusive lock of one compare command on its output, for as long as it works there."""
 
