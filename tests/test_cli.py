@@ -1,9 +1,9 @@
 """The `lit-attention` command as a user runs it: real files, real event files, a real TensorBoard
 server. Through `main(argv)`, the console script's entry point, in this process (conftest.py), except
-DDP, whose second rank Lightning starts as a new process running the same command."""
+DDP, whose second rank Lightning starts as a new process running the same command (test_ddp_results.py,
+whose DDP runs also check what such a run writes)."""
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -19,18 +19,12 @@ from in_process import run_main  # tests/ is on sys.path under pytest (in_tmp, f
 from test_commands import TINY_VIT as SHARED_TINY_VIT  # the tiny run test_commands shares through finished_run
 
 ROOT = Path(__file__).resolve().parents[1]
-CLI = [sys.executable, "-m", "lit_attention"]
 VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
 GPT = str(ROOT / "recipes/quickstart/gpt_stdlib.yaml")
 TINY_VIT = [
     "--trainer.max_epochs=1", "--trainer.limit_train_batches=4", "--trainer.limit_val_batches=2",
     "--trainer.enable_progress_bar=false", "--trainer.log_every_n_steps=1", "--model.net.dim=32", "--model.net.depth=1",
 ]
-
-
-def run(args, cwd, timeout=240, env=None):
-    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **(env or {})}
-    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=environment)
 
 
 def only_run_dir(root: Path, pattern: str) -> Path:
@@ -110,25 +104,6 @@ def test_gpt_quickstart_trains_on_the_stdlib_corpus(in_tmp, capsys):
     net = config["model"]["init_args"]["net"]
     assert net["max_len"] == 32 and net["vocab_size"] == 256
     assert (run_dir / "checkpoints/last.ckpt").is_file()
-
-
-@pytest.mark.slow
-def test_ddp_on_two_cpu_processes(tmp_path):
-    args = [*CLI, "fit", "--config", VIT, *TINY_VIT, "--trainer.accelerator=cpu", "--trainer.devices=2",
-            "--trainer.strategy=ddp"]
-    result = run(args, tmp_path, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    run_dir = only_run_dir(tmp_path, "runs/quickstart/vit_digits/standard/seed_0/version_*")  # rank 0 only
-    checkpoints = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
-    assert "last.ckpt" in checkpoints and len(checkpoints) == 2
-    assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1
-    logged = scalars(run_dir)
-    assert "val/acc" in logged and "train/loss_step" in logged
-    # Both ranks stepped the same optimizer: 4 batches each of a split dataset = 4 optimizer steps,
-    # each logged once (by rank 0), and the record counts both ranks' samples.
-    assert len(logged["train/lr"]) == 4
-    record = json.loads((run_dir / "record.json").read_text())
-    assert record["optimizer_steps"] == 4 and record["samples_seen"] == 4 * 64 * 2
 
 
 def free_port() -> int:

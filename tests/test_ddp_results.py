@@ -1,9 +1,11 @@
 """What a two-process DDP run (gloo on CPU, through the real `lit-attention` command) reports is what one
-process reports on the same weights and data: the epoch metrics that reach the record, the best
+process reports on the same weights and data: only rank 0 writes the run, and its record counts both
+ranks' steps and samples; the epoch metrics that reach the record, the best
 checkpoint's choice and TensorBoard are synced over the ranks, and `predict` writes every input once,
 in input order; a DDP run resumed from its checkpoint ends where it would have, each rank drawing its
 own dropout masks; translation's `bleu_batches` counts batches over all ranks. Rank 1 is a new process
-Lightning starts, so the tests that run DDP are slow; they share two DDP fits and a DDP predict (`ddp_runs`)."""
+Lightning starts, so the tests that run DDP are slow; they share two DDP fits and a DDP predict, run
+one after the other by one pair of processes (`ddp_runs`)."""
 
 import json
 import os
@@ -71,16 +73,17 @@ def ddp_runs(tmp_path_factory) -> Path:
     """The DDP runs of this file, which every DDP test reads (a test that writes into a run works on a
     copy): `straight/`, 4 steps, its checkpoints of steps 2 and 4 kept in `steps/`; and `runs/`, the same
     run resumed from step 2 with `--run.test=true`, a run as the project keeps it (best and last
-    checkpoints, record, per-example outcomes), whose last checkpoint then predicts `images/` (predict_0)."""
+    checkpoints, record, per-example outcomes), whose last checkpoint then predicts `images/` (predict_0).
+    All three commands run one after the other in the same two processes: each process start imports
+    torch and Lightning again (seconds of CPU), and the straight fit ends before the resumed one reads
+    its checkpoint."""
     where = tmp_path_factory.mktemp("ddp_runs")
-    straight = lit_attention(["-m", "lit_attention", "fit", *TINY_VIT, *DDP, "--run.root=straight", *EVERY_TWO_STEPS,
-                              f"--trainer.callbacks.dirpath={where / 'steps'}"], where)
-    assert straight.returncode == 0, straight.stderr[-3000:]
-    (where / "one_after_the_other.py").write_text(ONE_AFTER_THE_OTHER)
+    straight = ["fit", *TINY_VIT, *DDP, "--run.root=straight", *EVERY_TWO_STEPS, f"--trainer.callbacks.dirpath={where / 'steps'}"]
     resumed = ["fit", *TINY_VIT, *DDP, "--run.test=true", f"--ckpt_path={where / 'steps/epoch=0-step=2.ckpt'}"]
-    then = lit_attention([str(where / "one_after_the_other.py"), json.dumps([resumed, [*predict(seven_images(where / "images")), *DDP]])],
-                         where)
-    assert then.returncode == 0, then.stderr[-3000:]
+    (where / "one_after_the_other.py").write_text(ONE_AFTER_THE_OTHER)
+    commands = [straight, resumed, [*predict(seven_images(where / "images")), *DDP]]
+    done = lit_attention([str(where / "one_after_the_other.py"), json.dumps(commands)], where)
+    assert done.returncode == 0, done.stderr[-3000:]
     return where
 
 
@@ -88,6 +91,30 @@ def last_scalars(directory: Path) -> dict[str, float]:
     events = EventAccumulator(str(directory))
     events.Reload()
     return {tag: events.Scalars(tag)[-1].value for tag in events.Tags()["scalars"]}
+
+
+def scalars(directory: Path) -> dict[str, list[float]]:
+    events = EventAccumulator(str(directory))
+    events.Reload()
+    return {tag: [e.value for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+
+
+@pytest.mark.slow
+def test_a_ddp_fit_writes_one_run_directory_and_counts_both_ranks(ddp_runs):
+    """Only rank 0 writes the run: one directory, one event file, one best and one last checkpoint."""
+    [straight] = ddp_runs.glob("straight/quickstart/vit_digits/standard/seed_0/version_*")
+    assert len(list(straight.glob("events.out.tfevents.*"))) == 1
+    logged = scalars(straight)
+    assert "val/acc" in logged and "train/loss_step" in logged
+    # Both ranks stepped the same optimizer: 4 batches each of a split dataset = 4 optimizer steps,
+    # each logged once (by rank 0), and the record counts both ranks' samples.
+    assert len(logged["train/lr"]) == 4
+    record = json.loads((straight / "record.json").read_text())
+    assert record["optimizer_steps"] == 4 and record["samples_seen"] == 4 * 16 * 2
+    # The straight run's own ModelCheckpoint replaces the best one; the resumed run keeps the project's.
+    [run] = ddp_runs.glob("runs/quickstart/vit_digits/standard/seed_0/version_*")
+    checkpoints = sorted(p.name for p in (run / "checkpoints").iterdir())
+    assert "last.ckpt" in checkpoints and len(checkpoints) == 2, checkpoints
 
 
 @pytest.mark.slow
