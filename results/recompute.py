@@ -2,13 +2,18 @@
 
     python results/recompute.py [SECTION ...]     (default: every results/<section> with results.md and runs/)
 
+A SECTION is a name under results/ or the path of any compare output (results.md beside runs/).
+
 It does not import the project (only the standard library, numpy and scipy): it reads every run's
 record.json under results/<section>/runs/, replays the tuning (the grid point with the best mean validation
 value, ties within 1e-6 relative to the lower setting, --extend-edges rounds as far as their runs are on
 disk), recomputes the tuned table and every comparison table (the main one, --at's and the cross-fitted
 one), parses the same tables out of results.md and prints each number that differs beyond its printed
-rounding. Randomised columns (the bootstrap, p values marked "(MC)") are skipped and counted. It then
-checks the hand-written tables of RESULTS.md against the section reports they quote (results_md_check.py).
+rounding. A scaled sweep (`compare --scale`) is checked size by size the same way (sizes/<size>/results.md
+against runs/<size>/), then its table of sizes and budgets, its laws refitted, its multipliers and its
+tuned-rate trend (scaled_check.py). Randomised columns (the bootstrap, p values marked "(MC)") are skipped
+and counted. It then checks the hand-written tables of RESULTS.md against the section reports they quote
+(results_md_check.py).
 Exit status 1 on any mismatch.
 """
 
@@ -23,22 +28,32 @@ sys.path.insert(0, str(HERE / "recompute"))
 
 from printed_numbers import Checker  # noqa: E402  (results/recompute/, beside this script)
 from results_md_check import check_results_md  # noqa: E402
+from scaled_check import check_scaled  # noqa: E402
 from section_check import check_section, sections_with_records  # noqa: E402
+from sweep_records import scaled  # noqa: E402
 from trend_check import check_trend, trend_sections  # noqa: E402
+
+
+def reported(directory: Path) -> bool:
+    return (directory / "results.md").is_file() and (directory / "runs").is_dir()
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("sections", nargs="*", metavar="SECTION",
-                        help="results/<SECTION> to check (default: every section and size trend, then RESULTS.md)")
+                        help="results/<SECTION>, or a compare output's path, to check (default: every section and size "
+                             "trend, then RESULTS.md)")
     argv = parser.parse_args(argv).sections
     root = HERE.parent
     names = argv or sections_with_records(HERE) + trend_sections(HERE)
     checker = Checker()
     for name in names:
-        name = Path(name).name  # results/<section> or <section>
-        directory = HERE / name
-        if (directory / "runs").is_dir():
+        # A compare output by its path (results/<section> or one outside results/), else a name under results/.
+        directory = Path(name) if reported(Path(name)) else HERE / Path(name).name
+        name = directory.name
+        if reported(directory) and scaled(directory):
+            check_scaled(directory, checker)
+        elif reported(directory):
             check_section(directory, checker)
         elif name in trend_sections(HERE):
             check_trend(directory, HERE, checker)

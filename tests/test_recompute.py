@@ -1,6 +1,7 @@
 """results/recompute.py, the recomputation of the committed reports that imports nothing of the project:
 it agrees with every committed section and with RESULTS.md, and it names a number a report misprints."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -97,3 +98,116 @@ def test_a_misprinted_number_of_the_cross_fit_over_every_point_is_named(tmp_path
     assert (f"MISMATCH {SECTION} extended cross-fit, super, test/acc (other half's choice): "
             "printed '0.9577 ± 0.0092'") in out
     assert f"MISMATCH {SECTION} extended cross-fit comparison, super, difference: printed '+0.0199'" in out
+
+
+# A scaled sweep built from synthetic records, reported by the project itself: on L = 2 + 30·N^(-0.5), four
+# sizes (so each law fits its floor E), the baseline, its parameter control (1.125x the parameters) and an
+# arm that does at N what the baseline does at 1.3·N, two rates (the better one falls with size, so the
+# tuned-rate trend has a slope) and two seeds, with a little noise seeded per run.
+DIM = "model.init_args.net.dim"
+SCALED_COMMAND = ("lit-attention compare --config recipes/quickstart/gpt_stdlib.yaml --variants standard,nonlinear_query "
+                  "--arm standard+12.5%;standard;model.init_args.net.mlp_ratio=4.5 "
+                  f"--scale {DIM}=16,32,64,128 --tokens-per-parameter 20 --grid model.init_args.lr=1e-3,3e-3 --seeds 2 "
+                  "--test --output out")
+ARMS = (("standard", "standard", 1.0, 1.0), ("standard+12.5%", "standard", 1.125, 1.0),
+        ("nonlinear_query", "nonlinear_query", 1.0, 1.3))  # (arm, variant, parameters x, worth x)
+
+
+def synthetic_record(arm: str, variant: str, seed: int, settings: dict, params: float, loss: float) -> dict:
+    steps = int(settings["max_steps"])
+    return {"variant": variant, "seed": seed, "settings": settings, "monitor": "val/loss", "mode": "min",
+            "curve": [[0, steps, loss]], "best": {"epoch": 0, "step": steps, "value": loss}, "final": loss,
+            "test": {"test/loss": loss + 0.05}, "train_flops": 6 * params * steps * 64,
+            "params": {"total": params + 100, "non_embedding": params, "attention": params / 3}}
+
+
+@pytest.fixture(scope="module")
+def scaled_output(tmp_path_factory) -> Path:
+    """The synthetic sweep's records where compare writes them, and the report compare writes from them."""
+    import numpy as np
+
+    from lit_attention.sweep.runs import Plan, Run, RunState
+    from lit_attention.sweep.scaled_report import write_scaled_report
+    from lit_attention.sweep.sizes import Size
+
+    output = tmp_path_factory.mktemp("scaled") / "out"
+    noise = np.random.default_rng(0)
+    parts = []
+    for dim in (16, 32, 64, 128):
+        n = 10.0 * dim
+        budget = (("tokens_per_parameter", "20"), ("tokens_per_step", "64"), ("max_steps", str(round(20 * n / 64))),
+                  ("warmup_steps", "3"))
+        size = Size(f"dim={dim}", ((DIM, str(dim)),), budget)
+        points = [(("model.init_args.lr", lr),) for lr in ("1e-3", "3e-3")]
+        plan = Plan(arms=[arm for arm, *_ in ARMS], points=points, seeds=[0, 1])
+        states = []
+        for arm, variant, factor, worth in ARMS:
+            for point in points:
+                for seed in plan.seeds:
+                    run = Run(arm, variant, point, seed, ("--x=1",) if arm != variant else (), size.label, budget)
+                    plan.runs.append(run)
+                    off_rate = 0.02 if (point[0][1] == "3e-3") == (dim > 32) else 0.0
+                    loss = 2 + 30 * (worth * n * factor) ** -0.5 + off_rate + float(noise.normal(0, 0.003))
+                    settings = {"model.init_args.lr": point[0][1], "arm": arm, "size": size.label, **dict(budget)}
+                    record = synthetic_record(arm, variant, seed, settings, n * factor, loss)
+                    where = run.directory(output) / "version_0" / "record.json"
+                    where.parent.mkdir(parents=True)
+                    where.write_text(json.dumps(record), encoding="utf-8")
+                    states.append(RunState(run, record=record))
+        parts.append((size, plan, states))
+    write_scaled_report(parts, output, SCALED_COMMAND, "standard", None)
+    return output
+
+
+@pytest.mark.slow
+def test_a_scaled_sweeps_report_agrees_with_its_records(scaled_output, capsys, recompute_modules):
+    printed_numbers, _ = recompute_modules
+    import scaled_check
+
+    checker = printed_numbers.Checker()
+    scaled_check.check_scaled(scaled_output, checker)
+    out = capsys.readouterr().out
+    assert checker.total_mismatches == 0, out
+    text = (scaled_output / "results.md").read_text(encoding="utf-8")
+    # What the sweep was built to show, so that each part of the check had something to check.
+    assert text.count("| with floor E |") == 12 and "0 (held)" not in text
+    assert "| nonlinear_query | N | dim=64 | 640 | 1.000 |" in text
+    assert "`nonlinear_query`'s m against 1.125 (beats `standard+12.5%`" in text
+    assert "| standard | 4 | -0.634 [" in text
+    assert checker.checked > 500 and checker.skipped > 0
+
+
+@pytest.mark.slow
+def test_a_misprinted_law_multiplier_or_rate_of_a_scaled_sweep_is_named(scaled_output, tmp_path, capsys,
+                                                                         recompute_modules):
+    printed_numbers, _ = recompute_modules
+    import scaled_check
+
+    copy = tmp_path / "out"
+    copy.mkdir()
+    for part in ("runs", "sizes"):
+        (copy / part).symlink_to(scaled_output / part)
+    text = (scaled_output / "results.md").read_text(encoding="utf-8")
+    # Two units off in the last printed digit (one unit can stay within half a unit of the unrounded value):
+    # the baseline's α against N and a multiplier's point value; one unit off: the rate trend's exponent and
+    # a size's budget.
+    law = next(line for line in text.splitlines() if line.startswith("| standard | N | validation |"))
+    alpha = law.split(" | ")[7].split(" ")[0]
+    wrong_alpha = f"{float(alpha) + 0.002:.3f}"
+    multiplier = next(line for line in text.splitlines() if line.startswith("| nonlinear_query | N | dim=64 |"))
+    m = multiplier.split(" | ")[5].split(" ")[0]
+    wrong_m = f"{float(m) + 0.02:.3g}"
+    rate = next(line for line in text.splitlines() if line.startswith("| standard | 4 | "))
+    changed = (text.replace(law, law.replace(f"| {alpha} [", f"| {wrong_alpha} ["))
+               .replace(multiplier, multiplier.replace(f"| {m} [", f"| {wrong_m} [", 1))
+               .replace(rate, rate.replace("| -0.634 [", "| -0.635 ["))
+               .replace("| 64 | 200 | 3 |", "| 64 | 201 | 3 |"))
+    (copy / "results.md").write_text(changed, encoding="utf-8")
+    checker = printed_numbers.Checker()
+    scaled_check.check_scaled(copy, checker)
+    out = capsys.readouterr().out
+    assert checker.total_mismatches == 4, out
+    assert f"MISMATCH out laws, standard N validation, α: printed '{wrong_alpha}'" in out
+    assert f"MISMATCH out multipliers, nonlinear_query N dim=64, m (validation): printed '{wrong_m}'" in out
+    assert "MISMATCH out tuned lr, standard, exponent: printed '-0.635 [" in out
+    assert "MISMATCH out sizes, dim=64, max_steps: printed '201', recomputed '200'" in out

@@ -27,11 +27,27 @@ def half_unit(printed: str, significant: int | None) -> float:
     return 0.5 * 10 ** (-decimals + (int(exponent) if exponent else 0))
 
 
-def agrees(printed: str, value: float, significant: int | None) -> bool:
+def agrees(printed: str, value: float, significant: int | None, slack: float = 0.0) -> bool:
+    """Within half a unit of the last printed place, and `slack` more where the value comes from another
+    optimiser than the report's."""
     if math.isnan(value):
         return False
     # A hair over half a unit: the report rounds its own float, computed in another order.
-    return abs(float(printed) - value) <= half_unit(printed, significant) * (1 + 1e-6) + 1e-12 * max(1.0, abs(value))
+    tolerance = half_unit(printed, significant) * (1 + 1e-6) + 1e-12 * max(1.0, abs(value)) + slack
+    return abs(float(printed) - value) <= tolerance
+
+
+UNITS = {"k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+
+
+def counted(text: str) -> tuple[float, float] | None:
+    """A count as the reports print it (3 significant digits, then k, M, G or T): (its value, half a unit
+    of its last digit); None where it is no such count."""
+    found = re.fullmatch(r"(\d+\.?\d*(?:e[+\-]?\d+)?)([kMGT]?)", text.strip())
+    if found is None:
+        return None
+    unit = UNITS.get(found[2], 1.0)
+    return float(found[1]) * unit, half_unit(found[1], 3) * unit
 
 
 class Checker:
@@ -53,16 +69,25 @@ class Checker:
     def skip(self, count: int = 1) -> None:
         self.skipped += count
 
-    def numbers(self, where: str, cell: str, values: list[float], significant: int | None = None) -> None:
-        """A cell of numbers (one, a mean ± std, an interval) against `values`; "n/a" against NaN."""
+    def numbers(self, where: str, cell: str, values: list[float], significant: int | None = None,
+                slack: float = 0.0) -> None:
+        """A cell of numbers (one, a mean ± std, an interval) against `values`; "n/a" against NaN; `slack`:
+        an absolute tolerance past the printed rounding (see agrees)."""
         self.checked += max(1, len(values))
         if cell.strip() == NOT_AVAILABLE or all(math.isnan(v) for v in values):
             if not (cell.strip() == NOT_AVAILABLE and all(math.isnan(v) for v in values)):
                 self.mismatch(where, cell, ", ".join(f"{v:.6g}" for v in values))
             return
         printed = numbers_in(cell)
-        if len(printed) != len(values) or not all(agrees(p, v, significant) for p, v in zip(printed, values)):
+        if len(printed) != len(values) or not all(agrees(p, v, significant, slack) for p, v in zip(printed, values)):
             self.mismatch(where, cell, ", ".join(f"{v:.6g}" for v in values))
+
+    def count(self, where: str, cell: str, value: float) -> None:
+        """A count printed as 6.44k or 2.17T against `value`, to its 3 significant digits."""
+        self.checked += 1
+        found = counted(cell)
+        if found is None or abs(found[0] - value) > found[1] * (1 + 1e-6):
+            self.mismatch(where, cell, f"{value:.6g}")
 
     def text(self, where: str, cell: str, expected: str) -> None:
         self.checked += 1

@@ -12,7 +12,7 @@ import markdown_tables as markdown
 import seed_statistics as stats
 from printed_numbers import Checker
 from comparison_rows import Row, compare
-from sweep_records import Sweep, best, choose, edges, label, load, orphans, scaled, test, tuned
+from sweep_records import Sweep, best, choose, edges, label, load, orphans, test, tuned
 
 CROSS_FIT = "Cross-fitted tuning: chosen on half of the seeds, scored on the other half"
 CROSS_FIT_EXTENDED = "Cross-fitted tuning over every point each arm ran, extensions included"
@@ -21,13 +21,11 @@ def sections_with_records(results: Path) -> list[str]:
     return sorted(d.name for d in results.iterdir() if (d / "results.md").is_file() and (d / "runs").is_dir())
 
 
-def check_section(directory: Path, checker: Checker) -> dict:
-    """Check `directory`'s results.md against its records; returns what was recomputed (for RESULTS.md)."""
-    name = directory.name
-    if scaled(directory):
-        checker.note("a scaled sweep (compare --scale): its per-size reports and the fitted law are not recomputed")
-        return {}
-    sweep = load(directory)
+def check_section(directory: Path, checker: Checker, runs: Path | None = None, name: str | None = None) -> dict:
+    """Check `directory`'s results.md against the records under `runs` (default: its runs/; one size of a
+    scaled sweep: that size's runs folder); returns what was recomputed (for RESULTS.md)."""
+    name = name or directory.name
+    sweep = load(directory, runs)
     report = markdown.sections((directory / "results.md").read_text(encoding="utf-8"))
     has_test = any(test(r) is not None for runs in sweep.cells.values() for r in runs.values())
     value = test if has_test else best

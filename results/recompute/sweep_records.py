@@ -72,11 +72,18 @@ def parse_command(results_md: str) -> tuple[str, dict]:
     return command, options(shlex.split(command, posix=False))
 
 
+# What a scaled sweep's records add to their settings besides the grid point and the arm: the size's label
+# and its budget (--tokens-per-parameter). They name the size, not a point tuned over.
+SIZE_SETTINGS = ("size", "tokens_per_parameter", "tokens_per_step", "max_steps", "warmup_steps")
+
+
 def scaled(directory: Path) -> bool:
     return "--scale" in parse_command((directory / "results.md").read_text(encoding="utf-8"))[1]
 
 
-def load(directory: Path) -> Sweep:
+def load(directory: Path, runs: Path | None = None) -> Sweep:
+    """The sweep `directory`'s results.md reports, from the records under `runs` (default: its runs/; a
+    size of a scaled sweep: <output>/runs/<size>)."""
     command, given = parse_command((directory / "results.md").read_text(encoding="utf-8"))
     axes = []
     for words in given.get("--grid", []):
@@ -97,10 +104,12 @@ def load(directory: Path) -> Sweep:
     sweep = Sweep(command, grid, list(range(first, first + n)),
                   given["--baseline"][0][0] if "--baseline" in given else "standard", primary,
                   rounds if "--extend-edges" in given else 0, "--cross-fit" in given, at)
-    for path in sorted((directory / "runs").rglob("record.json")):
+    for path in sorted((runs or directory / "runs").rglob("record.json")):
         record = json.loads(path.read_text(encoding="utf-8"))
         settings = dict(record["settings"])
         arm = settings.pop("arm")
+        if "size" in settings:
+            settings = {key: value for key, value in settings.items() if key not in SIZE_SETTINGS}
         point = tuple(settings.items())
         sweep.cells.setdefault((arm, point), {})[record["seed"]] = record
         if arm not in sweep.arms:
@@ -111,6 +120,8 @@ def load(directory: Path) -> Sweep:
         full = {key.split(".")[-1]: key for key, _ in grid[0]}
         sweep.at = tuple((full.get(k, k), v) for k, v in sweep.at)
     order = arm_order(given)
+    if "--scale" in given:  # a size where an arm has no record yet still plans (and reports) its runs
+        sweep.arms += [arm for arm in order if arm not in sweep.arms]
     sweep.arms.sort(key=lambda arm: order.index(arm) if arm in order else len(order))
     sweep.points = {arm: list(grid) for arm in sweep.arms}
     replay_extensions(sweep)
