@@ -14,7 +14,7 @@ from lit_attention.sweep.scaling import MAX_EXTRAPOLATION, SizeRuns, analyse
 from lit_attention.sweep.scaling_input import point_rate, size_runs, sizes_from_folders
 from lit_attention.sweep.scaling_laws import fit_law, fit_many, size_at
 from lit_attention.sweep.scaling_rates import rate_trend
-from lit_attention.sweep.scaling_report import scaling_section
+from lit_attention.sweep.scaling_report import rates_table, scaling_section
 
 ROOT = Path(__file__).resolve().parents[1]
 E, A, ALPHA = 2.0, 56.0, 0.35  # the baseline's law in N; about 3.0 nats at 1e5, 2.4 at 1.6e6
@@ -268,6 +268,12 @@ def test_the_tuned_rate_trend_recovers_its_exponent():
     two = rate_trend("arm", dict(list(runs.items())[:2]))
     assert math.isnan(two.slope_low) and rate_trend("arm", dict(list(runs.items())[:1])) is None
     assert point_rate("model.init_args.lr=3e-3,warmup=10") == 3e-3 and point_rate("dim=64") is None
+
+
+def test_a_rate_trend_through_two_sizes_prints_no_interval():
+    arms = {arm: {s: runs[s] for s in ("size0", "size1")} for arm, runs in synthetic_sweep(np.random.default_rng(0)).items()}
+    table = rates_table(arms)
+    assert "nan" not in table and "| standard | 2 |" in table
 
 
 def test_the_committed_gpt_sizes_give_a_section():

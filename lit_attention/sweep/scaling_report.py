@@ -63,7 +63,10 @@ def introduction(analysis: Analysis, has_test: bool) -> str:
 
 
 def estimate(value: float, low: float, high: float, digits: str) -> str:
-    return "n/a" if math.isnan(value) else f"{value:{digits}} [{low:{digits}}, {high:{digits}}]"
+    """The value and its interval; the value alone where it has none (a line through two points)."""
+    if math.isnan(value):
+        return "n/a"
+    return f"{value:{digits}}" if math.isnan(low) or math.isnan(high) else f"{value:{digits}} [{low:{digits}}, {high:{digits}}]"
 
 
 def laws_table(validation: Analysis, test: Analysis | None) -> str:
