@@ -27,16 +27,22 @@ here):
   on a copy of the tree with the page's change applied, since they rewrite files and run tests.
 
 Python blocks are executed as written, each in a fresh namespace. Commands quoted in the text
-(`.venv/bin/...`, `make ...`, `bash ...`) are checked to exist and parse. Every relative link points
+(`.venv/bin/...`, `make ...`, `bash ...`) are checked to exist and parse (a Python script's
+`--help` in this process, as __main__). Every relative link points
 at a file that exists, and README.md stays a landing page: at most README_LIMIT characters.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
 import re
+import runpy
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -175,7 +181,31 @@ INLINE = [shlex.split(span) for name in DOCUMENTS
           for span in re.findall(r"`((?:\.venv/bin/|make |bash )[^`]*)`", TEXTS[name])]
 
 
-@pytest.mark.slow
+def script_help_status(words: list[str]) -> int:
+    """The exit status of `python <script> <args> --help`, run in this process as __main__ from the
+    repository's root: torch and the project are imported once a worker, not once a script (some 3 s of
+    CPU each). The script's folder is first on sys.path, as python puts it; modules imported from that
+    folder are forgotten afterwards, as they would be with the process."""
+    script = ROOT / words[0]
+    path, modules, cwd = list(sys.path), set(sys.modules), os.getcwd()
+    sys.argv[:] = [str(script), *words[1:], "--help"]  # conftest puts sys.argv back
+    sys.path.insert(0, str(script.parent))
+    os.chdir(ROOT)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            runpy.run_path(str(script), run_name="__main__")
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
+    finally:
+        os.chdir(cwd)
+        sys.path[:] = path
+        for name in set(sys.modules) - modules:
+            if Path(getattr(sys.modules[name], "__file__", None) or "/").resolve().is_relative_to(script.parent):
+                del sys.modules[name]
+    return 0
+
+
+@pytest.mark.slow  # make -n and pytest --help start processes
 def test_inline_commands_exist_and_parse():
     """Commands quoted in the text: the programs exist, make knows the target, a script parses (bash -n,
     a Python script's --help)."""
@@ -185,7 +215,9 @@ def test_inline_commands_exist_and_parse():
             assert subprocess.run(["make", "-n", *words[1:]], cwd=ROOT, capture_output=True).returncode == 0, words
         elif words[0] == "bash":
             assert subprocess.run(["bash", "-n", words[1]], cwd=ROOT).returncode == 0, words
-        elif words[0] == ".venv/bin/python":
+        elif words[0] == ".venv/bin/python" and words[1:2] and words[1].endswith(".py"):
+            assert script_help_status(words[1:]) == 0, words
+        elif words[0] == ".venv/bin/python":  # python itself, or pytest (a session inside this one's is no check)
             assert subprocess.run([*words, "--help"], cwd=ROOT, capture_output=True).returncode == 0, words
         else:
             assert (ROOT / words[0]).is_file(), words
