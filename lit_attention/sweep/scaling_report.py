@@ -66,7 +66,9 @@ def estimate(value: float, low: float, high: float, digits: str) -> str:
     """The value and its interval; the value alone where it has none (a line through two points)."""
     if math.isnan(value):
         return "n/a"
-    return f"{value:{digits}}" if math.isnan(low) or math.isnan(high) else f"{value:{digits}} [{low:{digits}}, {high:{digits}}]"
+    if math.isnan(low) or math.isnan(high):
+        return f"{value:{digits}}"
+    return f"{value:{digits}} [{low:{digits}}, {high:{digits}}]"
 
 
 def laws_table(validation: Analysis, test: Analysis | None) -> str:
