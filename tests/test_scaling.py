@@ -213,6 +213,46 @@ def test_a_floor_at_its_bound_zero_is_said_and_a_floor_above_it_is_not():
     assert "`standard`" not in floors[0]
 
 
+def test_a_law_its_sizes_follow_is_not_called_a_misfit():
+    """Means drawn from the law with seed noise: the residuals' χ² is what the spread explains."""
+    arms = synthetic_sweep(np.random.default_rng(3), seeds=5, sizes=6)
+    analysis = analyse(arms, "standard", resamples=100)
+    assert not any("farther from their sizes' means" in n for n in analysis.notes)
+    chi2, freedom, p = analysis.fits[("standard", "params")].misfit()
+    assert freedom == 3 and p > 0.01
+
+
+def test_a_loss_that_steepens_past_the_law_is_said_to_miss_it():
+    """A loss that falls faster at the largest sizes than any E + A·N^(−α) can (as a small model's does
+    once it leaves the n-gram plateau): the sentence names the arm, its χ² and the size it misses most,
+    and leaves the baseline, which follows its law, out."""
+    def steepening(n):
+        n = np.asarray(n, dtype=float)
+        return true_loss(n) - 0.4 * (n > 7e5)  # the two largest sizes fall below the law's reach
+
+    arms = synthetic_sweep(np.random.default_rng(0), arm_law=steepening, noise=0.01, shared=0.0)
+    analysis = analyse(arms, "standard", resamples=100)
+    missed = [n for n in analysis.notes if "farther from their sizes' means" in n]
+    assert len(missed) == 1 and "`better` against N (χ² = " in missed[0] and "`standard`" not in missed[0]
+    assert "rest on a form their own points reject" in missed[0] and "every law" not in missed[0]
+    chi2, freedom, p = analysis.fits[("better", "params")].misfit()
+    assert p < 1e-6 and freedom in (2, 3)
+    size = missed[0].split("farthest at ")[1].split(":")[0]
+    assert size in ("size3", "size4")
+
+
+def test_when_every_law_misses_one_sentence_says_so_with_one_example():
+    arms = synthetic_sweep(np.random.default_rng(0), noise=0.01, shared=0.0)
+    for arm in arms.values():
+        for label, runs in arm.items():
+            drop = 0.4 if runs.params > 7e5 else 0.0
+            arm[label] = SizeRuns(runs.params, runs.flops, {k: v - drop for k, v in runs.validation.items()},
+                                  runs.test, runs.lr)
+    missed = [n for n in analyse(arms, "standard", resamples=100).notes if "farther from its sizes' means" in n]
+    assert len(missed) == 1 and missed[0].startswith("On validation values, every law passes farther")
+    assert "`standard`'s against N, for one, is farthest at size" in missed[0]
+
+
 def test_a_loss_the_baseline_never_reaches_makes_the_interval_a_bound():
     """An arm whose loss levels off below the baseline's floor E: past some size no baseline size
     reaches it, so m there is only bounded (≥ the ceiling), which the section prints and says."""

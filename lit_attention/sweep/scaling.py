@@ -20,7 +20,10 @@ When not to trust one:
   the setting, not the size; a rate chosen at an end of its grid says the optimum was not found;
 * extrapolation: rows past the largest measured size (at most 4× past it, never beyond) and multipliers
   whose m·N lies past the baseline's measured sizes rest on the law's form, not on runs; the intervals
-  do not count the chance that the form is wrong.
+  do not count the chance that the form is wrong;
+* a law its points reject: where the residuals, each over its size mean's standard error, are too large
+  for the seeds' spread (χ² test, p < 0.01), the report says so; the law then misdescribes the sizes
+  and its intervals do not notice.
 Intervals: a percentile bootstrap over seeds, paired across arms (at each size every arm is resampled
 on the same seeds, those all of them finished there), the fits redone on every resample, by a
 generator with a fixed seed so a report rebuilds byte for byte.
@@ -32,6 +35,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy import stats
 
 from lit_attention.sweep.scaling_laws import Law, fit_law, fit_many, law_values, size_at
 
@@ -40,10 +44,12 @@ RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
 FLOOR_SIZES = 4  # the fewest sizes at which E is fitted rather than held at 0
 FLOOR_AT_ZERO = 1e-6  # a fitted E below this fraction of the largest mean loss counts as at its bound 0
+MISFIT_P = 0.01  # a law whose residuals' χ² has a p below this is said not to describe its sizes
 MAX_EXTRAPOLATION = 4.0  # past the largest measured size, never beyond
 EXTRAPOLATIONS = (2.0, MAX_EXTRAPOLATION)
 AXES = ("params", "flops")  # N (non-embedding parameters) and C (training FLOPs)
 AXIS_NAMES = {"params": "non-embedding parameters", "flops": "training FLOPs"}
+SYMBOLS = {"params": "N", "flops": "C"}
 
 
 @dataclass(frozen=True)
@@ -69,9 +75,28 @@ class ArmFit:
     x: np.ndarray
     y: np.ndarray
     y_interval: np.ndarray  # shape (2, sizes)
+    y_error: np.ndarray | None = None  # each mean's standard error over its seeds (NaN with one seed)
+    y_seeds: np.ndarray | None = None  # how many seeds each mean is over
     law: Law | None = None
     intervals: dict[str, tuple[float, float]] = field(default_factory=dict)  # "E", "A", "alpha"
     resampled: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # E, amplitude, α per resample
+
+    def misfit(self) -> tuple[float, int, float] | None:
+        """(χ², degrees of freedom, p): how far the law passes from the size means against what the seeds'
+        spread explains. Each residual over its mean's standard error is a t on (seeds − 1) degrees of
+        freedom, carried to the normal score of the same two-sided p (so a spread estimated from few seeds
+        does not pass for a small one); the scores' squares sum to a χ² on the sizes less the law's fitted
+        parameters. None without a law, without a spread at every size, or with no degree of freedom left."""
+        if self.law is None or self.y_error is None or not np.all(np.isfinite(self.y_error) & (self.y_error > 0)):
+            return None
+        fitted = 2 if self.law.pure or self.law.E <= FLOOR_AT_ZERO * float(self.y.max()) else 3
+        freedom = len(self.sizes) - fitted
+        if freedom < 1:
+            return None
+        t = np.abs(self.y - self.law(self.x)) / self.y_error
+        score = stats.norm.isf(np.maximum(stats.t.sf(t, self.y_seeds - 1), 1e-300))
+        chi2 = float(np.sum(score ** 2))
+        return chi2, freedom, float(stats.chi2.sf(chi2, freedom))
 
 
 @dataclass(frozen=True)
@@ -140,6 +165,7 @@ def analyse(arms: dict[str, dict[str, SizeRuns]], baseline: str, mode: str = "mi
         for axis in axes:
             analysis.fits[(arm, axis)] = fit_arm(arm, axis, means[arm], arms[arm], analysis)
     note_floors_at_zero(analysis)
+    note_misfits(analysis)
     for arm in arms:
         if arm == baseline or baseline not in arms:
             continue
@@ -161,12 +187,41 @@ def note_floors_at_zero(analysis: Analysis) -> None:
                   "them assumes the fall goes on.")
 
 
+def note_misfits(analysis: Analysis) -> None:
+    """One sentence for the laws that pass farther from their sizes' means than the seeds' spread explains."""
+    tested = [(fit, found) for fit in analysis.fits.values() if (found := fit.misfit()) is not None]
+    missed = [(fit, found) for fit, found in tested if found[2] < MISFIT_P]
+    if not missed:
+        return
+
+    def farthest(fit: ArmFit) -> str:
+        worst = int(np.argmax(np.abs(fit.y - fit.law(fit.x)) / fit.y_error))
+        return f"{fit.sizes[worst]}: mean {fit.y[worst]:.4f}, law {float(fit.law(fit.x[worst])):.4f}"
+
+    test = (f"p < {MISFIT_P:g} for the χ² of each size's residual over its mean's standard error, as the normal score "
+            "of its t on the seeds")
+    if len(missed) == len(tested):
+        chi2 = [found[0] for _, found in missed]
+        freedom = sorted({found[1] for _, found in missed})
+        fit = missed[0][0]
+        which = (f"every law passes farther from its sizes' means than the seeds' spread explains ({test}; χ² "
+                 f"{min(chi2):.1f} to {max(chi2):.1f} on {' or '.join(map(str, freedom))} degrees of freedom); "
+                 f"`{fit.arm}`'s against {SYMBOLS[fit.axis]}, for one, is farthest at {farthest(fit)}")
+    else:
+        which = (f"some laws pass farther from their sizes' means than the seeds' spread explains ({test}): "
+                 + "; ".join(f"`{fit.arm}` against {SYMBOLS[fit.axis]} (χ² = {chi2:.1f} on {freedom} degrees of "
+                             f"freedom, p = {p:.2g}; farthest at {farthest(fit)})" for fit, (chi2, freedom, p) in missed))
+    analysis.note(f"On {analysis.values} values, {which}. Over these sizes the loss does not follow E + A·x^(−α), so "
+                  "those laws' intervals, and the multipliers read from them, rest on a form their own points "
+                  "reject; read the sizes' own tables instead.")
+
+
 def finite(values: dict[int, float]) -> dict[int, float]:
     return {seed: v for seed, v in values.items() if v is not None and math.isfinite(v)}
 
 
-def resampled_means(arms, sizes, values, resamples, seed, analysis) -> dict[str, dict[str, tuple[float, np.ndarray]]]:
-    """{arm: {size: (mean, its `resamples` bootstrap means)}}. At each size the seeds every arm there
+def resampled_means(arms, sizes, values, resamples, seed, analysis) -> dict[str, dict[str, tuple]]:
+    """{arm: {size: (mean, its `resamples` bootstrap means, its standard error, its number of seeds)}}. At each size the seeds every arm there
     finished are drawn once per resample and used for all of them (paired); where no seed is common,
     each arm's seeds are drawn on their own. Each resampled mean's deviation is widened by √(n/(n−1)),
     the factor by which resampling n values shrinks the variance of their mean."""
@@ -203,10 +258,12 @@ def resampled_means(arms, sizes, values, resamples, seed, analysis) -> dict[str,
     return found
 
 
-def widened(data: np.ndarray, draws: np.ndarray) -> tuple[float, np.ndarray]:
+def widened(data: np.ndarray, draws: np.ndarray) -> tuple[float, np.ndarray, float, int]:
+    """The mean, its resampled means, its standard error (NaN with one value) and the number of values."""
     mean = float(data.mean())
     factor = math.sqrt(data.size / (data.size - 1)) if data.size > 1 else 1.0
-    return mean, mean + factor * (data[draws].mean(axis=1) - mean)
+    error = float(data.std(ddof=1) / math.sqrt(data.size)) if data.size > 1 else math.nan
+    return mean, mean + factor * (data[draws].mean(axis=1) - mean), error, data.size
 
 
 def quantiles(values: np.ndarray, confidence: float) -> tuple[float, float]:
@@ -214,15 +271,17 @@ def quantiles(values: np.ndarray, confidence: float) -> tuple[float, float]:
     return low, high
 
 
-def fit_arm(arm: str, axis: str, means: dict[str, tuple[float, np.ndarray]], runs: dict[str, SizeRuns],
+def fit_arm(arm: str, axis: str, means: dict[str, tuple], runs: dict[str, SizeRuns],
             analysis: Analysis) -> ArmFit:
     """The arm's law against `axis` over the sizes it has, or an ArmFit without a law and a sentence why."""
     labels = tuple(s for s in analysis.sizes if s in means)
     x = np.array([getattr(runs[s], axis) for s in labels], dtype=float)
     y = np.array([means[s][0] for s in labels])
+    y_error = np.array([means[s][2] for s in labels])
+    y_seeds = np.array([means[s][3] for s in labels])
     resampled = np.stack([means[s][1] for s in labels], axis=1) if labels else np.zeros((analysis.resamples, 0))
     y_interval = np.array(quantiles(resampled, analysis.confidence)) if labels else np.zeros((2, 0))
-    fit = ArmFit(arm, axis, labels, x, y, y_interval)
+    fit = ArmFit(arm, axis, labels, x, y, y_interval, y_error, y_seeds)
     if len(labels) < 2:
         if len(analysis.sizes) > 1:
             analysis.note(f"`{arm}` finished at {len(labels)} size(s): no law fitted for it.")
@@ -250,7 +309,7 @@ def fit_arm(arm: str, axis: str, means: dict[str, tuple[float, np.ndarray]], run
     E, amplitude, alpha = fit_many(np.log(x / law.reference), resampled, pure)
     intervals = {"E": quantiles(E, analysis.confidence), "A": quantiles(amplitude * law.reference ** alpha,
                  analysis.confidence), "alpha": quantiles(alpha, analysis.confidence)}
-    return ArmFit(arm, axis, labels, x, y, y_interval, law, intervals, (E, amplitude, alpha))
+    return ArmFit(arm, axis, labels, x, y, y_interval, y_error, y_seeds, law, intervals, (E, amplitude, alpha))
 
 
 def extrapolation_points(largest: float) -> list[tuple[str, float]]:

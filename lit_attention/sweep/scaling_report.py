@@ -18,14 +18,13 @@ from lit_attention.sweep.scaling import (
     RESAMPLES,
     Analysis,
     Multiplier,
+    SYMBOLS,
     SizeRuns,
     analyse,
 )
 from lit_attention.sweep.scaling_laws import ALPHA_BOUNDS
 from lit_attention.sweep.scaling_rates import NEXT_SIZE, rate_sentences, rate_trend
 from lit_attention.sweep.tables import count, markdown
-
-SYMBOLS = {"params": "N", "flops": "C"}
 
 
 def scaling_section(arms: dict[str, dict[str, SizeRuns]], baseline: str, mode: str = "min",

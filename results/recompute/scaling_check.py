@@ -6,7 +6,10 @@ validation (or test) value over the seeds every arm with a value there finished 
 none is common); its law against N (non-embedding parameters) and against C (training FLOPs) over its sizes,
 none below 2 sizes or where the loss does not fall with log x (scaling_fit.py); the multiplier m at each of
 the arm's sizes and at 2x and 4x its largest: m·x solves L_base(m·x) = L_arm(x), read only within 4x of the
-baseline's measured sizes either way (m clipped there, "≤"/"≥" marking a bound). Bootstrap intervals, the
+baseline's measured sizes either way (m clipped there, "≤"/"≥" marking a bound); a law is said to miss its
+sizes where Σ z² has p < 0.01 against χ² on the sizes less its fitted parameters (2 where E is held or fitted
+at 0, else 3), z being the normal score of the two-sided p of each size's |residual| / (sample standard
+deviation / √n) as a t on n − 1 degrees of freedom. Bootstrap intervals, the
 "vs 1" reading and a claim's readings rest on random resamples: skipped and counted."""
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import math
 import re
 
 import numpy as np
+from scipy import stats
 
 import markdown_tables as markdown
 from printed_numbers import Checker
@@ -34,6 +38,10 @@ CONTROL_TOLERANCE = 0.01  # an arm of the baseline's variant whose N is a steady
 # which is as far as such a valley pins it. On the gpt_scaling records they agree with no slack at all.
 SLACK = {"E": 1e-4, "A": 5e-4, "alpha": 5e-4, "m": 1e-4}
 FLAT = 1e-9  # a law whose excess over E at its middle size is below this fraction of the loss has no α to speak of
+MISFIT_P = 0.01
+FLOOR_AT_ZERO = 1e-6  # a fitted E below this fraction of the largest mean counts as at its bound 0
+MISFIT_ALL = re.compile(r"every law passes farther .*?; χ² (\S+) to (\S+) on ([\d or]+) degrees of freedom\)")
+MISFIT_ONE = re.compile(r"`([^`]+)` against ([NC]) \(χ² = (\S+) on (\d+) degrees of freedom, p = (\S+);")
 CLAIM = re.compile(r"^- `(?P<arm>[^`]+)`(?:'s m)? against (?P<ratio>\S+) \(beats `(?P<control>[^`]+)`, `[^`]+` with "
                    r"(?P<share>\S+)% parameters\): (?P<rest>.*)$")
 
@@ -44,15 +52,18 @@ def sizes_in_order(arms: dict) -> list[str]:
     return sorted(sizes, key=lambda s: np.mean([math.log(r[s].params) for r in arms.values() if s in r]))
 
 
-def means(arms: dict, values: str) -> dict[str, dict[str, float]]:
-    """{arm: {size: its mean `values` value}} over the seeds that every arm with such a value there finished."""
+def means(arms: dict, values: str, spread: bool = False) -> dict[str, dict[str, float]]:
+    """{arm: {size: its mean `values` value}} over the seeds that every arm with such a value there finished;
+    with `spread`, (that mean's standard error, NaN with one seed, and the number of seeds) instead."""
     found = {arm: {} for arm in arms}
     for size in {s for runs in arms.values() for s in runs}:
         present = {arm: v for arm in arms if size in arms[arm]
                    and (v := {s: x for s, x in getattr(arms[arm][size], values).items() if math.isfinite(x)})}
         common = set.intersection(*(set(v) for v in present.values())) if present else set()
         for arm, v in present.items():
-            found[arm][size] = float(np.mean([v[s] for s in sorted(common or v)]))
+            used = [v[s] for s in sorted(common or v)]
+            error = float(np.std(used, ddof=1) / math.sqrt(len(used))) if len(used) > 1 else math.nan
+            found[arm][size] = (error, len(used)) if spread else float(np.mean(used))
     return found
 
 
@@ -80,6 +91,9 @@ def check_scaling(arms: dict, baseline: str, mode: str, variants: dict, section:
     kinds = ["validation", "test"] if has_test else ["validation"]
     laws = {kind: fits(arms, kind) for kind in kinds}
     check_laws(laws, (markdown.tables(section.get("Laws", "")) or [[]])[0], f"{where} laws", checker)
+    for kind in kinds:
+        check_misfits(arms, laws[kind], kind, section.get("What these numbers cannot say", ""), f"{where} misfits",
+                      checker)
     if baseline not in arms:
         return
     found = {kind: multipliers(laws[kind], baseline) for kind in kinds}
@@ -113,6 +127,57 @@ def check_laws(laws: dict, table: list[dict], where: str, checker: Checker) -> N
             checker.skip(3)
         else:
             point(f"{at}, α", row["α [95%]"], law.alpha, None, SLACK["alpha"] * law.alpha, checker)
+
+
+def misfits(arms: dict, fitted: dict, values: str) -> dict[tuple[str, str], tuple[float, int, float]]:
+    """{(arm, N or C): (χ², degrees of freedom, p)} of every law that can be tested (a spread at each size and
+    a degree of freedom left)."""
+    errors, found = means(arms, values, spread=True), {}
+    for (arm, axis), (labels, x, y, law) in fitted.items():
+        e = np.array([errors[arm][s][0] for s in labels])
+        n = np.array([errors[arm][s][1] for s in labels])
+        if law is None or not labels or not np.all(np.isfinite(e) & (e > 0)):
+            continue
+        freedom = len(labels) - (2 if law.pure or law.E <= FLOOR_AT_ZERO * float(y.max()) else 3)
+        if freedom >= 1:
+            p_each = 2 * stats.t.sf(np.abs(y - law(x)) / e, n - 1)
+            chi2 = float(np.sum(stats.norm.isf(np.maximum(p_each, 2e-300) / 2) ** 2))
+            found[(arm, AXES[axis])] = (chi2, freedom, float(stats.chi2.sf(chi2, freedom)))
+    return found
+
+
+def check_misfits(arms: dict, fitted: dict, values: str, notes: str, where: str, checker: Checker) -> None:
+    """The sentence on laws that miss their sizes: there exactly when some law's p is below 0.01, naming
+    those laws with their χ² (or, when every law misses, the range of χ²)."""
+    tested = misfits(arms, fitted, values)
+    missed = {key: found for key, found in tested.items() if found[2] < MISFIT_P}
+    line = next((ln for ln in notes.splitlines() if ln.startswith(f"- On {values} values,")
+                 and "farther from" in ln), None)
+    at = f"{where} ({values})"
+    if line is None or not missed:
+        if (line is None) != (not missed):
+            checker.mismatch(at, "a sentence" if line else "no sentence",
+                             f"{len(missed)} law(s) with p < {MISFIT_P:g}")
+        return
+    every = MISFIT_ALL.search(line)
+    if len(missed) == len(tested):
+        if every is None:
+            checker.mismatch(at, line[:80], "every law named as missing")
+            return
+        chi2 = [found[0] for found in missed.values()]
+        for end, printed, value in (("lowest", every[1], min(chi2)), ("highest", every[2], max(chi2))):
+            checker.numbers(f"{at}, {end} χ²", printed, [value], None, 1e-4 * value)
+        checker.text(f"{at}, degrees of freedom", every[3],
+                     " or ".join(map(str, sorted({found[1] for found in missed.values()}))))
+        return
+    printed = {(m[1], m[2]): m for m in MISFIT_ONE.finditer(line)}
+    for key in printed.keys() ^ missed.keys():
+        checker.mismatch(f"{at}, {' '.join(key)}", "named" if key in printed else "not named",
+                         "a law with p < 0.01" if key in missed else "no such miss")
+    for key in printed.keys() & missed.keys():
+        chi2, freedom, p = missed[key]
+        checker.numbers(f"{at}, {' '.join(key)} χ²", printed[key][3], [chi2], None, 1e-4 * chi2)
+        checker.text(f"{at}, {' '.join(key)} degrees of freedom", printed[key][4], str(freedom))
 
 
 def point(where: str, cell: str, value: float, significant: int | None, slack: float, checker: Checker) -> None:
