@@ -17,7 +17,10 @@ from pathlib import Path
 import markdown_tables as markdown
 from printed_numbers import Checker, half_unit, numbers_in
 
-SECTIONS = {"1": "vit_digits_500_confirm", "2": "vit_digits_500_long", "3": "gpt_ratio_{size}"}
+# A size's report: section 3's sizes are sections of their own, section 4's the sizes of one scaled sweep,
+# each named by its width (the folder "dim=64,val_check_interval=120" is the row "dim=64").
+SECTIONS = {"1": "vit_digits_500_confirm", "2": "vit_digits_500_long", "3": "gpt_ratio_{size}",
+            "4": "gpt_scaling/sizes/{size},*"}
 TREND = {"3": "ratio_trend"}
 CROSS_FIT = "Cross-fitted tuning: chosen on half of the seeds, scored on the other half"
 CROSS_FIT_EXTENDED = "Cross-fitted tuning over every point each arm ran, extensions included"
@@ -26,7 +29,11 @@ HALVES = (re.compile(r"`(?P<arm>[^`]+)` at (?P<first>\S+) on both halves"),
 
 
 def report(results: Path, name: str) -> dict[str, str]:
-    return markdown.sections((results / name / "results.md").read_text(encoding="utf-8"))
+    """A report's sections by heading; `name` may end in a pattern, which must match one folder."""
+    folders = sorted(results.glob(name)) if "*" in name else [results / name]
+    if len(folders) != 1:
+        return {}
+    return markdown.sections((folders[0] / "results.md").read_text(encoding="utf-8"))
 
 
 def significant(column: str) -> int | None:
@@ -156,12 +163,17 @@ def comparison_table(table: list[dict], sections: dict, first: str, where: str, 
 def sizes_table(table: list[dict], results: Path, pattern: str, where: str, checker: Checker) -> None:
     for row in table:
         sections = report(results, pattern.format(size=row["size"]))
+        if not sections:
+            checker.mismatch(f"{where}, {row['size']}", row["size"], f"one report at results/{pattern}")
+            continue
         tuned = (markdown.tables(sections.get("Tuned per arm", "")) or [[]])[0]
         at = f"{where}, {row['size']} {row['arm']}"
         found = row_of(tuned, "arm", row["arm"])
         if found is not None:
             found = dict(found, rate=found["chosen on validation"].partition("=")[2])
-        quote(row, found, {"rate chosen on validation": "rate", "test/loss (nats/byte)": "test/loss"}, at, checker)
+        if found is not None or row["rate chosen on validation"] or row["test/loss (nats/byte)"]:
+            quote(row, found, {"rate chosen on validation": "rate", "test/loss (nats/byte)": "test/loss"}, at,
+                  checker)  # a comparison of two arms ("a vs b") has a row of differences only
         differences = {c: row[c] for c in row if c not in ("size", "arm", "rate chosen on validation",
                                                            "test/loss (nats/byte)")}
         if not any(differences.values()):
