@@ -329,6 +329,28 @@ def test_the_committed_gpt_sizes_give_a_section():
         assert f"| optimized | N | {size}" in section
 
 
+@pytest.mark.slow  # 495 records and a 2,000-resample bootstrap: about 2 CPU-s
+def test_the_committed_scaling_study_rebuilds_its_scaling_section_byte_for_byte():
+    """results/gpt_scaling: the section rebuilt from each size's results.csv (the tuned rows) and the records'
+    n-gram floors is the committed one, every number and sentence (the law-misfit one among them)."""
+    from lit_attention.sweep.floors import floors_line
+    from lit_attention.sweep.scaled_report import control_claims
+
+    root = ROOT / "results" / "gpt_scaling"
+    found, mode = sizes_from_folders(sorted((root / "sizes").iterdir()))
+    order = ["standard", "optimized", "identity_query", "nonlinear_query", "standard+12.5%"]  # the command's arms
+    assert sorted(found) == sorted(order)
+    arms = {arm: found[arm] for arm in order}
+    variants = {arm: "standard" if arm.startswith("standard") else arm for arm in arms}
+    records = [json.loads(p.read_text()) for p in root.glob("runs/**/record.json")]
+    assert len(records) == 495
+    section = scaling_section(arms, "standard", mode, claims=control_claims(arms, "standard", variants),
+                              floors=floors_line(records))
+    committed = (root / "results.md").read_text(encoding="utf-8")
+    assert committed[committed.index("## Scaling with size"):] == section + "\n![scaling](scaling.png)\n"
+    assert "every law passes farther from its sizes' means" in section
+
+
 def test_the_input_from_records_matches_the_input_from_results_csv():
     """compare's own route (a tuned cell's records) and the folders' route (results.csv) agree."""
     folder = ROOT / "results" / "gpt_ratio_49k"
