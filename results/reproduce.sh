@@ -6,6 +6,8 @@
 # ratio_trend): 10 fresh seeds (5-14), learning rates extended past every grid edge, the confirmatory
 # comparisons declared with --primary, and 3 runs of each section re-trained to measure reproducibility.
 # second_edition: the earlier sections (vit vit_hard gpt gpt_small gpt_large mqar trend), 5 seeds (0-4).
+# fourth_edition: gpt_scaling (done: RESULTS.md section 4), super_mechanism and gpt_super, each declared here
+# before its runs.
 # Each section writes results/<name>/results.{md,csv,png}, timings.csv and every run's record.json
 # (checkpoints and TensorBoard events stay on disk, git-ignored). An interrupted section resumes where
 # it stopped when run again. RESULTS.md states the wall time of each section on the 2-core machine.
@@ -42,6 +44,16 @@ gpt_scaling() {     # what each arm is worth in parameters: byte-level GPT at 6 
         --grid model.init_args.lr=3e-3,1e-2 --seeds 5 --extend-edges --max-extensions 2 \
         --primary nonlinear_query,nonlinear_query:standard+12.5%,optimized,identity_query \
         --equivalence identity_query=0.02 --output results/gpt_scaling
+}
+
+# Super attention in a language model: its W_A used lower-triangular (causal), so a position mixes only the
+# values at or before it; the byte-level GPT at the scaling study's largest width (d = 64, 197k non-embedding
+# parameters) and its budget (20 tokens per parameter: 963 steps), one size through --scale so that the budget
+# is computed as there; 10 fresh seeds (5-14); confirmatory: super against standard. Fixed before its runs.
+gpt_super() {
+    compare --config recipes/studies/gpt_scaling.yaml --variants standard,super \
+        --scale model.init_args.net.dim=64 --scale trainer.val_check_interval=120 --tokens-per-parameter 20 \
+        --grid model.init_args.lr=3e-3,1e-2 "${THIRD[@]}" --primary super --output results/gpt_super
 }
 
 # What super's W_A contributes on the 500 digits at 1,200 steps (where standard has nearly stopped
@@ -148,7 +160,7 @@ timed() {
 sections=("${@:-all}")
 case "${sections[0]}" in
     all) sections=(digits_confirm digits_long gpt_ratio_49k gpt_ratio_111k gpt_ratio_197k ratio_trend) ;;
-    fourth_edition) sections=(gpt_scaling) ;;
+    fourth_edition) sections=(gpt_scaling super_mechanism gpt_super) ;;
     second_edition) sections=(vit vit_hard gpt gpt_small gpt_large mqar trend) ;;
 esac
 total_start=$SECONDS
