@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from datamodules import LanguageModelingDataModule, ngram_floors
-from lit_attention.sweep.floors import floors_line
+from lit_attention.sweep.floors import floor_values, floors_line
 
 
 def hand_floors(train: list[int], held_out: list[int], vocab: int = 256) -> tuple[float, float]:
@@ -77,3 +77,7 @@ def test_the_report_line_is_given_only_for_records_that_have_floors():
     assert floors_line([{"monitor": "val/acc", "ngram_floors": floors}]) == ""
     other = {"monitor": "val/loss", "ngram_floors": {**floors, "train_tokens": 10}}
     assert "differ" in floors_line([record, other])
+    # the figure's lines: the same floors on one split, none where the records disagree or have none
+    assert floor_values([record, record]) == {"unigram": 3.25, "bigram": 2.375}
+    assert floor_values([record], "test") == {"unigram": 3.5, "bigram": 2.5}
+    assert floor_values([record, other]) == {} == floor_values([{"monitor": "val/loss"}])

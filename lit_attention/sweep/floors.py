@@ -8,6 +8,15 @@ from __future__ import annotations
 import json
 
 
+def floor_values(records: list[dict], split: str = "validation") -> dict[str, float]:
+    """{"unigram": loss, "bigram": loss} on `split` where every record with floors agrees, else {}."""
+    found = {json.dumps(r["ngram_floors"], sort_keys=True) for r in records if r.get("ngram_floors")}
+    if len(found) != 1 or records[0].get("monitor") != "val/loss":
+        return {}
+    floors = json.loads(found.pop())
+    return {model: floors[model][split] for model in ("unigram", "bigram") if split in floors.get(model, {})}
+
+
 def floors_line(records: list[dict]) -> str:
     """One line, or "" when no record has floors; a sentence instead where the records' data disagree."""
     if not records or records[0].get("monitor") != "val/loss":

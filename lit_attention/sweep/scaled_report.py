@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lit_attention.sweep.atomic import write_atomically
-from lit_attention.sweep.floors import floors_line
+from lit_attention.sweep.floors import floor_values, floors_line
 from lit_attention.sweep.inspection import INSPECT
 from lit_attention.sweep.report import write_report
 from lit_attention.sweep.runs import slug
@@ -53,7 +53,8 @@ def write_scaled_report(parts, output: Path, command: str, baseline: str, succes
         arms.pop(baseline, None)  # the engine says that the baseline has no finished run at any size
     if any(arms.values()):
         scaling = scaling_section(arms, baseline, mode, claims=control_claims(arms, baseline, variants),
-                                  figure=output / FIGURE, floors=floors_line(finished))
+                                  figure=output / FIGURE, floors=floors_line(finished),
+                                  floor_losses=floor_values(finished))
     else:
         (output / FIGURE).unlink(missing_ok=True)  # a figure from earlier records would outlive them
         scaling = "## Scaling with size\n\nNo arm has a finished run at any size yet: no law can be fitted.\n"

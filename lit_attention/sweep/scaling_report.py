@@ -29,11 +29,12 @@ from lit_attention.sweep.tables import count, markdown
 
 def scaling_section(arms: dict[str, dict[str, SizeRuns]], baseline: str, mode: str = "min",
                     claims: list[tuple[str, float, str]] = (), resamples: int = RESAMPLES,
-                    figure: Path | None = None, floors: str = "") -> str:
+                    figure: Path | None = None, floors: str = "", floor_losses: dict[str, float] | None = None) -> str:
     """The whole section for `arms` ({arm: {size label: SizeRuns}}): laws and multipliers on the tuned
     validation values, the test values' beside them; `claims`: (arm, threshold, what the threshold
     stands for), each read as "m above the threshold?" at every measured size; `figure`: where to
-    write the figure (on validation values); `floors`: the data's n-gram line (floors.py), under the laws."""
+    write the figure (on validation values); `floors`: the data's n-gram line (floors.py), under the laws;
+    `floor_losses`: the same floors on validation ({"unigram": loss, ...}), drawn across the figure."""
     validation = analyse(arms, baseline, mode, "validation", resamples)
     test = analyse(arms, baseline, mode, "test", resamples)
     has_test = any(r.test for runs in arms.values() for r in runs.values())
@@ -41,7 +42,7 @@ def scaling_section(arms: dict[str, dict[str, SizeRuns]], baseline: str, mode: s
              multipliers_table(validation, test if has_test else None), claims_paragraph(validation, claims),
              rates_table(arms), notes_list(validation.notes + (test.notes if has_test else []))]
     if figure is not None:
-        plot_scaling(validation, figure)
+        plot_scaling(validation, figure, floor_losses or {})
         parts.append(f"![scaling]({figure.name})\n")
     return "\n".join(part for part in parts if part)
 
@@ -158,9 +159,10 @@ def notes_list(notes: list[str]) -> str:
     return "### What these numbers cannot say\n\n" + "".join(f"- {n}\n" for n in unique) if unique else ""
 
 
-def plot_scaling(analysis: Analysis, path: Path) -> None:
+def plot_scaling(analysis: Analysis, path: Path, floor_losses: dict[str, float] | None = None) -> None:
     """Loss against N and against C on log axes: each arm's size means with their intervals, its law
-    solid over the measured sizes and dashed to 4× past the largest."""
+    solid over the measured sizes and dashed to 4× past the largest, and the data's n-gram losses as
+    dotted lines (where a model still sits near them, it has learned little more than counting)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -181,6 +183,10 @@ def plot_scaling(analysis: Analysis, path: Path) -> None:
                 beyond = np.geomspace(fit.x.max(), MAX_EXTRAPOLATION * fit.x.max(), 20)
                 axes.plot(inside, fit.law(inside), "-", color=colour)
                 axes.plot(beyond, fit.law(beyond), "--", color=colour)
+        for model, loss in sorted((floor_losses or {}).items()):
+            axes.axhline(loss, linestyle=":", color="0.5", linewidth=1)
+            axes.annotate(f"{model} {loss:.2f}", (0.99, loss), xycoords=("axes fraction", "data"), ha="right",
+                          va="bottom", fontsize=8, color="0.4")
         axes.set_xscale("log")
         axes.set_yscale("log")
         axes.xaxis.set_minor_formatter(NullFormatter())  # labelled minor ticks overlap on a short log axis
@@ -189,7 +195,8 @@ def plot_scaling(analysis: Analysis, path: Path) -> None:
         axes.set_xlabel(AXIS_NAMES[axis])
         axes.set_ylabel(f"{analysis.values} loss (mean, {analysis.confidence:.0%} bootstrap interval)")
         axes.legend(fontsize=8)
-    figure.suptitle("each arm's law: solid over its sizes, dashed where extrapolated")
+    figure.suptitle("each arm's law: solid over its sizes, dashed where extrapolated"
+                    + ("; dotted: the data's n-gram losses" if floor_losses else ""))
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
