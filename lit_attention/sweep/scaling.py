@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 from scipy import stats
@@ -45,6 +46,7 @@ BOOTSTRAP_SEED = 0
 FLOOR_SIZES = 4  # the fewest sizes at which E is fitted rather than held at 0
 FLOOR_AT_ZERO = 1e-6  # a fitted E below this fraction of the largest mean loss counts as at its bound 0
 MISFIT_P = 0.01  # a law whose residuals' χ² has a p below this is said not to describe its sizes
+FLOOR_HELD = 1e-4  # in the misfit test, a weighted fit's E below this fraction of the largest mean is held at 0
 MAX_EXTRAPOLATION = 4.0  # past the largest measured size, never beyond
 EXTRAPOLATIONS = (2.0, MAX_EXTRAPOLATION)
 AXES = ("params", "flops")  # N (non-embedding parameters) and C (training FLOPs)
@@ -81,22 +83,34 @@ class ArmFit:
     intervals: dict[str, tuple[float, float]] = field(default_factory=dict)  # "E", "A", "alpha"
     resampled: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # E, amplitude, α per resample
 
-    def misfit(self) -> tuple[float, int, float] | None:
-        """(χ², degrees of freedom, p): how far the law passes from the size means against what the seeds'
-        spread explains. Each residual over its mean's standard error is a t on (seeds − 1) degrees of
-        freedom, carried to the normal score of the same two-sided p (so a spread estimated from few seeds
-        does not pass for a small one); the scores' squares sum to a χ² on the sizes less the law's fitted
-        parameters. None without a law, without a spread at every size, or with no degree of freedom left."""
+    def misfit(self) -> Misfit | None:
+        """How far a law passes from the size means against what the seeds' spread explains, or None
+        without a law, without a spread at every size, or with no degree of freedom left. The law is
+        refitted weighted by 1 / each mean's standard error (the fit the χ² reference holds for); each
+        residual over its standard error is a t on (seeds − 1) degrees of freedom, carried to the normal
+        score of the same two-sided p (so a spread estimated from few seeds does not pass for a small one);
+        the scores' squares sum to a χ² on the sizes less the parameters fitted (E or α at a bound is held)."""
         if self.law is None or self.y_error is None or not np.all(np.isfinite(self.y_error) & (self.y_error > 0)):
             return None
-        fitted = 2 if self.law.pure or self.law.E <= FLOOR_AT_ZERO * float(self.y.max()) else 3
-        freedom = len(self.sizes) - fitted
+        law = fit_law(self.x, self.y, self.law.pure, weights=1 / self.y_error)
+        held = (self.law.pure or law.E <= FLOOR_HELD * float(self.y.max())) + (law.at_bound is not None)
+        freedom = len(self.sizes) - (3 - held)
         if freedom < 1:
             return None
-        t = np.abs(self.y - self.law(self.x)) / self.y_error
-        score = stats.norm.isf(np.maximum(stats.t.sf(t, self.y_seeds - 1), 1e-300))
-        chi2 = float(np.sum(score ** 2))
-        return chi2, freedom, float(stats.chi2.sf(chi2, freedom))
+        t = np.abs(self.y - law(self.x)) / self.y_error
+        scores = stats.norm.isf(np.maximum(stats.t.sf(t, self.y_seeds - 1), 1e-300))
+        chi2 = float(np.sum(scores ** 2))
+        return Misfit(chi2, freedom, float(stats.chi2.sf(chi2, freedom)), law, int(np.argmax(scores)))
+
+
+class Misfit(NamedTuple):
+    """ArmFit.misfit's test: χ², its degrees of freedom and p, the weighted law and the size it misses most."""
+
+    chi2: float
+    freedom: int
+    p: float
+    law: Law
+    farthest: int
 
 
 @dataclass(frozen=True)
@@ -189,30 +203,32 @@ def note_floors_at_zero(analysis: Analysis) -> None:
 
 def note_misfits(analysis: Analysis) -> None:
     """One sentence for the laws that pass farther from their sizes' means than the seeds' spread explains."""
-    tested = [(fit, found) for fit in analysis.fits.values() if (found := fit.misfit()) is not None]
-    missed = [(fit, found) for fit, found in tested if found[2] < MISFIT_P]
+    laws = [fit for fit in analysis.fits.values() if fit.law is not None]
+    tested = [(fit, found) for fit in laws if (found := fit.misfit()) is not None]
+    missed = [(fit, found) for fit, found in tested if found.p < MISFIT_P]
     if not missed:
         return
 
-    def farthest(fit: ArmFit) -> str:
-        worst = int(np.argmax(np.abs(fit.y - fit.law(fit.x)) / fit.y_error))
-        return f"{fit.sizes[worst]}: mean {fit.y[worst]:.4f}, law {float(fit.law(fit.x[worst])):.4f}"
+    def farthest(fit: ArmFit, found: Misfit) -> str:
+        i = found.farthest
+        return f"{fit.sizes[i]}: mean {fit.y[i]:.4f}, law {float(found.law(fit.x[i])):.4f}"
 
-    test = (f"p < {MISFIT_P:g} for the χ² of each size's residual over its mean's standard error, as the normal score "
-            "of its t on the seeds")
-    if len(missed) == len(tested):
-        chi2 = [found[0] for _, found in missed]
-        freedom = sorted({found[1] for _, found in missed})
-        fit = missed[0][0]
-        which = (f"every law passes farther from its sizes' means than the seeds' spread explains ({test}; χ² "
-                 f"{min(chi2):.1f} to {max(chi2):.1f} on {' or '.join(map(str, freedom))} degrees of freedom); "
-                 f"`{fit.arm}`'s against {SYMBOLS[fit.axis]}, for one, is farthest at {farthest(fit)}")
+    test = (f"χ² of the residuals of a fit weighted by the means' standard errors, each residual's t on the seeds "
+            f"as a normal score; p < {MISFIT_P:g}")
+    if len(missed) == len(laws):
+        chi2 = [found.chi2 for _, found in missed]
+        freedom = sorted({found.freedom for _, found in missed})
+        fit, found = max(missed, key=lambda pair: pair[1].chi2)
+        which = (f"no law fits its sizes ({test}): every law misses them, with χ² {min(chi2):.1f} to {max(chi2):.1f} "
+                 f"on {' or '.join(map(str, freedom))} degrees of freedom; `{fit.arm}`'s law against "
+                 f"{SYMBOLS[fit.axis]} misses most at {farthest(fit, found)}")
     else:
-        which = (f"some laws pass farther from their sizes' means than the seeds' spread explains ({test}): "
-                 + "; ".join(f"`{fit.arm}` against {SYMBOLS[fit.axis]} (χ² = {chi2:.1f} on {freedom} degrees of "
-                             f"freedom, p = {p:.2g}; farthest at {farthest(fit)})" for fit, (chi2, freedom, p) in missed))
-    analysis.note(f"On {analysis.values} values, {which}. Over these sizes the loss does not follow E + A·x^(−α), so "
-                  "those laws' intervals, and the multipliers read from them, rest on a form their own points "
+        which = (f"some laws miss their sizes ({test}): "
+                 + "; ".join(f"`{fit.arm}` against {SYMBOLS[fit.axis]} (χ² = {found.chi2:.1f} on {found.freedom} "
+                             f"degrees of freedom, p = {found.p:.2g}; most at {farthest(fit, found)})"
+                             for fit, found in missed))
+    analysis.note(f"On {analysis.values} values, {which}. Over these sizes the loss does not follow E + A·x^(−α), "
+                  "so those laws' intervals, and the multipliers read from them, rest on a form their own points "
                   "reject; read the sizes' own tables instead.")
 
 
@@ -221,10 +237,11 @@ def finite(values: dict[int, float]) -> dict[int, float]:
 
 
 def resampled_means(arms, sizes, values, resamples, seed, analysis) -> dict[str, dict[str, tuple]]:
-    """{arm: {size: (mean, its `resamples` bootstrap means, its standard error, its number of seeds)}}. At each size the seeds every arm there
-    finished are drawn once per resample and used for all of them (paired); where no seed is common,
-    each arm's seeds are drawn on their own. Each resampled mean's deviation is widened by √(n/(n−1)),
-    the factor by which resampling n values shrinks the variance of their mean."""
+    """{arm: {size: (mean, its `resamples` bootstrap means, its standard error, its number of seeds)}}.
+    At each size the seeds every arm there finished are drawn once per resample and used for all of them
+    (paired); where no seed is common, each arm's seeds are drawn on their own. Each resampled mean's
+    deviation is widened by √(n/(n−1)), the factor by which resampling n values shrinks the variance of
+    their mean."""
     generator = np.random.default_rng(seed)
     found = {arm: {} for arm in arms}
     for size in sizes:

@@ -140,13 +140,15 @@ def fit_many(x: np.ndarray, y: np.ndarray, pure: bool,
             np.exp(np.where(better, vertex, centre)))
 
 
-def fit_law(sizes, losses, pure: bool) -> Law:
+def fit_law(sizes, losses, pure: bool, weights=None) -> Law:
     """One law through (sizes, losses) by scipy's bounded least squares, started from the profile fit on
     the coarse grid alone, so that scipy does the last steps and says whether they converged. Where the
     error is nearly flat along a valley (E traded against A and α), scipy may stop short of the
     refined profile's minimum; the law is then the profile's, so the point fit and the resamples' fits
-    are the same estimator."""
+    are the same estimator. `weights`: each residual's factor (1 / a mean's standard error gives the
+    weighted fit a goodness-of-fit test needs; the profile start stays unweighted)."""
     sizes, losses = np.asarray(sizes, dtype=float), np.asarray(losses, dtype=float)
+    w = np.ones_like(losses) if weights is None else np.asarray(weights, dtype=float)
     reference = float(np.exp(np.log(sizes).mean()))
     x = np.log(sizes / reference)
     E0, A0, alpha0 = (float(v[0]) for v in fit_many(x, losses[None], pure, rounds=0))
@@ -158,7 +160,7 @@ def fit_law(sizes, losses, pure: bool) -> Law:
 
     def residuals(theta):
         E = 0.0 if pure else theta[0]
-        return E + np.exp(theta[-2] - np.exp(theta[-1]) * x) - losses
+        return w * (E + np.exp(theta[-2] - np.exp(theta[-1]) * x) - losses)
 
     result = least_squares(residuals, np.clip(start, low, high), bounds=(low, high), max_nfev=MAX_EVALUATIONS,
                            x_scale="jac")
@@ -167,4 +169,4 @@ def fit_law(sizes, losses, pure: bool) -> Law:
               reference, pure, converged)
     E, amplitude, alpha = (float(v[0]) for v in fit_many(x, losses[None], pure))
     profile = Law(E, amplitude, alpha, reference, pure, converged)
-    return min((law, profile), key=lambda found: float(np.sum((found(sizes) - losses) ** 2)))
+    return min((law, profile), key=lambda found: float(np.sum((w * (found(sizes) - losses)) ** 2)))

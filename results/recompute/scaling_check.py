@@ -7,9 +7,10 @@ none is common); its law against N (non-embedding parameters) and against C (tra
 none below 2 sizes or where the loss does not fall with log x (scaling_fit.py); the multiplier m at each of
 the arm's sizes and at 2x and 4x its largest: m·x solves L_base(m·x) = L_arm(x), read only within 4x of the
 baseline's measured sizes either way (m clipped there, "≤"/"≥" marking a bound); a law is said to miss its
-sizes where Σ z² has p < 0.01 against χ² on the sizes less its fitted parameters (2 where E is held or fitted
-at 0, else 3), z being the normal score of the two-sided p of each size's |residual| / (sample standard
-deviation / √n) as a t on n − 1 degrees of freedom. Bootstrap intervals, the
+sizes where Σ z² has p < 0.01 against χ² on the sizes less its fitted parameters (3, less one each for E
+held or at 0 and α at a bound), z being the normal score of the two-sided p of each size's |residual| /
+(sample standard deviation / √n) as a t on n − 1 degrees of freedom, the residuals those of the law refitted
+with weights 1 / (that standard error). Bootstrap intervals, the
 "vs 1" reading and a claim's readings rest on random resamples: skipped and counted."""
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from scipy import stats
 
 import markdown_tables as markdown
 from printed_numbers import Checker
-from scaling_fit import Law, falls, fit
+from scaling_fit import ALPHA_BOUNDS, Law, falls, fit
 from section_check import keyed
 
 AXES = {"params": "N", "flops": "C"}
@@ -39,8 +40,9 @@ CONTROL_TOLERANCE = 0.01  # an arm of the baseline's variant whose N is a steady
 SLACK = {"E": 1e-4, "A": 5e-4, "alpha": 5e-4, "m": 1e-4}
 FLAT = 1e-9  # a law whose excess over E at its middle size is below this fraction of the loss has no α to speak of
 MISFIT_P = 0.01
-FLOOR_AT_ZERO = 1e-6  # a fitted E below this fraction of the largest mean counts as at its bound 0
-MISFIT_ALL = re.compile(r"every law passes farther .*?; χ² (\S+) to (\S+) on ([\d or]+) degrees of freedom\)")
+FLOOR_HELD = 1e-4  # a weighted fit's E below this fraction of the largest mean is held at 0 (not fitted)
+ALPHA_AT_BOUND = 1e-3  # relative distance of α from a bound at which it is held
+MISFIT_ALL = re.compile(r"every law misses them, with χ² (\S+) to (\S+) on ([\d or]+) degrees of freedom;")
 MISFIT_ONE = re.compile(r"`([^`]+)` against ([NC]) \(χ² = (\S+) on (\d+) degrees of freedom, p = (\S+);")
 CLAIM = re.compile(r"^- `(?P<arm>[^`]+)`(?:'s m)? against (?P<ratio>\S+) \(beats `(?P<control>[^`]+)`, `[^`]+` with "
                    r"(?P<share>\S+)% parameters\): (?P<rest>.*)$")
@@ -131,16 +133,19 @@ def check_laws(laws: dict, table: list[dict], where: str, checker: Checker) -> N
 
 def misfits(arms: dict, fitted: dict, values: str) -> dict[tuple[str, str], tuple[float, int, float]]:
     """{(arm, N or C): (χ², degrees of freedom, p)} of every law that can be tested (a spread at each size and
-    a degree of freedom left)."""
+    a degree of freedom left), on the law refitted with weights 1 / each mean's standard error."""
     errors, found = means(arms, values, spread=True), {}
     for (arm, axis), (labels, x, y, law) in fitted.items():
         e = np.array([errors[arm][s][0] for s in labels])
         n = np.array([errors[arm][s][1] for s in labels])
         if law is None or not labels or not np.all(np.isfinite(e) & (e > 0)):
             continue
-        freedom = len(labels) - (2 if law.pure or law.E <= FLOOR_AT_ZERO * float(y.max()) else 3)
+        weighted = fit(x, y, weights=1 / e)
+        at_bound = any(abs(weighted.alpha - b) <= ALPHA_AT_BOUND * b for b in ALPHA_BOUNDS)
+        held = (weighted.pure or weighted.E <= FLOOR_HELD * float(y.max())) + at_bound
+        freedom = len(labels) - (3 - held)
         if freedom >= 1:
-            p_each = 2 * stats.t.sf(np.abs(y - law(x)) / e, n - 1)
+            p_each = 2 * stats.t.sf(np.abs(y - weighted(x)) / e, n - 1)
             chi2 = float(np.sum(stats.norm.isf(np.maximum(p_each, 2e-300) / 2) ** 2))
             found[(arm, AXES[axis])] = (chi2, freedom, float(stats.chi2.sf(chi2, freedom)))
     return found
@@ -148,11 +153,12 @@ def misfits(arms: dict, fitted: dict, values: str) -> dict[tuple[str, str], tupl
 
 def check_misfits(arms: dict, fitted: dict, values: str, notes: str, where: str, checker: Checker) -> None:
     """The sentence on laws that miss their sizes: there exactly when some law's p is below 0.01, naming
-    those laws with their χ² (or, when every law misses, the range of χ²)."""
+    those laws with their χ² and p (or, when every law with a law misses, the range of χ²)."""
     tested = misfits(arms, fitted, values)
     missed = {key: found for key, found in tested.items() if found[2] < MISFIT_P}
+    laws = sum(law is not None for _, _, _, law in fitted.values())
     line = next((ln for ln in notes.splitlines() if ln.startswith(f"- On {values} values,")
-                 and "farther from" in ln), None)
+                 and ("no law fits its sizes" in ln or "some laws miss their sizes" in ln)), None)
     at = f"{where} ({values})"
     if line is None or not missed:
         if (line is None) != (not missed):
@@ -160,7 +166,7 @@ def check_misfits(arms: dict, fitted: dict, values: str, notes: str, where: str,
                              f"{len(missed)} law(s) with p < {MISFIT_P:g}")
         return
     every = MISFIT_ALL.search(line)
-    if len(missed) == len(tested):
+    if len(missed) == laws:
         if every is None:
             checker.mismatch(at, line[:80], "every law named as missing")
             return
@@ -178,6 +184,7 @@ def check_misfits(arms: dict, fitted: dict, values: str, notes: str, where: str,
         chi2, freedom, p = missed[key]
         checker.numbers(f"{at}, {' '.join(key)} χ²", printed[key][3], [chi2], None, 1e-4 * chi2)
         checker.text(f"{at}, {' '.join(key)} degrees of freedom", printed[key][4], str(freedom))
+        checker.numbers(f"{at}, {' '.join(key)} p", printed[key][5], [p], 2, 1e-3 * p)
 
 
 def point(where: str, cell: str, value: float, significant: int | None, slack: float, checker: Checker) -> None:

@@ -44,9 +44,11 @@ def falls(x: np.ndarray, y: np.ndarray) -> bool:
     return float((log_x - log_x.mean()) @ (y - y.mean())) < 0
 
 
-def fit(x, y) -> Law:
-    """The least-squares law through (x, y); E held at 0 with fewer than FLOOR_SIZES sizes."""
+def fit(x, y, weights=None) -> Law:
+    """The least-squares law through (x, y); E held at 0 with fewer than FLOOR_SIZES sizes. `weights`: each
+    residual's factor (1 / its standard error for the weighted fit a goodness-of-fit test needs)."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    w = np.ones_like(y) if weights is None else np.asarray(weights, dtype=float)
     pure = x.size < FLOOR_SIZES
     reference = math.exp(float(np.log(x).mean()))
     log_z = np.log(x / reference)
@@ -57,13 +59,13 @@ def fit(x, y) -> Law:
 
     def residuals(theta):
         E, B, alpha = parts(theta)
-        return E + B * np.exp(-alpha * log_z) - y
+        return w * (E + B * np.exp(-alpha * log_z) - y)
 
     def jacobian(theta):
         _, B, alpha = parts(theta)
         power = np.exp(-alpha * log_z)
         columns = [power, -B * log_z * power]
-        return np.column_stack(columns if pure else [np.ones_like(y), *columns])
+        return w[:, None] * np.column_stack(columns if pure else [np.ones_like(y), *columns])
 
     low, high = [0.0, ALPHA_BOUNDS[0]], [np.inf, ALPHA_BOUNDS[1]]
     if not pure:
@@ -71,7 +73,7 @@ def fit(x, y) -> Law:
     best = None
     for alpha in np.geomspace(*ALPHA_BOUNDS, STARTS):
         power = np.exp(-alpha * log_z)
-        linear = nnls(np.column_stack([power] if pure else [np.ones_like(y), power]), y)[0]
+        linear = nnls(w[:, None] * np.column_stack([power] if pure else [np.ones_like(y), power]), w * y)[0]
         result = least_squares(residuals, np.clip([*linear, alpha], low, high), jac=jacobian, bounds=(low, high),
                                x_scale="jac", ftol=1e-12, xtol=1e-12, gtol=1e-12, max_nfev=1000)
         if best is None or result.cost < best.cost:
