@@ -106,8 +106,9 @@ def print_config(configs: list[Path], capsys) -> dict:
 
 
 class Plans(dict):
-    """{recipe: plan_run(recipe + cpu_debug)}, each planned when first asked for (the fast tier reads a few
-    recipes; planning all of them costs some 3.5 s of CPU), with a stand-in for the GPT-2 tokenizer download."""
+    """{recipe: plan_run(recipe + cpu_debug)}, each planned when first read as plans[recipe] (the fast tier
+    reads a few recipes; planning all of them costs 3.5-7 CPU-s), with a stand-in for the GPT-2 tokenizer
+    download. Only indexing plans: `in`, len() and iteration see just the recipes read so far."""
 
     def __missing__(self, recipe: Path):
         original = language_modeling.pretrained_tokenizer
@@ -165,7 +166,7 @@ def test_printed_config_shows_the_sizes_the_run_uses(offline_home, capsys):
     assert (net["num_classes"], net["image_size"], net["in_channels"]) == (10, 8, 1)  # the digits', not defaults
 
 
-@pytest.mark.slow  # plans every recipe: some 3.5 s of CPU
+@pytest.mark.slow  # plans every recipe: 3.5-7 CPU-s
 def test_nothing_was_downloaded_or_written(plans, offline_home):
     assert all(plans[recipe] for recipe in recipe_files())  # every recipe has been planned
     assert list((offline_home / "cwd").iterdir()) == [], "the CLI wrote files (data/ or runs/) while only parsing"

@@ -164,7 +164,8 @@ def sizes_table(table: list[dict], results: Path, pattern: str, where: str, chec
     for row in table:
         sections = report(results, pattern.format(size=row["size"]))
         if not sections:
-            checker.mismatch(f"{where}, {row['size']}", row["size"], f"one report at results/{pattern}")
+            checker.mismatch(f"{where}, {row['size']}", row["size"],
+                             f"one report at results/{pattern.format(size=row['size'])}")
             continue
         tuned = (markdown.tables(sections.get("Tuned per arm", "")) or [[]])[0]
         at = f"{where}, {row['size']} {row['arm']}"
