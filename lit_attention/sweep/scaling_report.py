@@ -42,7 +42,7 @@ def scaling_section(arms: dict[str, dict[str, SizeRuns]], baseline: str, mode: s
              multipliers_table(validation, test if has_test else None), claims_paragraph(validation, claims),
              rates_table(arms), notes_list(validation.notes + (test.notes if has_test else []))]
     if figure is not None:
-        plot_scaling(validation, figure, floor_losses or {})
+        plot_scaling(validation, figure, floor_losses)
         parts.append(f"![scaling]({figure.name})\n")
     return "\n".join(part for part in parts if part)
 
