@@ -6,8 +6,8 @@
 # ratio_trend): 10 fresh seeds (5-14), learning rates extended past every grid edge, the confirmatory
 # comparisons declared with --primary, and 3 runs of each section re-trained to measure reproducibility.
 # second_edition: the earlier sections (vit vit_hard gpt gpt_small gpt_large mqar trend), 5 seeds (0-4).
-# fourth_edition: gpt_scaling (done: RESULTS.md section 4), super_mechanism and gpt_super, each declared here
-# before its runs.
+# fourth_edition: gpt_scaling (done: RESULTS.md section 4), super_mechanism, gpt_super and text_stdlib, each
+# declared here before its runs.
 # Each section writes results/<name>/results.{md,csv,png}, timings.csv and every run's record.json
 # (checkpoints and TensorBoard events stay on disk, git-ignored). An interrupted section resumes where
 # it stopped when run again. RESULTS.md states the wall time of each section on the 2-core machine.
@@ -54,6 +54,16 @@ gpt_super() {
     compare --config recipes/studies/gpt_scaling.yaml --variants standard,super \
         --scale model.init_args.net.dim=64 --scale trainer.val_check_interval=120 --tokens-per-parameter 20 \
         --grid model.init_args.lr=3e-3,1e-2 "${THIRD[@]}" --primary super --output results/gpt_super
+}
+
+# The super-attention paper's text claim, offline: the text encoder on the stdlib task (64-byte windows of the
+# standard library labelled by their package, 6 classes, macro-F1 beside accuracy; the byte and byte-pair
+# baselines on the same windows: python -m datamodules.stdlib_text_baselines --windows_per_class 1600
+# --windows_per_file 512), the four attention arms, 10 fresh seeds (5-14), the third edition's tuning and
+# checks; confirmatory: each arm without W_V against standard. Fixed before its runs.
+text_stdlib() {
+    compare --config recipes/studies/text_stdlib.yaml --variants standard,optimized,efficient,super \
+        --grid model.init_args.lr=1e-3,3e-3 "${THIRD[@]}" --primary optimized,efficient,super --output results/text_stdlib
 }
 
 # What super's W_A contributes on the 500 digits at 1,200 steps (where standard has nearly stopped
@@ -160,7 +170,7 @@ timed() {
 sections=("${@:-all}")
 case "${sections[0]}" in
     all) sections=(digits_confirm digits_long gpt_ratio_49k gpt_ratio_111k gpt_ratio_197k ratio_trend) ;;
-    fourth_edition) sections=(gpt_scaling super_mechanism gpt_super) ;;
+    fourth_edition) sections=(gpt_scaling super_mechanism gpt_super text_stdlib) ;;
     second_edition) sections=(vit vit_hard gpt gpt_small gpt_large mqar trend) ;;
 esac
 total_start=$SECONDS
