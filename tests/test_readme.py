@@ -61,7 +61,7 @@ README_LIMIT = 12_000
 # Commands that rewrite the tree (the variants tables) or run tests: tests/test_adding_a_variant.py runs them.
 ON_A_COPY = "docs/adding-a-variant.md"
 LIT = ".venv/bin/lit-attention"
-QUICKSTART = {"recipes/quickstart/vit_digits.yaml", "recipes/quickstart/gpt_stdlib.yaml"}
+QUICKSTART = {"recipes/quickstart/vit_digits.yaml", "recipes/quickstart/gpt_stdlib.yaml", "recipes/quickstart/text_stdlib.yaml"}
 NET = ["--model.net.dim=16", "--model.net.depth=1", "--model.net.num_heads=2"]
 TINY_VIT = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1",
             "--trainer.limit_test_batches=1", "--trainer.enable_progress_bar=false", *NET]
@@ -71,6 +71,8 @@ TINY = {  # by recipe (None: no --config)
     "recipes/quickstart/gpt_stdlib.yaml": [
         "--trainer.max_steps=2", "--trainer.val_check_interval=2", "--trainer.enable_progress_bar=false",
         "--data.max_files=60", "--data.val_fraction=0.2", "--data.val_windows=4", "--data.max_len=16", *NET],
+    "recipes/quickstart/text_stdlib.yaml": [
+        *TINY_VIT, "--data.windows_per_class=12", "--data.windows_per_file=2", "--data.max_len=16"],
 }
 # The stand-ins for what a cluster or the user provides: torchrun's node rank and master, SLURM's counts.
 VARIABLES = {"$NODE_RANK": "0", "$MASTER": "127.0.0.1", '"$SLURM_NNODES"': "2", '"$SLURM_GPUS_PER_NODE"': "8"}
@@ -287,7 +289,7 @@ def test_training_blocks_run_in_order(repo):
     starting another."""
     trained = [w for w in SHELL if w[0] == LIT and w[1] in ("fit", "test", "predict", "inspect") and not expensive(w)
                and "--help" not in w and "--print_config" not in w]
-    assert [w[1] for w in trained] == ["fit", "inspect", "test", "predict", "fit", "fit", "predict", "fit"], trained
+    assert [w[1] for w in trained] == ["fit", "inspect", "test", "predict", "fit", "fit", "fit", "predict", "fit"], trained
     for words in trained:
         run_command(words, repo)
     gpt_runs = repo / "runs/quickstart/gpt_stdlib/nonlinear_query/seed_0"
@@ -296,6 +298,9 @@ def test_training_blocks_run_in_order(repo):
         [predictions] = run.glob("evaluations/predict_*/predictions.jsonl")
         rows = [json.loads(line) for line in predictions.read_text().splitlines()]
         assert len(rows) == 3, rows  # three digits, three prompts
+    # The text quickstart trained on the embedded stdlib task and scored its package classes.
+    [text_run] = (repo / "runs/quickstart/text_stdlib/super/seed_0").glob("version_*/record.json")
+    assert json.loads(text_run.read_text())["best"]["value"] is not None
 
 
 @pytest.mark.slow
