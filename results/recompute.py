@@ -11,8 +11,11 @@ disk), recomputes the tuned table and every comparison table (the main one, --at
 one), parses the same tables out of results.md and prints each number that differs beyond its printed
 rounding. A scaled sweep (`compare --scale`) is checked size by size the same way (sizes/<size>/results.md
 against runs/<size>/), then its table of sizes and budgets, its laws refitted, its multipliers and its
-tuned-rate trend (scaled_check.py). Randomised columns (the bootstrap, p values marked "(MC)") are skipped
-and counted. It then checks the hand-written tables of RESULTS.md against the section reports they quote
+tuned-rate trend (scaled_check.py). Where the runs kept per-example outcomes, the table over seeds and test
+items is rebuilt from those files, each checked against the sha256 its record keeps (item_check.py): the
+difference, McNemar's counts and exact p exactly, its bootstraps and Monte Carlo p drawn again and checked
+within a Monte Carlo tolerance. The other randomised columns (the bootstrap over seeds, p values marked
+"(MC)") are skipped and counted. It then checks the hand-written tables of RESULTS.md against the section reports they quote
 (results_md_check.py).
 Exit status 1 on any mismatch.
 """

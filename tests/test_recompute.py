@@ -2,6 +2,7 @@
 it agrees with every committed section and with RESULTS.md, and it names a number a report misprints."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -211,3 +212,50 @@ def test_a_misprinted_law_multiplier_or_rate_of_a_scaled_sweep_is_named(scaled_o
     assert f"MISMATCH out multipliers, nonlinear_query N dim=64, m (validation): printed '{wrong_m}'" in out
     assert "MISMATCH out tuned lr, standard, exponent: printed '-0.635 [" in out
     assert "MISMATCH out sizes, dim=64, max_steps: printed '201', recomputed '200'" in out
+
+
+ITEMS_SECTION = "super_mechanism"  # a section whose runs keep their per-example outcomes
+ITEM_ROW = ("| super | 10 × 360 | +0.0242 | [+0.0161, +0.0331] | [+0.0086, +0.0406] | McNemar: 53 items for, "
+            "19 against | 7.56e-05 | 0.000453 |")
+
+
+def items_copy(tmp_path: Path) -> tuple[Path, str]:
+    """ITEMS_SECTION's records and per-example files, copied (so one can be altered), beside its report's text."""
+    copy, runs = tmp_path / ITEMS_SECTION, RESULTS / ITEMS_SECTION / "runs"
+    for kept in [*runs.rglob("record.json"), *runs.rglob("per_example-*.npz")]:  # what git keeps of a run
+        (copy / "runs" / kept.relative_to(runs)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(kept, copy / "runs" / kept.relative_to(runs))
+    return copy, (RESULTS / ITEMS_SECTION / "results.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_a_misprinted_number_over_seeds_and_test_items_is_named(tmp_path, capsys, recompute_modules):
+    printed_numbers, section_check = recompute_modules
+    copy, text = items_copy(tmp_path)
+    assert text.count(ITEM_ROW) == 1
+    # One image moved from "against" to "for" (McNemar's count and so its p), and the two-way interval's
+    # lower end 0.004 lower: well past the Monte Carlo tolerance of a bootstrap drawn again.
+    wrong = ITEM_ROW.replace("53 items for, 19 against", "54 items for, 18 against").replace("[+0.0086,", "[+0.0046,")
+    (copy / "results.md").write_text(text.replace(ITEM_ROW, wrong), encoding="utf-8")
+    checker = printed_numbers.Checker()
+    section_check.check_section(copy, checker)
+    out = capsys.readouterr().out
+    where = f"MISMATCH {ITEMS_SECTION} over seeds and test items, super"
+    assert f"{where}, paired test: printed 'McNemar: 54 items for, 18 against'" in out
+    assert f"{where}, over seeds and test items: printed '[+0.0046, +0.0406]'" in out
+    assert checker.total_mismatches == 2, out
+
+
+@pytest.mark.slow
+def test_a_per_example_file_changed_after_its_run_is_named(tmp_path, capsys, recompute_modules):
+    printed_numbers, section_check = recompute_modules
+    copy, text = items_copy(tmp_path)
+    (copy / "results.md").write_text(text, encoding="utf-8")
+    record = next((copy / "runs" / "lr=4e-3" / "super").rglob("record.json"))
+    outcomes = record.parent / json.loads(record.read_text(encoding="utf-8"))["per_example"]["file"]
+    outcomes.write_bytes(outcomes.read_bytes() + b"\0")
+    checker = printed_numbers.Checker()
+    section_check.check_section(copy, checker)
+    out = capsys.readouterr().out
+    assert f"printed '{outcomes.name} changed', recomputed the file its record hashes" in out
+    assert checker.total_mismatches >= 1

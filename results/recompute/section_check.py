@@ -12,6 +12,7 @@ import markdown_tables as markdown
 import seed_statistics as stats
 from printed_numbers import Checker
 from comparison_rows import Row, compare
+from item_check import check_items, item_table
 from sweep_records import Sweep, best, choose, edges, label, load, orphans, test, tuned
 
 CROSS_FIT = "Cross-fitted tuning: chosen on half of the seeds, scored on the other half"
@@ -44,6 +45,10 @@ def check_section(directory: Path, checker: Checker, runs: Path | None = None, n
     rows = compare(chosen, sweep.arms, sweep.baseline, sweep.primary, sweep.mode)
     heading = f"Against `{sweep.baseline}`: differences in {metric}"
     check_comparisons(rows, sweep.mode, table_under(report, heading, 0, name, checker), f"{name} comparison", checker)
+    items = item_table(report.get(heading, ""), markdown.tables)
+    if items is not None:
+        places = {arm: sweep.places.get((arm, point), {}) for arm, (point, _) in choices.items()}
+        check_items(rows, chosen, places, metric, items, f"{name} over seeds and test items", checker)
     if sweep.at is not None:
         at_chosen = {arm: found for arm in sweep.arms if (found := at_point(sweep, arm, sweep.at, value))[1]}
         at_rows = compare(at_chosen, sweep.arms, sweep.baseline, sweep.primary, sweep.mode)

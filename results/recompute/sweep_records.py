@@ -38,6 +38,7 @@ class Sweep:
     at: tuple | None
     threshold: float | None = None  # --success-threshold
     cells: dict = field(default_factory=dict)  # {(arm, point): {seed: record}}
+    places: dict = field(default_factory=dict)  # {(arm, point): {seed: the folder of its record.json}}
     arms: list[str] = field(default_factory=list)
     points: dict = field(default_factory=dict)  # {arm: the grid's points, then its extensions}
 
@@ -112,6 +113,7 @@ def load(directory: Path, runs: Path | None = None) -> Sweep:
             settings = {key: value for key, value in settings.items() if key not in SIZE_SETTINGS}
         point = tuple(settings.items())
         sweep.cells.setdefault((arm, point), {})[record["seed"]] = record
+        sweep.places.setdefault((arm, point), {})[record["seed"]] = path.parent
         if arm not in sweep.arms:
             sweep.arms.append(arm)
     if "--success-threshold" in given:
