@@ -259,3 +259,22 @@ def test_a_per_example_file_changed_after_its_run_is_named(tmp_path, capsys, rec
     out = capsys.readouterr().out
     assert f"printed '{outcomes.name} changed', recomputed the file its record hashes" in out
     assert checker.total_mismatches >= 1
+
+
+@pytest.mark.slow
+def test_a_misquoted_cell_of_results_md_is_named(tmp_path, capsys, recompute_modules):
+    printed_numbers, _ = recompute_modules
+    from results_md_check import check_results_md
+
+    text = (ROOT / "RESULTS.md").read_text(encoding="utf-8")
+    # Section 5's two-way interval of super − standard and its McNemar count, each quoted one unit off.
+    row = "| super − standard | +0.0242 | [+0.0161, +0.0331] | [+0.0086, +0.0406] | McNemar: 53 items for, 19 against |"
+    assert text.count(row) == 1
+    wrong = row.replace("[+0.0086, +0.0406]", "[+0.0086, +0.0407]").replace("53 items", "52 items")
+    (tmp_path / "RESULTS.md").write_text(text.replace(row, wrong), encoding="utf-8")
+    checker = printed_numbers.Checker()
+    check_results_md(tmp_path / "RESULTS.md", RESULTS, checker)
+    out = capsys.readouterr().out
+    assert checker.total_mismatches == 2, out
+    assert "over seeds and test items: printed '[+0.0086, +0.0407]'" in out
+    assert "paired test over items: printed 'McNemar: 52 items for, 19 against'" in out

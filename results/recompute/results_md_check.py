@@ -3,7 +3,8 @@
 Each table is mapped by its section's number (SECTIONS) and its first column: a tuned table (`arm`,
 `chosen on validation`), a comparison table (`comparison`, rows "arm − reference"; "the same,
 cross-fitted over the grid" quotes the strict cross-fitted table, "... over every rate run" the one over
-every point each arm ran, each with the rates it says each half chose), the three sizes' table (`size`)
+every point each arm ran, each with the rates it says each half chose), a table over seeds and test items
+(`comparison over seeds and test items`, quoting the report's table of that name), the sizes' table (`size`)
 and the trend's (an empty first header: the slope, the largest minus the smallest size, and what the
 sizes could have detected, with the df its label names). Each quoted cell must agree with the report's cell to the coarser of the two roundings;
 a table no rule maps is named, not checked."""
@@ -22,6 +23,7 @@ from printed_numbers import Checker, half_unit, numbers_in
 SECTIONS = {"1": "vit_digits_500_confirm", "2": "vit_digits_500_long", "3": "gpt_ratio_{size}",
             "4": "gpt_scaling/sizes/{size},*", "5": "super_mechanism"}
 TREND = {"3": "ratio_trend"}
+ITEMS = "comparison over seeds and test items"  # the first header of a table quoting a report's item table
 CROSS_FIT = "Cross-fitted tuning: chosen on half of the seeds, scored on the other half"
 CROSS_FIT_EXTENDED = "Cross-fitted tuning over every point each arm ran, extensions included"
 HALVES = (re.compile(r"`(?P<arm>[^`]+)` at (?P<first>\S+) on both halves"),
@@ -69,6 +71,8 @@ def check_results_md(path: Path, results: Path, checker: Checker) -> None:
             where = f"RESULTS.md '{heading[:40]}', table '{first or '(trend)'}'"
             if number in SECTIONS and first == "arm":
                 tuned_table(table, report(results, SECTIONS[number]), where, checker)
+            elif number in SECTIONS and first == ITEMS:
+                items_table(table, results, SECTIONS[number], where, checker)
             elif number in SECTIONS and first.startswith("comparison"):
                 comparison_table(table, report(results, SECTIONS[number]), first, where, checker)
             elif number in SECTIONS and first == "size":
@@ -158,6 +162,20 @@ def comparison_table(table: list[dict], sections: dict, first: str, where: str, 
         if found is not None and row.get("verdict") == "exploratory" == found["verdict"].split(" (")[0]:
             found = dict(found, verdict="exploratory")  # short for "exploratory (not corrected)"
         quote({c: v.replace(" (uncorrected)", "") for c, v in row.items()}, found, columns, f"{where}, {name}", checker)
+
+
+def items_table(table: list[dict], results: Path, pattern: str, where: str, checker: Checker) -> None:
+    """A table of comparisons over seeds and test items: each row quotes the report's table under "### Over
+    seeds and test items" (of the size its `size` column names, in a scaled sweep); a column may leave out
+    the report's " (bootstrap 95%)"."""
+    for row in table:
+        name = comparison_name(row[ITEMS])
+        sections = report(results, pattern.format(size=row.get("size", "")))
+        heading = next((h for h in sections if h.startswith("Against ")), "")
+        found = next((t for t in markdown.tables(sections.get(heading, "")) if t and "seeds × test items" in t[0]), [])
+        columns = {c: c if c in (found or [{}])[0] else f"{c} (bootstrap 95%)" for c in row if c not in (ITEMS, "size")}
+        quote(row, row_of(found, "arm", name), columns, f"{where}, {row.get('size', '')} {name}".replace(",  ", ", "),
+              checker)
 
 
 def sizes_table(table: list[dict], results: Path, pattern: str, where: str, checker: Checker) -> None:
