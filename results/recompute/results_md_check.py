@@ -4,7 +4,8 @@ Each table is mapped by its section's number (SECTIONS) and its first column: a 
 `chosen on validation`), a comparison table (`comparison`, rows "arm − reference"; "the same,
 cross-fitted over the grid" quotes the strict cross-fitted table, "... over every rate run" the one over
 every point each arm ran, each with the rates it says each half chose), a table over seeds and test items
-(`comparison over seeds and test items`, quoting the report's table of that name), the sizes' table (`size`)
+(a column `comparison over seeds and test items`, and `size` first in a scaled sweep, quoting the report's table
+of that name), the sizes' table (`size`)
 and the trend's (an empty first header: the slope, the largest minus the smallest size, and what the
 sizes could have detected, with the df its label names). Each quoted cell must agree with the report's cell to the coarser of the two roundings;
 a table no rule maps is named, not checked."""
@@ -71,7 +72,7 @@ def check_results_md(path: Path, results: Path, checker: Checker) -> None:
             where = f"RESULTS.md '{heading[:40]}', table '{first or '(trend)'}'"
             if number in SECTIONS and first == "arm":
                 tuned_table(table, report(results, SECTIONS[number]), where, checker)
-            elif number in SECTIONS and first == ITEMS:
+            elif number in SECTIONS and ITEMS in table[0]:
                 items_table(table, results, SECTIONS[number], where, checker)
             elif number in SECTIONS and first.startswith("comparison"):
                 comparison_table(table, report(results, SECTIONS[number]), first, where, checker)
