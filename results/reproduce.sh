@@ -58,12 +58,14 @@ gpt_super() {
 
 # The super-attention paper's text claim, offline: the text encoder on the stdlib task (64-byte windows of the
 # standard library labelled by their package, 6 classes, macro-F1 beside accuracy; the byte and byte-pair
-# baselines on the same windows: python -m datamodules.stdlib_text_baselines --windows_per_class 1600
-# --windows_per_file 512), the four attention arms, 10 fresh seeds (5-14), the third edition's tuning and
-# checks; confirmatory: each arm without W_V against standard. Fixed before its runs.
+# baselines on the same windows, written to results/text_stdlib/baselines.md), the four attention arms, 10
+# fresh seeds (5-14), the third edition's tuning and checks; confirmatory: each arm without W_V against
+# standard. Fixed before its runs (the baselines' file was added after them; it trains no attention).
 text_stdlib() {
     compare --config recipes/studies/text_stdlib.yaml --variants standard,optimized,efficient,super \
         --grid model.init_args.lr=1e-3,3e-3 "${THIRD[@]}" --primary optimized,efficient,super --output results/text_stdlib
+    .venv/bin/python -m datamodules.stdlib_text_baselines --max_len 64 --windows_per_class 1600 --windows_per_file 512 \
+        > results/text_stdlib/baselines.md
 }
 
 # What super's W_A contributes on the 500 digits at 1,200 steps (where standard has nearly stopped
