@@ -23,7 +23,7 @@ from printed_numbers import Checker, half_unit, numbers_in
 # each named by its width (the folder "dim=64,val_check_interval=120" is the row "dim=64").
 SECTIONS = {"1": "vit_digits_500_confirm", "2": "vit_digits_500_long", "3": "gpt_ratio_{size}",
             "4": "gpt_scaling/sizes/{size},*", "5": "super_mechanism",
-            "6": "text_stdlib"}
+            "6": "text_stdlib", "7": "gpt_super/sizes/dim=64,*"}
 TREND = {"3": "ratio_trend"}
 ITEMS = "comparison over seeds and test items"  # the first header of a table quoting a report's item table
 CROSS_FIT = "Cross-fitted tuning: chosen on half of the seeds, scored on the other half"
