@@ -122,6 +122,10 @@ def load(directory: Path, runs: Path | None = None) -> Sweep:
         full = {key.split(".")[-1]: key for key, _ in grid[0]}
         sweep.at = tuple((full.get(k, k), v) for k, v in sweep.at)
     order = arm_order(given)
+    if order and "all" not in order:
+        # Records of arms the command does not name (a later, larger command writing into the same output)
+        # are outside this report's plan: orphans(), noted, not compared.
+        sweep.arms = [arm for arm in sweep.arms if arm in order]
     if "--scale" in given:  # a size where an arm has no record yet still plans (and reports) its runs
         sweep.arms += [arm for arm in order if arm not in sweep.arms]
     sweep.arms.sort(key=lambda arm: order.index(arm) if arm in order else len(order))
