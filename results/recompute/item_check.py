@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as scipy_stats
 
+import markdown_tables as markdown
 import seed_statistics as stats
 from comparison_rows import Row
 from printed_numbers import Checker, numbers_in
@@ -31,13 +32,14 @@ RESAMPLES = 2_000  # fewer than the report's 10,000: the tolerance below allows 
 SIGN_FLIPS = 20_000
 INTERVAL_SLACK = 0.1  # of the interval's width: about 6 Monte Carlo standard errors of the two endpoints
 EXACT_ITEMS = 17  # the report enumerates every sign assignment up to this many items
+REPORT_DRAWS = 10_000  # the report's Monte Carlo sign flips
 
 
-def item_table(section_text: str, tables) -> list[dict] | None:
+def item_table(section_text: str) -> list[dict] | None:
     """The table under "### Over seeds and test items" of a comparison section, or None where it has none."""
     if "### Over seeds and test items" not in section_text:
         return None
-    return next((table for table in tables(section_text) if table and HEADER in table[0]), None)
+    return next((table for table in markdown.tables(section_text) if table and HEADER in table[0]), None)
 
 
 def outcomes(record: dict, directory: Path, split: str, checker: Checker, where: str) -> dict | None:
@@ -65,11 +67,9 @@ def matrices(arm: dict[int, dict], reference: dict[int, dict], measure: str):
     weights = np.ones(len(runs[0]["index"])) if tokens is None else tokens.astype(float)
     a = np.array([arm[s][measure] for s in seeds], dtype=float)
     b = np.array([reference[s][measure] for s in seeds], dtype=float)
+    counts = (a, b) if measure == "correct" else None  # McNemar counts correct answers, before any share
     if measure == "correct" and tokens is not None:  # a window's share of its targets right
         a, b = a / np.maximum(weights, 1), b / np.maximum(weights, 1)
-    counts = None
-    if measure == "correct":
-        counts = (np.array([arm[s]["correct"] for s in seeds], float), np.array([reference[s]["correct"] for s in seeds], float))
     return a, b, weights, counts
 
 
@@ -174,6 +174,6 @@ def check_p(checker: Checker, where: str, cell: str, p: float, monte_carlo: bool
     if "(MC)" not in cell:
         checker.mismatch(where, cell, "a Monte Carlo p, marked (MC)")
         return
-    # Two estimates of one p: the report's from 10,000 draws, this one's from SIGN_FLIPS.
-    slack = 4 * math.sqrt(max(p * (1 - p), 1e-4) * (1 / 10_000 + 1 / SIGN_FLIPS)) + 2 / 10_000
+    # Two estimates of one p: the report's from REPORT_DRAWS draws, this one's from SIGN_FLIPS.
+    slack = 4 * math.sqrt(max(p * (1 - p), 1e-4) * (1 / REPORT_DRAWS + 1 / SIGN_FLIPS)) + 2 / REPORT_DRAWS
     checker.numbers(where, cell.replace("(MC)", ""), [p], slack=slack)

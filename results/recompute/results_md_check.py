@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 
 import markdown_tables as markdown
+from item_check import item_table
 from printed_numbers import Checker, half_unit, numbers_in
 
 # A size's report: section 3's sizes are sections of their own, section 4's the sizes of one scaled sweep,
@@ -174,10 +175,10 @@ def items_table(table: list[dict], results: Path, pattern: str, where: str, chec
         name = comparison_name(row[ITEMS])
         sections = report(results, pattern.format(size=row.get("size", "")))
         heading = next((h for h in sections if h.startswith("Against ")), "")
-        found = next((t for t in markdown.tables(sections.get(heading, "")) if t and "seeds × test items" in t[0]), [])
+        found = item_table(sections.get(heading, "")) or []
         columns = {c: c if c in (found or [{}])[0] else f"{c} (bootstrap 95%)" for c in row if c not in (ITEMS, "size")}
-        quote(row, row_of(found, "arm", name), columns, f"{where}, {row.get('size', '')} {name}".replace(",  ", ", "),
-              checker)
+        at = f"{where}, {row['size']} {name}" if "size" in row else f"{where}, {name}"
+        quote(row, row_of(found, "arm", name), columns, at, checker)
 
 
 def sizes_table(table: list[dict], results: Path, pattern: str, where: str, checker: Checker) -> None:

@@ -45,7 +45,7 @@ def check_section(directory: Path, checker: Checker, runs: Path | None = None, n
     rows = compare(chosen, sweep.arms, sweep.baseline, sweep.primary, sweep.mode)
     heading = f"Against `{sweep.baseline}`: differences in {metric}"
     check_comparisons(rows, sweep.mode, table_under(report, heading, 0, name, checker), f"{name} comparison", checker)
-    items = item_table(report.get(heading, ""), markdown.tables)
+    items = item_table(report.get(heading, ""))
     if items is not None:
         places = {arm: sweep.places.get((arm, point), {}) for arm, (point, _) in choices.items()}
         check_items(rows, chosen, places, metric, items, f"{name} over seeds and test items", checker)
