@@ -6,7 +6,7 @@
 # ratio_trend): 10 fresh seeds (5-14), learning rates extended past every grid edge, the confirmatory
 # comparisons declared with --primary, and 3 runs of each section re-trained to measure reproducibility.
 # second_edition: the earlier sections (vit vit_hard gpt gpt_small gpt_large mqar trend), 5 seeds (0-4).
-# fourth_edition: gpt_scaling (done: RESULTS.md section 4), super_mechanism, gpt_super and text_stdlib, each
+# fourth_edition: gpt_scaling, super_mechanism, text_stdlib and gpt_super (RESULTS.md sections 4-7), each
 # declared here before its runs.
 # Each section writes results/<name>/results.{md,csv,png}, timings.csv and every run's record.json
 # (checkpoints and TensorBoard events stay on disk, git-ignored). An interrupted section resumes where
