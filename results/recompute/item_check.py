@@ -98,11 +98,10 @@ def sign_flip_p(d: np.ndarray, w: np.ndarray, rng: np.random.Generator) -> tuple
     """Two-sided sign-flip p over items of each item's seed-averaged, weight-scaled difference: exact up to
     EXACT_ITEMS items (every assignment), else a Monte Carlo estimate."""
     x = d.mean(axis=0) * w / w.mean()
+    if x.size <= EXACT_ITEMS:  # 2^17 assignments, inside seed_statistics' enumeration limit
+        return stats.sign_flip(x)
     observed = abs(x.mean())
     tolerance = 1e-9 * np.abs(x).sum() / x.size
-    if x.size <= EXACT_ITEMS:
-        signs = np.array(np.meshgrid(*[[1.0, -1.0]] * x.size)).reshape(x.size, -1).T
-        return float(np.mean(np.abs(signs @ x / x.size) >= observed - tolerance)), False
     flips = rng.choice([-1.0, 1.0], size=(SIGN_FLIPS, x.size))
     hits = int(np.count_nonzero(np.abs(flips @ x / x.size) >= observed - tolerance))
     return (hits + 1) / (SIGN_FLIPS + 1), True
