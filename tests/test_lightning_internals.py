@@ -22,6 +22,8 @@ def test_fit_loop_has_the_attributes_read_at_run_time(tmp_path):
     trainer = L.Trainer(default_root_dir=tmp_path, logger=False)
     assert hasattr(trainer.fit_loop, "_data_fetcher")
     assert hasattr(trainer.fit_loop, "_combined_loader_states_to_load")
+    assert isinstance(trainer._logger_connector._progress_bar_metrics, dict)
+    assert isinstance(trainer._logger_connector._callback_metrics, dict)
 
 
 class CrashBeforeValidation(Exception):

@@ -20,11 +20,12 @@ import lightning as L
 import torch
 from lightning.fabric.utilities.apply_func import apply_to_collection
 from lightning.pytorch.callbacks import BasePredictionWriter, ModelCheckpoint, ThroughputMonitor, TQDMProgressBar
+from lightning.pytorch.callbacks.progress.progress_bar import get_standard_metrics
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from lit_attention.modeling.attention import MultiHeadAttention
 from lit_attention.training.checkpointing import ExactResume, LastCheckpoint
-from lit_attention.training.lightning_internals import validation_follows
+from lit_attention.training.lightning_internals import computed_metrics, validation_follows
 from lit_attention.training.per_example import PerExampleOutcomes, gather_from_ranks
 from lit_attention.training.recorder import RunRecorder
 from lit_attention.training.throughput import TrainingThroughput
@@ -182,17 +183,22 @@ class PredictionWriter(BasePredictionWriter):
 class ProgressBar(TQDMProgressBar):
     """Lightning's bar, described as `epoch E, step S/N`: a run limited by steps shows how far it is.
     The training loss it shows is read every `log_every_n_steps` steps, when the loggers read it too:
-    reading it every step would make the host wait for the device every step."""
+    reading it every step would make the host wait for the device every step.
+
+    The bar shows the metrics Lightning has already computed, and never computes one itself: only rank 0
+    draws it, and computing an epoch metric synced over the ranks is a collective, which rank 0 alone
+    would wait in forever (a classification fit on 2 processes hung at its first epoch's end)."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.shown_loss: float | None = None
 
     def get_metrics(self, trainer, pl_module) -> dict:
-        metrics = super().get_metrics(trainer, pl_module)
+        shown, computed = computed_metrics(trainer)
+        metrics = {**get_standard_metrics(trainer), **shown}
         metrics.pop("v_num", None)  # the run directory is printed at the start and the end instead
         if trainer.training and trainer.global_step % max(1, trainer.log_every_n_steps) == 0:
-            loss = trainer.callback_metrics.get("train/loss_step")
+            loss = computed.get("train/loss_step")
             self.shown_loss = None if loss is None else float(loss)
         if self.shown_loss is not None:
             metrics["train/loss_step"] = f"{self.shown_loss:.3g}"

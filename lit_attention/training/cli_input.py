@@ -94,6 +94,7 @@ def check_trainer_settings(trainer, command: str | None = None, test: bool = Fal
         raise ConfigError(f"--trainer.limit_train_batches {limit} is invalid: the run would train nothing; give a "
                           "number of batches (e.g. 10), a fraction of the epoch in (0, 1], or leave it unset.")
     strategy = trainer.get("strategy")
+    check_strategy(strategy, test=command == "fit" and test, checkpointing=trainer.get("enable_checkpointing") is not False)
     options = strategy.get("init_args") if hasattr(strategy, "get") else None
     if options is not None and str(options.get("state_dict_type")) == "sharded":
         # A sharded checkpoint is a directory: the atomic writer, `--ckpt_path last` and reading a
@@ -117,6 +118,49 @@ def check_trainer_settings(trainer, command: str | None = None, test: bool = Fal
             f"--trainer.accelerator {accelerator} asks for a GPU but none is visible here (torch.cuda.is_available() "
             "is False); use --trainer.accelerator cpu, or stack recipes/trainer/cpu_debug.yaml instead of a GPU preset."
         )
+
+
+SUPPORTED_STRATEGIES = ("auto, ddp (any DDPStrategy), FSDPStrategy (recipes/trainer/fsdp.yaml) or single_device")
+
+
+def strategy_class(strategy) -> type | None:
+    """The Strategy class a --trainer.strategy setting names: a registered name, a class_path, or a Strategy
+    given from Python. None for auto, and for a name Lightning does not know (Lightning says so itself)."""
+    from lightning.pytorch.strategies import Strategy, StrategyRegistry
+
+    if strategy is None or isinstance(strategy, Strategy):
+        return None if strategy is None else type(strategy)
+    path = strategy.get("class_path") if hasattr(strategy, "get") else strategy
+    if path and "." in str(path):
+        module, _, name = str(path).rpartition(".")
+        try:
+            return getattr(__import__(module, fromlist=[name]), name) if module else None
+        except (ImportError, AttributeError):
+            return None  # jsonargparse has already refused a class it cannot import
+    return StrategyRegistry[str(strategy)]["strategy"] if str(strategy) in StrategyRegistry else None
+
+
+def check_strategy(strategy, test: bool, checkpointing: bool) -> None:
+    """Refuse, before anything is built, a strategy whose runs this suite cannot keep: DeepSpeed and
+    ModelParallelStrategy write checkpoints that are directories (the run's single-file, atomic
+    `last.ckpt` is what resume, compare and predict read), and ModelParallelStrategy leaves the sharding
+    to a `configure_model` that here does not shard, so gradients would not be synchronised. An FSDP run
+    that tests after fit tests a new copy of the model (FSDP's wrapping of the trained one outlives fit),
+    loaded from the best or last checkpoint, so it needs checkpoints."""
+    from lightning.pytorch.strategies import DDPStrategy, DeepSpeedStrategy, FSDPStrategy, SingleDeviceStrategy
+
+    cls = strategy_class(strategy)
+    if cls is None:
+        return
+    name = strategy.get("class_path") if hasattr(strategy, "get") else strategy if isinstance(strategy, str) else cls.__name__
+    if issubclass(cls, DeepSpeedStrategy) or not issubclass(cls, (DDPStrategy, FSDPStrategy, SingleDeviceStrategy)):
+        raise ConfigError(f"--trainer.strategy {name} is not supported: its checkpoints are directories (or it leaves the "
+                          f"sharding to the model, which does not shard itself), and a run keeps one checkpoint file that "
+                          f"resumes and loads everywhere; use {SUPPORTED_STRATEGIES}.")
+    if issubclass(cls, FSDPStrategy) and test and not checkpointing:
+        raise ConfigError("--run.test under FSDP tests a checkpoint (the best, else last.ckpt), and "
+                          "--trainer.enable_checkpointing false keeps none; leave checkpointing on, or test later with "
+                          "`lit-attention test`.")
 
 
 def processes_in_run(trainer) -> int:

@@ -40,6 +40,15 @@ def subcommand_parser(cli, subcommand: str | None):
 
 
 
+def computed_metrics(trainer: L.Trainer) -> tuple[dict, dict]:
+    """(progress-bar metrics, callback metrics) as Lightning last computed them, on every rank alike, at a
+    batch's or an epoch's end, without computing any. The public `trainer.progress_bar_metrics` and
+    `trainer.callback_metrics` compute an epoch metric not computed yet, and computing a `sync_dist` one is
+    a collective: read on rank 0 alone (which alone draws a bar), it waits forever for the other ranks."""
+    connector = trainer._logger_connector
+    return connector._progress_bar_metrics, connector._callback_metrics
+
+
 def validation_follows(trainer: L.Trainer) -> bool:
     """Whether Lightning validates right after the current training batch (its own decision)."""
     fetcher = trainer.fit_loop._data_fetcher

@@ -16,10 +16,12 @@ from typing import Any
 import lightning as L
 import torch
 
+from lit_attention.training.checkpointing import LastCheckpoint
 from lit_attention.training.peak_flops import peak_flops
 from lit_attention.training.outcome_files import write_outcomes
 from lit_attention.training.per_example import PerExampleOutcomes
 from lit_attention.training.records import provenance, write_record
+from lit_attention.training.tasks.base import sharded_root
 
 
 class RunRecorder(L.Callback):
@@ -167,7 +169,13 @@ def finish_fit(trainer: L.Trainer, model, datamodule, directory: Path | None, fa
         if not best and trainer.is_global_zero:
             print("warning: no validation chose a best checkpoint, so --run.test scores the final weights "
                   "(record.json: test_checkpoint \"last\").", file=sys.stderr, flush=True)
-        results = trainer.test(model, datamodule=datamodule, ckpt_path=best or None, verbose=False)
+        tested, weights = model, best or None
+        if sharded_root(trainer) is not None:
+            # FSDP's wrapping of `model` outlives fit (its top-level weights stay 1-D views of this rank's
+            # shard, and Lightning would load the full checkpoint into them): a new copy of the module is
+            # wrapped for the test, and the final weights come from last.ckpt.
+            tested, weights = model.new_copy(), best or str(last_checkpoint(trainer))
+        results = trainer.test(tested, datamodule=datamodule, ckpt_path=weights, verbose=False)
         if record is not None:
             record["test"] = {k: float(v) for k, v in (results[0] if results else {}).items() if k.startswith("test/")}
             record["test_checkpoint"] = "best" if best else "last"
@@ -176,6 +184,13 @@ def finish_fit(trainer: L.Trainer, model, datamodule, directory: Path | None, fa
         if arrays:
             record["per_example"] = write_outcomes(directory, arrays)
         write_record(directory, record)
+
+
+def last_checkpoint(trainer: L.Trainer) -> Path:
+    """The run's last.ckpt, which LastCheckpoint writes when training ends (an FSDP run that tests after
+    fit keeps checkpointing on: cli_input.check_trainer_settings)."""
+    writer = next(c for c in trainer.callbacks if isinstance(c, LastCheckpoint))
+    return writer.path(trainer)
 
 
 def data_fingerprints(trainer: L.Trainer) -> dict[str, str | None] | None:

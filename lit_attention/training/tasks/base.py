@@ -76,6 +76,11 @@ class TaskModule(L.LightningModule):
         """The plain model of this task's config and attention variant."""
         return self.model_class(self.config, self.spec)
 
+    def new_copy(self) -> "TaskModule":
+        """A new module of this task built from its saved hyper-parameters (its weights newly initialised).
+        LightningCLI's own entries (`_class_path`, `_instantiator`) are left out."""
+        return type(self)(**{name: value for name, value in self.hparams.items() if not name.startswith("_")})
+
     @staticmethod
     def forward_batch(model: nn.Module, batch):
         """The model's output for a batch (logits); used for FLOP counting and attention maps. The default
@@ -143,6 +148,16 @@ class TaskModule(L.LightningModule):
             self.model.compile()
             self._compiled = True
 
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
+        """Lightning's clipping, except by norm under FSDP, which Lightning refuses (its FSDP precision plugin
+        has no handle on the root module): the root FSDP module's `clip_grad_norm_` computes the norm over
+        every rank's shards, as `torch.nn.utils.clip_grad_norm_` does on one device."""
+        root = sharded_root(self.trainer)
+        if root is not None and gradient_clip_val and (gradient_clip_algorithm or "norm") == "norm":
+            root.clip_grad_norm_(gradient_clip_val)
+            return
+        super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
+
     def configure_optimizers(self):
         # One source of truth for the schedule's length: the trainer's max_steps, or the optimizer
         # steps its epochs and accumulation make when max_steps is not set.
@@ -196,6 +211,14 @@ class TaskModule(L.LightningModule):
         # GPU that copy waits for the device.
         if (self.trainer.global_step + 1) % max(1, self.trainer.log_every_n_steps) == 0:
             self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], on_step=True, on_epoch=False)
+
+
+def sharded_root(trainer) -> nn.Module | None:
+    """The root FullyShardedDataParallel module a trainer's strategy trains, or None (no FSDP)."""
+    from torch.distributed.fsdp import FullyShardedDataParallel
+
+    model = getattr(trainer.strategy, "model", None)
+    return model if isinstance(model, FullyShardedDataParallel) else None
 
 
 def shape_signature(batch):

@@ -131,8 +131,10 @@ class CausalLanguageModel(TaskModule):
         metric = getattr(self, f"{stage}_loss")
         loss = metric.compute()  # token-weighted mean over the epoch, synced across DDP ranks
         metric.reset()
-        self.log(f"{stage}/loss", loss, prog_bar=True)
-        self.log(f"{stage}/ppl", loss.exp())
+        # compute() has synced the loss over the ranks: sync_dist averages equal numbers (exactly), and it
+        # says so to Lightning, which would otherwise warn that an epoch value is one rank's.
+        self.log(f"{stage}/loss", loss, prog_bar=True, sync_dist=True)
+        self.log(f"{stage}/ppl", loss.exp(), sync_dist=True)
         return loss
 
     def on_validation_epoch_end(self) -> None:
