@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import lit_attention.training.cli  # noqa: F401  (Lightning's log handlers bind to the real streams, not a test's capsys)
+from lit_attention.errors import ConfigError
 from lit_attention.main import main
 from lit_attention.training.outcome_files import read_outcomes
 from in_process import OFFLINE, RUN_VARIABLES, process_state_kept, run_main  # tests/ is on sys.path under pytest
@@ -159,7 +160,7 @@ def test_a_lock_taken_on_a_file_its_holder_removed_is_taken_again(tmp_path, monk
     new one): a lock on the removed file guards nothing, so acquire locks the file that is there now."""
     import fcntl
 
-    from lit_attention.training import run_dirs
+    from lit_attention.training import file_locks, run_dirs
 
     (tmp_path / run_dirs.LOCK).write_text("process 1 on elsewhere")
     flock, calls = fcntl.flock, []
@@ -171,10 +172,64 @@ def test_a_lock_taken_on_a_file_its_holder_removed_is_taken_again(tmp_path, monk
         calls.append(os.fstat(file.fileno()).st_ino)
         return flock(file, operation)
 
-    monkeypatch.setattr(run_dirs.fcntl, "flock", holder_ends_first)
+    monkeypatch.setattr(file_locks.fcntl, "flock", holder_ends_first)
     lock = run_dirs.RunLock(tmp_path).acquire()
     assert len(calls) == 2 and calls[1] == os.stat(tmp_path / run_dirs.LOCK).st_ino != calls[0]
     lock.release()
+
+
+def without_flock(monkeypatch) -> None:
+    """A file system that refuses flock, as Lustre mounted `noflock` does (ENOSYS); none is mounted here."""
+    import errno
+
+    from lit_attention.training import file_locks
+
+    def refuse(file, operation):
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(file_locks.fcntl, "flock", refuse)
+
+
+def test_without_flock_a_run_is_locked_by_its_lock_file(tmp_path, monkeypatch, capsys):
+    """A file beside the lock file, created exclusively, is the lock: a second holder is refused in one sentence
+    naming the first, a file left by an ended process of this host is taken over, and release removes it."""
+    import socket
+
+    from lit_attention.training import run_dirs
+
+    without_flock(monkeypatch)
+    lock = run_dirs.RunLock(tmp_path).acquire()
+    assert "without flock" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match=f"in use by process {os.getpid()} on {socket.gethostname()}"):
+        run_dirs.RunLock(tmp_path).acquire()
+    lock.release()
+    assert not list(tmp_path.iterdir())
+    held = tmp_path / f"{run_dirs.LOCK}.held"
+    ended = 2 ** 22 + 7  # a process id no process has (Linux's pid_max is at most 2^22)
+    held.write_text(f"process {ended} on {socket.gethostname()}")
+    run_dirs.RunLock(tmp_path).acquire().release()  # stale: taken over
+    held.write_text("process 12 on another-node")
+    with pytest.raises(ConfigError, match="in use by process 12 on another-node"):
+        run_dirs.RunLock(tmp_path).acquire()
+
+
+def test_without_flock_a_compare_output_is_locked_and_keeps_its_lock_file(tmp_path, monkeypatch):
+    from lit_attention.sweep.output_dir import LOCK, OutputLock
+
+    without_flock(monkeypatch)
+    lock = OutputLock(tmp_path, "compare --config x").acquire()
+    with pytest.raises(ConfigError, match="in use by process"):
+        OutputLock(tmp_path, "compare --config y").acquire()
+    lock.release()
+    assert (tmp_path / LOCK).exists() and not (tmp_path / f"{LOCK}.held").exists()  # the file marks the output
+    OutputLock(tmp_path, "compare --config y").acquire().release()
+
+
+@pytest.mark.slow
+def test_a_fit_on_a_file_system_without_flock_trains(in_tmp, monkeypatch, capsys):
+    without_flock(monkeypatch)
+    assert run_main(["fit", "--config", VIT, *TINY, "--run.root", str(in_tmp / "runs")]) == 0, capsys.readouterr().err[-2000:]
+    assert list(in_tmp.glob("runs/**/record.json"))
 
 
 @pytest.mark.slow

@@ -14,13 +14,12 @@ lock is let go: it is what marks the directory as compare's.
 
 from __future__ import annotations
 
-import fcntl
 import os
-import socket
 import sys
 from pathlib import Path
 
 from lit_attention.errors import ConfigError
+from lit_attention.training.file_locks import create_exclusively, holder_line, release_held, try_flock
 from lit_attention.sweep.atomic import REPORT_FILES, is_temporary
 from lit_attention.sweep.inspection import INSPECT
 from lit_attention.sweep.verify import VERIFY
@@ -28,7 +27,7 @@ from lit_attention.sweep.verify import VERIFY
 LOCK = ".compare.lock"
 RUNS = "runs"
 # Everything compare itself puts at the top of its output (the SLURM launcher's job files go to slurm/).
-OWN_NAMES = {LOCK, RUNS, INSPECT, VERIFY, "slurm", "sizes", "scaling.png", *REPORT_FILES}  # sizes/: --scale
+OWN_NAMES = {LOCK, LOCK + ".held", RUNS, INSPECT, VERIFY, "slurm", "sizes", "scaling.png", *REPORT_FILES}  # sizes/: --scale
 
 
 def check_output(output: Path, report_only: bool) -> None:
@@ -70,12 +69,19 @@ class OutputLock:
         self.path = Path(output) / LOCK
         self.command = command
         self._file = None
+        self._marker = False  # locked by the file itself (no flock on this file system)
 
     def acquire(self, wait: bool = False) -> OutputLock:
         file = open(self.path, "a+")
-        try:
-            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        locked = try_flock(file)
+        if locked is None:  # a file system without flock: a file created exclusively is the lock (file_locks.py)
+            file.close()
+            holder = create_exclusively(self.path, holder_line(self.command[:300]))
+            if holder is not None:
+                raise ConfigError(f"--output {str(self.path.parent)!r} is in use by {holder}; wait for it to end.")
+            self._marker = True
+            return self
+        if not locked:
             holder = self.holder(file)
             if not wait:
                 file.close()
@@ -84,7 +90,7 @@ class OutputLock:
             print(f"compare: {self.path.parent} is in use by {holder}; waiting for it to end (--wait-for-lock).",
                   file=sys.stderr, flush=True)
             try:
-                fcntl.flock(file, fcntl.LOCK_EX)
+                try_flock(file, wait=True)
             except KeyboardInterrupt:
                 file.close()
                 print(f"\ncompare: interrupted while waiting for {holder}; nothing was run or written.",
@@ -95,7 +101,7 @@ class OutputLock:
                 raise
         file.seek(0)
         file.truncate()
-        file.write(f"process {os.getpid()} ({self.command[:300]}) on {socket.gethostname()}\n")
+        file.write(holder_line(self.command[:300]) + "\n")
         file.flush()
         self._file = file
         return self
@@ -106,6 +112,9 @@ class OutputLock:
         return file.read().strip() or "another process"
 
     def release(self) -> None:
+        if self._marker:
+            release_held(self.path)  # the lock file stays: it marks the output as compare's
+            self._marker = False
         if self._file is not None:
             self._file.close()  # closing the file lets go of the lock
             self._file = None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lit_attention.modeling.attention import resolve_spec
 from lit_attention.errors import ConfigError
 from lit_attention.training.lightning_internals import load_pending_loader_states, validation_follows
-from lit_attention.training.random_states import gathered_random_states, restore_own_states, seed_own_stream
+from lit_attention.training.random_states import gathered_random_states, rank_and_world, restore_own_states, seed_own_stream
 from lit_attention.training.fsync import fsync_directory
 from lit_attention.training.run_dirs import CHECKPOINTS, LAST, newest_version
 from lit_attention.training.tasks.base import TaskModule
@@ -189,8 +190,8 @@ class ExactResume(L.Callback):
         return gathered_random_states()
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        for note in restore_own_states(state_dict):
-            rank_zero_info(note)
+        for note in restore_own_states(state_dict):  # on every rank: what one rank lost is its own
+            print(f"note (rank {rank_and_world()[0]}): {note}", file=sys.stderr, flush=True)
 
     def on_fit_start(self, trainer, pl_module) -> None:
         if trainer.ckpt_path is None:

@@ -1,9 +1,10 @@
 """The global random states (torch, CUDA, numpy, Python) as a checkpoint carries them, per rank.
 
 * `random_states` / `set_random_states`: one process's states as tensors and plain values (so that
-  Lightning's `weights_only` checkpoint loading accepts them), and their restore, which sets the CUDA
-  states of the devices visible here and returns a line saying which saved ones it could not set (a
-  run saved on 8 GPUs resumed on 4, or on CPU).
+  Lightning's `weights_only` checkpoint loading accepts them), and their restore. The CUDA state is the
+  one of the device the process draws on, restored onto the device it draws on when it resumes, so
+  global rank r resumes rank r's stream on any node layout (2 x 8 GPUs resumed as 4 x 4); a line says
+  when it cannot be set (resumed on CPU).
 * `gathered_random_states` / `restore_own_states`: under DDP or FSDP each rank draws its own dropout
   masks, so the one checkpoint holds every rank's states (gathered to all, written by rank 0) and
   each rank restores its own. A checkpoint from before holds one process's states, which every rank
@@ -32,7 +33,9 @@ def random_states() -> dict[str, Any]:
     version, python_state, python_gauss = random.getstate()
     return {
         "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        # Only the device this process draws on (Lightning has made it the current one): a rank's state is
+        # then its own wherever it resumes, whichever device index its rank gets on another node layout.
+        "cuda_own": torch.cuda.get_rng_state(torch.cuda.current_device()) if torch.cuda.is_available() else None,
         "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(position),
                   "has_gauss": int(has_gauss), "gauss": float(gauss)},
         "python": [version, list(python_state), python_gauss],
@@ -42,7 +45,7 @@ def random_states() -> dict[str, Any]:
 def set_random_states(states: dict[str, Any]) -> str | None:
     """Restore `states`; a sentence when some saved CUDA states have no visible device here."""
     torch.set_rng_state(states["torch"])
-    note = set_cuda_states(states["cuda"])
+    note = set_own_cuda_state(states["cuda_own"]) if "cuda_own" in states else set_cuda_states(states["cuda"])
     numpy = states["numpy"]
     np.random.set_state(("MT19937", numpy["keys"].numpy().astype(np.uint32), numpy["pos"], numpy["has_gauss"], numpy["gauss"]))
     version, python_state, python_gauss = states["python"]
@@ -50,7 +53,19 @@ def set_random_states(states: dict[str, Any]) -> str | None:
     return note
 
 
+def set_own_cuda_state(saved: torch.Tensor | None) -> str | None:
+    """This process's saved CUDA state, set on the device it draws on now."""
+    if saved is None:
+        return None
+    if not torch.cuda.is_available():
+        return ("Resumed without CUDA: the checkpoint's CUDA random states are not used, so the random draws "
+                "(dropout) are not the ones an uninterrupted run on GPUs would make.")
+    torch.cuda.set_rng_state(saved, torch.cuda.current_device())
+    return None
+
+
 def set_cuda_states(saved: list[torch.Tensor]) -> str | None:
+    # A checkpoint written before `cuda_own` holds every visible device's state, by device index.
     # Device i's state goes to visible device i, as torch.cuda.set_rng_state_all does; that function
     # indexes devices by the saved list and fails on the first one that is not visible.
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -85,7 +100,7 @@ def restore_own_states(saved: dict[str, Any]) -> list[str]:
     ranks = saved["ranks"] if "ranks" in saved else [saved]
     rank, world = rank_and_world()
     notes = []
-    if len(ranks) != world:
+    if len(ranks) != world and rank == 0:  # the same for every rank: said once
         notes.append(f"The checkpoint holds the random states of {len(ranks)} process(es) and this run has {world}; "
                      f"ranks from {len(ranks)} on resume from rank 0's, so their dropout masks are not an "
                      "uninterrupted run's." if world > len(ranks) else

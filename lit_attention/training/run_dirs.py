@@ -11,15 +11,15 @@ run (a scheduler relaunching a job whose first copy still runs) is refused, nami
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import shutil
-import socket
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from lit_attention.errors import ConfigError, brief
+from lit_attention.training.file_locks import create_exclusively, holder_line, release_held, try_flock
 
 _VERSION = re.compile(r"version_(\d+)$")
 LOCK = ".lock"
@@ -123,9 +123,8 @@ def check_writable(root: str | os.PathLike) -> None:
     root = Path(root)
     try:
         root.mkdir(parents=True, exist_ok=True)
-        probe = root / f".write-test-{os.getpid()}"
-        probe.mkdir()
-        probe.rmdir()
+        # A name no other process, on this node or another sharing the file system, can be using.
+        Path(tempfile.mkdtemp(prefix=".write-test-", dir=root)).rmdir()
     except OSError as error:
         raise ConfigError(
             f"Cannot write runs into {str(root)!r} ({brief(error)}); choose a writable --run.root "
@@ -152,20 +151,24 @@ class RunLock:
     def __init__(self, directory: Path) -> None:
         self.path = directory / LOCK
         self._file = None
+        self._marker = False  # locked by the file itself (no flock on this file system)
 
     def acquire(self) -> RunLock:
         while True:
             file = open(self.path, "a+")
-            try:
-                fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+            locked = try_flock(file)
+            if locked is None:  # a file system without flock: a file created exclusively is the lock (file_locks.py)
+                file.close()
+                holder = create_exclusively(self.path, holder_line())
+                if holder is not None:
+                    raise ConfigError(self.in_use(holder))
+                self._marker = True
+                return self
+            if not locked:
                 file.seek(0)
                 holder = file.read().strip() or "another process"
                 file.close()
-                raise ConfigError(
-                    f"Run {str(self.path.parent)!r} is in use by {holder}; wait for it to end (or stop it) "
-                    "before resuming it, or start a new run without --ckpt_path."
-                ) from None
+                raise ConfigError(self.in_use(holder)) from None
             # The holder removes the file as it ends: a lock on the removed file (opened before that) locks
             # nothing another process can see, so take the lock again on the file that is there now.
             try:
@@ -176,14 +179,22 @@ class RunLock:
             file.close()
         file.seek(0)
         file.truncate()
-        file.write(f"process {os.getpid()} on {socket.gethostname()}")
+        file.write(holder_line())
         file.flush()
         self._file = file
         return self
 
+    def in_use(self, holder: str) -> str:
+        return (f"Run {str(self.path.parent)!r} is in use by {holder}; wait for it to end (or stop it) "
+                "before resuming it, or start a new run without --ckpt_path.")
+
     def release(self) -> None:
         """Remove the lock file (still holding the lock, so no other process holds it meanwhile) and let go:
         a finished or stopped run keeps no `.lock`; a killed one keeps a stale file that locks nothing."""
+        if self._marker:
+            release_held(self.path)
+            self.path.unlink(missing_ok=True)
+            self._marker = False
         if self._file is not None:
             self.path.unlink(missing_ok=True)
             self._file.close()

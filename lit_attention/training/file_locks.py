@@ -1,0 +1,85 @@
+"""Exclusive locks for a run directory (run_dirs.RunLock) and a compare output (sweep/output_dir.OutputLock).
+
+The lock is `flock` on a lock file: the kernel lets go of it when its holder dies, so a killed process
+never leaves a lock behind. Some shared file systems refuse `flock` (Lustre mounted `noflock` answers
+ENOSYS, some NFS mounts ENOLCK). There the lock is a file beside the lock file (`<lock file>.held`),
+created exclusively (O_EXCL) with its holder's process and host in it: a file whose holder was a process of this host that has
+ended is stale and is taken over; one from another host names that host, so a user can remove it once
+that job is gone. One line says so when it happens.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import socket
+import sys
+from pathlib import Path
+
+# What flock answers on a file system that does not support it.
+NO_FLOCK = {errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP}
+
+
+def try_flock(file, wait: bool = False) -> bool | None:
+    """Lock `file` exclusively: True when locked, False when another process holds it (never with `wait`),
+    None when its file system does not support flock."""
+    try:
+        fcntl.flock(file, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        return True
+    except BlockingIOError:
+        return False
+    except OSError as error:
+        if error.errno in NO_FLOCK:
+            return None
+        raise
+
+
+def holder_line(detail: str = "") -> str:
+    """Who holds a lock: `process <pid> (<detail>) on <host>`."""
+    return f"process {os.getpid()}{f' ({detail})' if detail else ''} on {socket.gethostname()}"
+
+
+def held_path(lock_file: Path) -> Path:
+    return lock_file.with_name(lock_file.name + ".held")
+
+
+def create_exclusively(lock_file: Path, holder: str) -> str | None:
+    """The lock without flock: create `<lock_file>.held` holding `holder`'s line. None when this process now
+    holds it, else the line of the process that does. A file left by an ended process of this host is
+    taken over. `release_held` lets go."""
+    path = held_path(lock_file)
+    for _ in range(2):
+        try:
+            descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            written = path.read_text(errors="replace").strip() if path.is_file() else ""
+            if not _ended_here(written):
+                return written or "another process"
+            path.unlink(missing_ok=True)  # stale: its process ended on this host
+            continue
+        with os.fdopen(descriptor, "w") as file:
+            file.write(holder + "\n")
+        print(f"note: {path.parent} is on a file system without flock, so it is locked by the file {path.name}, "
+              "which a killed process leaves behind (it is taken over on this host; from another host, remove it "
+              "once that process is gone).", file=sys.stderr, flush=True)
+        return None
+    return "another process"
+
+
+def _ended_here(line: str) -> bool:
+    """Whether a holder line names a process of this host that no longer runs."""
+    words = line.split()
+    if len(words) < 4 or words[0] != "process" or not words[1].isdigit() or words[-1] != socket.gethostname():
+        return False
+    try:
+        os.kill(int(words[1]), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def release_held(lock_file: Path) -> None:
+    held_path(lock_file).unlink(missing_ok=True)
