@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from in_process import OFFLINE  # tests/ is on sys.path under pytest
+from in_process import OFFLINE, run_main  # tests/ is on sys.path under pytest
 from test_recipes_run import offline_data, write_offline_data
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,7 +68,21 @@ def commands(mode: str, folder: Path) -> list[list[str]]:
     for recipe in MATRIX:
         base = ["fit", *shrunk(recipe, folder), *MODES[mode], f"--run.name={mode}/{run_name(recipe)}"]
         listed += [[*base, "--trainer.max_steps=2"], [*base, "--trainer.max_steps=4", "--ckpt_path=last", "--run.test=true"]]
+    if mode != "one_process":
+        listed += [validate(recipe, mode, folder, MODES[mode]) for recipe in VALIDATED]
     return listed
+
+
+# Validated again after the matrix, on 2 ranks and then by one process on the same items: their epoch metrics.
+VALIDATED = ["quickstart/gpt_stdlib.yaml", "quickstart/text_stdlib.yaml"]
+
+
+def validate(recipe: str, mode: str, folder: Path, layout: list[str]) -> list[str]:
+    """`validate` of the recipe's trained run on its first 16 validation items: 2 batches of 8 in one
+    process, 2 batches of 4 on each of 2 ranks (DistributedSampler deals items 0, 2, 4, ... to rank 0
+    and 1, 3, 5, ... to rank 1, so the ranks' first 2 batches hold the same 16 items)."""
+    batch = "--data.batch_size=4" if layout else "--data.batch_size=8"
+    return ["validate", *shrunk(recipe, folder), *layout, f"--run.name={mode}/{run_name(recipe)}", "--ckpt_path=last", batch]
 
 
 # Every command in turn, in this process; under DDP Lightning starts rank 1 once, running this script again,
@@ -134,3 +148,28 @@ def test_the_recipe_fits_resumes_and_tests_as_it_ships(mode, recipe, matrix, dat
     assert (runs[0] / "checkpoints/last.ckpt").is_file()
     assert list(runs[0].glob("events.out.tfevents.*"))  # the default logger (TensorBoard) wrote the run
     assert "step 4/4" in ran["output"] or "epoch 1" in ran["output"]  # the progress bar was drawn
+
+
+def last_scalars(directory: Path) -> dict[str, float]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(directory))
+    events.Reload()
+    return {tag: events.Scalars(tag)[-1].value for tag in events.Tags()["scalars"]}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("recipe", VALIDATED)
+@pytest.mark.parametrize("mode", ["ddp", "fsdp"])
+def test_every_epoch_metric_of_two_ranks_is_the_one_process_value(mode, recipe, matrix, data_folder, in_tmp):
+    """Each epoch metric TensorBoard shows after a validation on 2 ranks (loss, perplexity, accuracy, F1)
+    is synced: it equals what one process computes on the same items and weights."""
+    ran = matrix(mode)
+    assert ran["statuses"] is not None and ran["statuses"][-len(VALIDATED):] == [0] * len(VALIDATED), ran["output"][-4000:]
+    assert "without `sync_dist=True`" not in ran["output"] and "sync_dist=True)` when logging on epoch" not in ran["output"]
+    assert run_main(validate(recipe, mode, data_folder, [])) == 0  # one process, on the CPU
+    [run] = (data_folder / "runs" / mode / run_name(recipe)).glob("*/seed_0/version_*")
+    ranks, one = last_scalars(run / "evaluations/validate_0"), last_scalars(run / "evaluations/validate_1")
+    assert {"val/loss", "val/acc"} <= set(ranks) and set(ranks) == set(one)
+    for name in ranks:
+        assert ranks[name] == pytest.approx(one[name], rel=1e-4), name
