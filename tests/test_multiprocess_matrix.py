@@ -173,3 +173,21 @@ def test_every_epoch_metric_of_two_ranks_is_the_one_process_value(mode, recipe, 
     assert {"val/loss", "val/acc"} <= set(ranks) and set(ranks) == set(one)
     for name in ranks:
         assert ranks[name] == pytest.approx(one[name], rel=1e-4), name
+
+
+@pytest.mark.slow
+def test_compare_runs_each_run_on_two_processes_and_resumes_nothing_done(data_folder):
+    """`compare --devices-per-run 2`: each run a DDP run of 2 processes (on CPU, 2 gloo ranks sharing the
+    cores), the recipe as it ships but for sizes and steps; the same command again trains nothing."""
+    sizes = [word for word in shrunk("quickstart/vit_digits.yaml", data_folder) if not word.startswith("--run.root")]
+    sweep = ["compare", *sizes, "--trainer.max_steps=4", "--variants", "standard,efficient", "--seeds", "1", "--test",
+             "--devices-per-run", "2", "--output", str(data_folder / "compare")]
+    environment = {**os.environ, **OFFLINE}
+    first, again = (subprocess.run([sys.executable, "-m", "lit_attention", *sweep], cwd=data_folder, capture_output=True,
+                                   text=True, timeout=TIMEOUT, env=environment) for _ in range(2))
+    assert first.returncode == 0, first.stderr[-4000:]
+    assert "2 DDP processes each" in first.stdout + first.stderr
+    records = [json.loads(p.read_text()) for p in (data_folder / "compare/runs").rglob("record.json")]
+    assert len(records) == 2 and all(r["provenance"]["devices"] == ["cpu", "cpu"] and r["test"] for r in records)
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert not list((data_folder / "compare/runs").rglob("version_1"))  # nothing trained twice

@@ -137,7 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     launch = parser.add_argument_group("where the runs go")
     launch.add_argument("--launcher", choices=("local", "slurm"), default="local")
     launch.add_argument("--parallel", type=int, default=1, help="local: runs at a time (CPU cores are split)")
-    launch.add_argument("--devices-per-run", type=int, default=1, help="local with GPUs: GPUs per run")
+    launch.add_argument("--devices-per-run", type=int, default=1,
+                        help="local: devices per run, each run a DDP run over them (GPUs; on CPU, processes sharing the cores)")
     launch.add_argument("--fresh-processes", action="store_true",
                         help="local: start every run as a new Python process instead of forking it from one "
                              "that imported Lightning once (slower by the import time per run; the same results)")
@@ -325,4 +326,5 @@ def device_arguments(args) -> list[str]:
         return [f"--trainer.num_nodes={args.slurm_nodes}", *gpus]
     import torch
 
-    return [f"--trainer.devices={args.devices_per_run}"] if torch.cuda.is_available() else []
+    # On CPU a run of k devices is k processes (DDP over gloo), as on k GPUs.
+    return [f"--trainer.devices={args.devices_per_run}"] if torch.cuda.is_available() or args.devices_per_run > 1 else []

@@ -133,10 +133,12 @@ class LocalLauncher:
         if self.gpus:
             return f"{self.parallel} at a time, {self.devices_per_run} GPU(s) each"
         started = "forked from a process that imported Lightning once" if self.fork else "a fresh process each"
-        return f"{self.parallel} at a time, {self.threads()} CPU thread(s) each, {started}"
+        processes = f", {self.devices_per_run} DDP processes each" if self.devices_per_run > 1 else ""
+        return f"{self.parallel} at a time{processes}, {self.threads()} CPU thread(s) a process, {started}"
 
     def threads(self) -> int:
-        return max(1, usable_cores() // self.parallel)
+        """Each CPU process's threads: the cores shared out over every process of the runs at once."""
+        return max(1, usable_cores() // (self.parallel * self.devices_per_run))
 
     def run(self, jobs: list[Job], done: Done) -> None:
         if self.fork:
