@@ -1,6 +1,7 @@
 #!/bin/bash
 # Two nodes x 8 GPUs with SLURM: sbatch recipes/slurm_multi_node.sh recipes/nonlinear_query/gpt3_small.yaml
-# One task per GPU; Lightning's SLURM environment plugin reads the ranks SLURM assigns.
+# One task per GPU; Lightning's SLURM environment plugin reads the ranks SLURM assigns. A recipe that states
+# run.global_batch_size (gpt3_small.yaml) keeps it: the per-GPU batch and accumulation follow the layout.
 #SBATCH --job-name=lit-attention
 #SBATCH --nodes=2
 #SBATCH --ntasks-per-node=8

@@ -142,6 +142,7 @@ def test_the_recipe_fits_resumes_and_tests_as_it_ships(mode, recipe, matrix, dat
     assert len(runs) == 1, runs  # the resume continued the fit's run, in its directory
     record = json.loads((runs[0] / "record.json").read_text())
     assert record["optimizer_steps"] == 4
+    assert record["global_batch_size"] == 4 * (1 if mode == "one_process" else 2)  # batch 4 on each rank
     assert [point[1] for point in record["curve"]] == [2, 4]  # a validation at each epoch end (or every 2 steps)
     assert record["test"] and all(value == value for value in record["test"].values())  # scored, no NaN
     assert record["test_checkpoint"] == "best"

@@ -42,7 +42,9 @@ from lit_attention.training.cli_input import (
     copy_data_sizes,
     joined_negative_values,
     nulls_as_mappings,
+    processes_in_run,
 )
+from lit_attention.training.global_batch import apply_global_batch
 from lit_attention.errors import ConfigError
 from lit_attention.limits import check_run_seed
 from lit_attention.training.input_limits import check_path_lengths, check_trainer_values, runs_on_cpu
@@ -158,6 +160,10 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
                             help="After fit, score the best checkpoint on the test split; the result goes to record.json.")
         parser.add_argument("--run.settings", type=dict[str, str] | None, default=None,
                             help="Labels kept in the run's record.json (compare names its grid settings here).")
+        parser.add_argument("--run.global_batch_size", type=int | None, default=None,
+                            help="Sequences (or images) per optimizer step over every device and node; the per-device "
+                                 "batch_size (at most the one given) and accumulate_grad_batches are derived from it, "
+                                 "so that the run trains the same on any layout (null: use them as given).")
         parser.add_argument("--run.recipe", type=str | None, default=None,
                             help="The recipe's name in record.json and TensorBoard (default: --run.name); compare "
                                  "sets it, since its --run.name is the grid point's folder.")
@@ -202,6 +208,10 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
         return self.config[self.subcommand] if self.subcommand else self.config
 
     def before_instantiate_classes(self) -> None:
+        if self.run_config.get("data") is not None and self.run_config.get("model") is not None:
+            note = apply_global_batch(self.run_config, processes_in_run(self.run_config.trainer))
+            if note and launched_as_rank_zero() and self.print_config_request is None:
+                print(note, flush=True)
         self.prepare_config()
         if self.print_config_request is not None:
             skip_null = "skip_null" in self.print_config_request

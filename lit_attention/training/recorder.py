@@ -126,6 +126,8 @@ class RunRecorder(L.Callback):
             "test_checkpoint": None,  # finish_fit: "best" or "last", the weights the test scored
             "params": dict(pl_module.param_counts),
             "optimizer_steps": trainer.global_step,
+            # Sequences (or images) per optimizer step over every rank, as trained: batch x accumulation x ranks.
+            "global_batch_size": global_batch_size(trainer),
             "samples_seen": self.samples,
             "tokens_seen": int(self.tokens) or None,
             "flops_per_batch": flops,  # forward + backward of the first training batch on one device, counted by torch
@@ -184,6 +186,12 @@ def finish_fit(trainer: L.Trainer, model, datamodule, directory: Path | None, fa
         if arrays:
             record["per_example"] = write_outcomes(directory, arrays)
         write_record(directory, record)
+
+
+def global_batch_size(trainer: L.Trainer) -> int | None:
+    """The DataModule's batch_size x accumulation x ranks; None for a DataModule without a batch_size."""
+    size = getattr(trainer.datamodule, "hparams", {}).get("batch_size") if trainer.datamodule is not None else None
+    return int(size) * trainer.accumulate_grad_batches * trainer.world_size if size else None
 
 
 def last_checkpoint(trainer: L.Trainer) -> Path:
