@@ -141,3 +141,19 @@ def test_runs_share_the_usable_cores_and_an_omp_num_threads_already_set(monkeypa
     cores = len(os.sched_getaffinity(0))
     assert usable_cores() == (expected or cores)
     assert LocalLauncher(parallel).threads() == max(1, (expected or cores) // parallel)
+
+
+@pytest.mark.slow  # plans the sweep through LightningCLI (about a second)
+@pytest.mark.parametrize("layout", [["--devices-per-run", "2"],
+                                    ["--launcher", "slurm", "--slurm-gpus-per-node", "2", "--slurm-cluster", "local"]])
+def test_a_sweep_of_multi_process_runs_on_unprepared_token_files_is_refused_before_any_run(layout, in_tmp, capsys):
+    """Each run would refuse the token files when it starts (on SLURM once its job has queued): the sweep is
+    refused on the node that plans it, before anything is started or submitted."""
+    from in_process import run_main
+
+    gpt = str(Path(__file__).resolve().parents[1] / "recipes/quickstart/gpt_stdlib.yaml")
+    status = run_main(["compare", "--config", gpt, "--variants", "standard", "--seeds", "1", *layout, "--output", "out"])
+    err = capsys.readouterr().err
+    assert status == 2, err[-2000:]
+    assert "are not prepared yet" in err and "lit-attention prepare --config" in err
+    assert not (in_tmp / "out").exists() and not (in_tmp / "data").exists()  # nothing started, submitted or prepared

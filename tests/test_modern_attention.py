@@ -287,3 +287,39 @@ def test_bad_combinations_are_one_sentence():
     # kv_heads equal to num_heads is no grouping, so an identity key is fine there.
     MultiHeadAttention(DIM, HEADS, "efficient,kv_heads=4")
     assert GPTConfig(position=None).position == "none"  # YAML's and the command line's `none` arrive as None
+
+
+@pytest.mark.slow  # attention over 2,048 positions
+def test_alibi_slopes_survive_a_precision_plugin_casting_floating_buffers_to_bf16():
+    """FSDP's bf16 mixed precision (and Lightning's bf16-true) cast a module's floating buffers: ALiBi's slopes,
+    kept as whole-number exponents, are untouched, so at 2,048 positions and 12 heads the bias under bf16
+    autocast is the exact float32 bias rounded once to bf16 (it was slopes and distances rounded too: an
+    error up to 6.8 where rounding the bias alone errs up to 4)."""
+    from lit_attention.modeling.gpt import GPT, GPTConfig
+
+    model = GPT(GPTConfig(vocab_size=16, max_len=2048, dim=48, depth=1, num_heads=12, position="alibi"))
+    for module in model.modules():  # what a precision plugin does to buffers
+        for name, buffer in list(module.named_buffers(recurse=False)):
+            if buffer.is_floating_point():
+                setattr(module, name, buffer.to(torch.bfloat16))
+    attention = model.blocks[0].attn
+    torch.testing.assert_close(attention.alibi_slopes.double(), alibi_slopes(12), rtol=1e-6, atol=0)
+    seen = {}
+    model.blocks[0].register_forward_pre_hook(lambda block, args, kwargs: seen.update(mask=kwargs["mask"]), with_kwargs=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        model(torch.zeros(1, 2048, dtype=torch.long))
+    mask = seen["mask"]
+    assert mask.dtype == torch.bfloat16  # built once in the compute dtype: no layer casts it again
+    exact = alibi_bias(alibi_slopes(12), torch.arange(2048), torch.arange(2048)).float()
+    allowed = torch.ones(2048, 2048, dtype=torch.bool).tril()
+    assert torch.equal(mask[0][:, allowed], exact.to(torch.bfloat16)[:, allowed])
+    assert torch.isinf(mask[0][:, ~allowed]).all()
+
+
+def test_a_gpt_with_alibi_warns_when_its_head_width_rules_out_the_fused_masked_kernels():
+    from lit_attention.modeling import attention
+    from lit_attention.modeling.gpt import GPT, GPTConfig
+
+    attention.WARNED_HEAD_WIDTHS.clear()
+    with pytest.warns(UserWarning, match="GPT with position alibi: head width 4"):
+        GPT(GPTConfig(vocab_size=16, max_len=8, dim=12, depth=1, num_heads=3, position="alibi"))

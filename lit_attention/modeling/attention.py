@@ -55,7 +55,7 @@ from lit_attention.modeling.variants import (  # noqa: F401  (re-exported: the s
 from lit_attention.errors import ConfigError
 from lit_attention.modeling.cached_attention import CachedDecoding
 from lit_attention.modeling.kv_cache import KVCache
-from lit_attention.modeling.positions import alibi_bias, alibi_slopes, apply_rotary, check_rotary_width
+from lit_attention.modeling.positions import alibi_bias, alibi_exponents, alibi_slopes_from, apply_rotary, check_rotary_width
 
 class QueryMLP(nn.Module):
     """f(X) = LN(GELU(RMSNorm(X) W_1) W_2): the nonlinear part of the residual query, no biases."""
@@ -162,8 +162,10 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
         self.q_norm = nn.RMSNorm(self.head_dim, eps=norm_eps) if qk_norm else None
         self.k_norm = nn.RMSNorm(self.head_dim, eps=norm_eps) if qk_norm else None
         self.alibi = alibi
-        if alibi:  # not saved: the slopes follow from num_heads
-            self.register_buffer("alibi_slopes", alibi_slopes(num_heads).float(), persistent=False)
+        if alibi:  # not saved: the slopes follow from num_heads. Integers: a precision plugin casts floating
+            # buffers (FSDP's bf16 mixed precision does), which would round the slopes and so every bias.
+            numerators, self.alibi_denominator = alibi_exponents(num_heads)
+            self.register_buffer("alibi_numerators", torch.tensor(numerators), persistent=False)
 
         # `half` is the nonlinear-query paper's Q = (X + f(X)) / 2, folded into the softmax scale.
         self.scale = 1.0 / math.sqrt(self.head_dim)
@@ -201,6 +203,11 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
         queries, kv_heads for grouped keys and values)."""
         b, n, width = t.shape
         return t.view(b, n, width // self.head_dim, self.head_dim).transpose(1, 2)
+
+    @property
+    def alibi_slopes(self) -> torch.Tensor:
+        """ALiBi's slopes m_1..m_h in float32, on this layer's device."""
+        return alibi_slopes_from(self.alibi_numerators, self.alibi_denominator)
 
     def _shape(self, t: torch.Tensor, norm: nn.Module | None, rotary) -> torch.Tensor:
         """Heads (B, n, T, d_h) of a query or key: RMSNorm'd with qk_norm, then rotated with `rotary`."""
@@ -376,11 +383,21 @@ def check_kv_heads(spec: AttentionSpec, num_heads: int) -> int:
 
 
 def alibi_mask(slopes: torch.Tensor, t_q: int, t_k: int, key_padding_mask: torch.Tensor | None, causal: bool,
-               device: torch.device) -> torch.Tensor:
+               device: torch.device, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """The float mask of a self-attention layer with ALiBi at positions 0..T-1: `attention_mask` with the
-    bias of `slopes` added; a model builds it once per forward and hands it to every layer."""
+    bias of `slopes` added, in `dtype`. A model builds it once per forward, from float32 slopes and
+    distances, in the dtype attention computes in (compute_dtype), and hands it to every layer, which
+    then has nothing to cast."""
     allowed = attention_mask(t_q, t_k, key_padding_mask, causal, False, device)
-    return biased_mask(allowed, alibi_bias(slopes, torch.arange(t_q, device=device), torch.arange(t_k, device=device)))
+    bias = alibi_bias(slopes, torch.arange(t_q, device=device), torch.arange(t_k, device=device))
+    return biased_mask(allowed, bias).to(dtype)
+
+
+def compute_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype attention computes in for activations `x`: autocast's where it is on for x's device
+    (bf16-mixed), else x's own."""
+    device = x.device.type
+    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x.dtype
 
 
 def biased_mask(allowed: torch.Tensor | None, bias: torch.Tensor) -> torch.Tensor:

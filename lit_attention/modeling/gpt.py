@@ -9,7 +9,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from lit_attention.modeling.attention import alibi_mask, warn_if_masked_kernels_unfused
+from lit_attention.modeling.attention import alibi_mask, compute_dtype, warn_if_masked_kernels_unfused
 from lit_attention.modeling.blocks import BlockCache, TransformerBlock, drop_path_rates, make_norm, parameter_counts
 from lit_attention.modeling.config import ModelConfig
 from lit_attention.modeling.positions import check_position, rotary_tables
@@ -90,6 +90,8 @@ class GPT(nn.Module):
         # Only a learned position has an embedding; rope and alibi live in attention (positions.py).
         self.pos_embed = nn.Embedding(c.max_len, c.dim) if c.position == "learned" else None
         self.dropout = nn.Dropout(c.dropout)
+        if c.position == "alibi":  # every forward attends under a float mask: SDPA's masked kernels only
+            warn_if_masked_kernels_unfused("GPT with position alibi", c.dim, c.num_heads)
         self.blocks = nn.ModuleList(
             TransformerBlock(c.dim, c.num_heads, attention, max_len=c.max_len, causal=True, mlp_ratio=c.mlp_ratio,
                              dropout=c.dropout, drop_path=rate, bias=c.bias, activation=c.activation,
@@ -135,7 +137,8 @@ class GPT(nn.Module):
         rotary = self._rotary(positions, x.dtype)
         mask = None
         if self.config.position == "alibi":
-            mask = alibi_mask(self.blocks[0].attn.alibi_slopes, t, t, None, causal=True, device=x.device)
+            mask = alibi_mask(self.blocks[0].attn.alibi_slopes, t, t, None, causal=True, device=x.device,
+                              dtype=compute_dtype(x))
         for block in self.blocks:
             x = block(x, mask=mask, rotary=rotary)
         return self.norm(x)

@@ -79,20 +79,23 @@ def rotary_tables(positions: torch.Tensor, head_dim: int, base: float = 10000.0,
     return angles.cos().to(dtype), angles.sin().to(dtype)
 
 
+def alibi_exponents(num_heads: int) -> tuple[list[int], int]:
+    """(n_1..n_h, D) with the ALiBi slope m_i = 2^(-8 n_i / D): 2^(-8/h), 2^(-16/h), ... for h a power of 2;
+    otherwise those of the largest power of 2 below h, then every other slope of twice that power (the
+    ALiBi reference's rule). Whole numbers, so a layer keeps them where no precision cast reaches."""
+    below = 2 ** math.floor(math.log2(num_heads))
+    return [2 * (i + 1) for i in range(below)] + [2 * j + 1 for j in range(num_heads - below)], 2 * below
+
+
 def alibi_slopes(num_heads: int) -> torch.Tensor:
-    """The ALiBi slopes m_1..m_h: 2^(-8/h), 2^(-16/h), ... for h a power of 2; otherwise those of the largest
-    power of 2 below h, then every other slope of twice that power (the ALiBi reference's rule)."""
+    """The ALiBi slopes m_1..m_h (alibi_exponents), in float64."""
+    numerators, denominator = alibi_exponents(num_heads)
+    return torch.tensor([2.0 ** (-8.0 * n / denominator) for n in numerators], dtype=torch.float64)
 
-    def geometric(n: int) -> list[float]:
-        start = 2.0 ** (-8.0 / n)
-        return [start ** (i + 1) for i in range(n)]
 
-    if num_heads & (num_heads - 1) == 0:
-        slopes = geometric(num_heads)
-    else:
-        below = 2 ** math.floor(math.log2(num_heads))
-        slopes = geometric(below) + geometric(2 * below)[0::2][: num_heads - below]
-    return torch.tensor(slopes, dtype=torch.float64)
+def alibi_slopes_from(numerators: torch.Tensor, denominator: int) -> torch.Tensor:
+    """The slopes in float32 on the numerators' device (no copy from the host): alibi_exponents' formula."""
+    return torch.exp2(numerators.to(torch.float32) * (-8.0 / denominator))
 
 
 def alibi_bias(slopes: torch.Tensor, query_positions: torch.Tensor, key_positions: torch.Tensor) -> torch.Tensor:

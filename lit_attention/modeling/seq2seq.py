@@ -11,7 +11,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from lit_attention.errors import ConfigError
-from lit_attention.modeling.attention import alibi_mask, attention_mask, padding_or_none, warn_if_masked_kernels_unfused
+from lit_attention.modeling.attention import (alibi_mask, attention_mask, compute_dtype, padding_or_none,
+                                              warn_if_masked_kernels_unfused)
 from lit_attention.modeling.blocks import BlockCache, TransformerBlock, drop_path_rates, make_norm, parameter_counts
 from lit_attention.modeling.config import ModelConfig
 from lit_attention.modeling.positions import check_position, rotary_tables
@@ -127,7 +128,8 @@ class Seq2SeqTransformer(nn.Module):
         padding = padding_or_none(src_padding_mask, padded)
         t = x.shape[1]
         if self.config.position == "alibi":
-            mask = alibi_mask(self.encoder[0].attn.alibi_slopes, t, t, padding, causal=False, device=x.device)
+            mask = alibi_mask(self.encoder[0].attn.alibi_slopes, t, t, padding, causal=False, device=x.device,
+                              dtype=compute_dtype(x))
         else:
             mask = attention_mask(t, t, padding, causal=False, cross_attention=False, device=x.device)
         rotary = self._rotary(0, t, x)
@@ -175,7 +177,8 @@ class Seq2SeqTransformer(nn.Module):
         tgt_padding, src_padding = padding_or_none(tgt_padding_mask, tgt_padded), padding_or_none(src_padding_mask, src_padded)
         t = x.shape[1]
         if self.config.position == "alibi":
-            mask = alibi_mask(self.decoder[0].attn.alibi_slopes, t, t, tgt_padding, causal=True, device=x.device)
+            mask = alibi_mask(self.decoder[0].attn.alibi_slopes, t, t, tgt_padding, causal=True, device=x.device,
+                              dtype=compute_dtype(x))
         elif tgt_padding is not None:
             mask = attention_mask(t, t, tgt_padding, causal=True, cross_attention=False, device=x.device)
         else:

@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from lit_attention.errors import ConfigError
-from lit_attention.modeling.attention import alibi_mask, attention_mask, padding_or_none, warn_if_masked_kernels_unfused
+from lit_attention.modeling.attention import (alibi_mask, attention_mask, compute_dtype, padding_or_none,
+                                              warn_if_masked_kernels_unfused)
 from lit_attention.modeling.blocks import TransformerBlock, drop_path_rates, make_norm, parameter_counts
 from lit_attention.modeling.config import ModelConfig
 from lit_attention.modeling.positions import check_position, rotary_tables
@@ -125,7 +126,8 @@ class TextEncoderClassifier(nn.Module):
         # Without padding no mask (SDPA may use its flash kernel); with it, one mask for every layer.
         padding = padding_or_none(key_padding_mask, padded)
         if self.config.position == "alibi":
-            mask = alibi_mask(self.blocks[0].attn.alibi_slopes, t, t, padding, causal=False, device=x.device)
+            mask = alibi_mask(self.blocks[0].attn.alibi_slopes, t, t, padding, causal=False, device=x.device,
+                              dtype=compute_dtype(x))
         else:
             mask = attention_mask(t, t, padding, causal=False, cross_attention=False, device=x.device)
         rotary = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from argparse import ArgumentError
 from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -15,7 +16,7 @@ from lit_attention.errors import ConfigError
 from lit_attention.sweep.runs import Plan, Run, check_folder_names, grid_points, parse_arms, parse_variants
 from lit_attention.training.cli import LitAttentionCLI
 from lit_attention.training.config_classes import instantiate_config, registered_classes, resolved
-from lit_attention.training.cli_input import check_trainer_settings
+from lit_attention.training.cli_input import check_trainer_settings, processes_in_run
 from lit_attention.training.parser_errors import parser_error_sentence
 
 SEED_LOGGER = "lightning.fabric.utilities.seed"
@@ -96,8 +97,24 @@ def build_plan(args, variants: list[str], grid, extra: list[str], size=None) -> 
             for label, variant, overrides, point in arms for seed in seeds]
     configs = {(run.arm, run.point): check_run(args.config, run, extra, checked).resolved
                for run in runs if run.seed == seeds[0]}
+    if not getattr(args, "report", False):
+        check_prepared(args.config, checked.values())
     labels = list(dict.fromkeys(label for label, *_ in arms))
     return Plan(runs=runs, arms=labels, points=points, seeds=seeds, configs=configs)
+
+
+def check_prepared(configs: list[str], planned: Iterable[PlannedRun]) -> None:
+    """Refuse a sweep whose runs are several processes each (--devices-per-run, a SLURM job of several
+    GPUs) on token files not prepared yet, before any run is started or submitted: each run's fit would
+    refuse them (cli_input.check_data_prepared), on SLURM only once its job has waited in the queue."""
+    for run in planned:
+        processes = processes_in_run(run.config.trainer)
+        missing = getattr(run.datamodule, "unprepared", lambda: None)() if processes > 1 else None
+        if missing:
+            recipes = " ".join(f"--config {config}" for config in configs)
+            raise ConfigError(f"{missing} are not prepared yet, and each run of this sweep is {processes} processes, "
+                              f"which would refuse them when it starts; prepare them once here with `lit-attention "
+                              f"prepare {recipes}` and the sweep's --data options, then start the sweep again.")
 
 
 def check_run(configs, run: Run, extra, checked: dict | None = None):

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import heapq
 import json
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lit_attention.modeling.attention import MultiHeadAttention
 from lit_attention.training.checkpointing import ExactResume, LastCheckpoint
 from lit_attention.training.lightning_internals import computed_metrics, validation_follows
-from lit_attention.training.per_example import PerExampleOutcomes, gather_from_ranks
+from lit_attention.training.per_example import PerExampleOutcomes
 from lit_attention.training.recorder import RunRecorder
 from lit_attention.training.throughput import TrainingThroughput
 from lit_attention.training.tasks.base import TaskModule
@@ -137,47 +138,86 @@ class BestCheckpoint(ModelCheckpoint):
 
 class PredictionWriter(BasePredictionWriter):
     """Writes what `predict_step` returns (a list of JSON-able rows per batch) to a JSON-lines file, one
-    row per input, in input order. One process writes batch by batch, so a long prediction run keeps
-    what it has done. Under DDP every rank predicts its share (Lightning's sampler for predict gives
-    each input to one rank, and the ranks may run different numbers of batches), keeps its rows with
-    their input indices, and at the end rank 0 gathers them all and writes them in order. `path` is
-    None on the ranks other than 0, which write nothing. Lightning's prediction loop never looks at
-    `trainer.received_sigterm`; this stops it after the batch just written (preemption.py), keeping the
-    `rows` written so far."""
+    row per input, in input order, batch by batch, so a long prediction run keeps what it has done.
+
+    Under DDP every rank predicts its share (Lightning's sampler for predict gives each input to one rank,
+    and the ranks may run different numbers of batches) and appends each batch's rows, with their input
+    indices, to a file of its own beside the predictions (`predictions.rank<r>.jsonl`): no rank holds more
+    than a batch. When prediction ends, rank 0 merges the ranks' files into the predictions in input order
+    (a sampler's padding repeats an input: it is written once) and removes them. Stopped by SIGTERM, each
+    rank's file keeps what it predicted. The ranks' files must be where rank 0 can read them, as the
+    checkpoint every rank loads must be. `path` is None on the ranks other than 0.
+
+    Lightning's prediction loop never looks at `trainer.received_sigterm`; this stops it after the batch
+    just written (preemption.py), keeping the `rows` written so far."""
 
     def __init__(self, path: str | Path | None) -> None:
         super().__init__(write_interval="batch")
         self.path = None if path is None else Path(path)
-        self.rows = 0  # rows written to the file so far
-        self.pending: list[tuple[int, dict]] = []  # (input index, row) of this rank, under DDP
+        self.rows = 0  # rows this rank has written so far (to the predictions, or under DDP to its own file)
+        self.part: Path | None = None  # this rank's file under DDP
 
     def on_predict_start(self, trainer, pl_module) -> None:
-        self.rows, self.pending = 0, []
+        self.rows = 0
+        if trainer.world_size > 1:
+            where = trainer.strategy.broadcast(None if self.path is None else str(self.path))
+            self.part = rank_file(Path(where), trainer.global_rank)
+            self.part.write_text("")
         if self.path is not None:
             self.path.write_text("")
 
     def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch, batch_idx, dataloader_idx) -> None:
-        if trainer.world_size > 1:
-            self.pending.extend(zip(batch_indices, prediction, strict=True))
+        if self.part is not None:
+            self._append(self.part, [[int(index), row] for index, row in zip(batch_indices, prediction, strict=True)])
         elif self.path is not None:
-            self._append(prediction)
+            self._append(self.path, prediction)
         if trainer.received_sigterm:
             raise SIGTERMException
 
     def on_predict_epoch_end(self, trainer, pl_module) -> None:
-        if trainer.world_size == 1:
+        if self.part is None:
             return
-        shares = gather_from_ranks(trainer, self.pending)
+        trainer.strategy.barrier()  # every rank's file is complete
         if self.path is not None and trainer.is_global_zero:
-            by_index = {index: row for share in shares for index, row in share}  # an input twice: once
-            self._append([by_index[index] for index in sorted(by_index)])
-        self.pending = []
+            parts = [rank_file(self.path, rank) for rank in range(trainer.world_size)]
+            self.rows = merge_in_input_order(parts, self.path)
+            for part in parts:
+                part.unlink(missing_ok=True)
+        self.part = None
 
-    def _append(self, rows: list[dict]) -> None:
-        with open(self.path, "a", encoding="utf-8") as file:
+    def _append(self, path: Path, rows: list) -> None:
+        with open(path, "a", encoding="utf-8") as file:
             for row in rows:
                 file.write(json.dumps(row, ensure_ascii=False) + "\n")
         self.rows += len(rows)
+
+
+def rank_file(predictions: Path, rank: int) -> Path:
+    """Where rank `rank` keeps its rows, with their input indices, under DDP."""
+    return predictions.with_name(f"{predictions.stem}.rank{rank}.jsonl")
+
+
+def merge_in_input_order(parts: list[Path], destination: Path) -> int:
+    """Append the rows of the ranks' files to `destination` in input order, each input once; how many.
+    Each file holds `[index, row]` lines in increasing input order, but for the sampler's padding at its
+    end (inputs repeated from the start), which is skipped; the files are read line by line, not loaded."""
+
+    def ascending(part: Path):
+        last = -1
+        with open(part, encoding="utf-8") as file:
+            for line in file:
+                index, row = json.loads(line)
+                if index > last:
+                    last = index
+                    yield index, row
+
+    written, previous = 0, None
+    with open(destination, "a", encoding="utf-8") as out:
+        for index, row in heapq.merge(*(ascending(part) for part in parts), key=lambda item: item[0]):
+            if index != previous:
+                out.write(json.dumps(row, ensure_ascii=False) + "\n")
+                written, previous = written + 1, index
+    return written
 
 
 class ProgressBar(TQDMProgressBar):
