@@ -1,14 +1,18 @@
-"""One-shot check of the GPU paths, at most about 8 minutes on one H100 or H200.
+"""One-shot check of the GPU paths, stopping by itself inside 8 minutes on one H100 or H200.
 
     python benchmarks/gpu_check.py            # on a GPU
     python benchmarks/gpu_check.py --dry      # the same sections on CPU at toy sizes, under a minute
 
 Sections, each printing its own lines: which SDPA kernel each variant and model family runs and its
-bf16 error against fp32; bf16 generation from prompts of different lengths; host syncs per training
-step; torch.compile's speed-up and recompiles; a CLI fit of the embedded GPT with
-recipes/trainer/gpu_bf16.yaml (throughput, MFU); an exact single-GPU resume with dropout.
-Ratios are against a baseline measured in the same run; absolute times come with the hardware name.
-What needs CUDA prints a line saying it was skipped.
+bf16 error against fp32, for every preset and for the block options that change attention's inputs
+(rotary and ALiBi positions, qk_norm, grouped keys and values); bf16 generation from prompts of
+different lengths; host syncs per training step; torch.compile's speed-up and recompiles (counted from
+dynamo's recompile log, checked against recompiles forced on purpose); a CLI fit of the embedded GPT
+with recipes/trainer/gpu_bf16.yaml (throughput, MFU); an exact single-GPU resume with dropout under
+deterministic algorithms. Ratios are against a baseline measured in the same run; absolute times come
+with the hardware name. What needs CUDA prints a line saying it was skipped. A section that would start
+past the time budget (--budget, 450 s on a GPU) is skipped with a line saying so, and an alarm ends the
+run 30 s past it whatever it is doing.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import logging
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -85,20 +91,32 @@ def section(title: str) -> None:
 # ---------------------------------------------------------------------------------------- models
 
 
-def families(s: Sizes, variant: str, device: torch.device) -> dict[str, tuple[torch.nn.Module, tuple]]:
-    """Each model family at size `s`, with an input batch: the text encoder with and without padding,
-    the encoder-decoder with padded sources and targets."""
+# The block options that change what attention is handed, each with `standard`: (label, variant, config fields).
+OPTION_ROWS = (("standard, rope", "standard", {"position": "rope"}), ("standard, alibi", "standard", {"position": "alibi"}),
+               ("standard, qk_norm", "standard", {"qk_norm": True}), ("standard,kv_heads=2", "standard,kv_heads=2", {}))
+
+
+def families(s: Sizes, variant: str, device: torch.device, options: dict | None = None) -> dict[str, tuple[torch.nn.Module, tuple]]:
+    """Each model family at size `s` with the config fields `options`, with an input batch: the text encoder
+    with and without padding, the encoder-decoder with padded sources and targets. A family whose config
+    has no such option (the ViT's positions are learned or rope) is left out."""
+    options = options or {}
     g = torch.Generator().manual_seed(0)
     tokens = torch.randint(3, s.vocab, (s.batch, s.seq), generator=g)
     lengths = torch.linspace(s.seq, max(1, s.seq // 4), s.batch).long()
     padding = torch.arange(s.seq)[None] >= lengths[:, None]
     side = int(s.seq ** 0.5) * 2  # patches of 2 x 2: about seq tokens
-    common = dict(dim=s.dim, num_heads=s.heads, dropout=0.0)
+    common = dict(dim=s.dim, num_heads=s.heads, dropout=0.0, **options)
+    if options.get("position") == "alibi":
+        vit_common = None
+    else:
+        vit_common = common
     text = TextEncoderClassifier(TextEncoderConfig(pad_id=0, vocab_size=s.vocab, max_len=s.seq, num_classes=4,
                                                    depth=s.depth, **common), attention=variant)
     models = {
         "vit": (VisionTransformer(ViTConfig(image_size=side, patch_size=2, in_channels=3, num_classes=10, depth=s.depth,
-                                            **common), attention=variant), (torch.randn(s.batch, 3, side, side, generator=g),)),
+                                            **vit_common), attention=variant), (torch.randn(s.batch, 3, side, side, generator=g),))
+        if vit_common is not None else None,
         "text, no padding": (text, (tokens, torch.zeros_like(padding))),
         "text, padded": (text, (tokens.masked_fill(padding, 0), padding)),
         "gpt": (GPT(GPTConfig(vocab_size=s.vocab, max_len=s.seq, depth=s.depth, **common), attention=variant), (tokens,)),
@@ -107,7 +125,8 @@ def families(s: Sizes, variant: str, device: torch.device) -> dict[str, tuple[to
                                                              **common), attention=variant),
                             (tokens.masked_fill(padding, 0), tokens.flip(0), padding, padding.flip(0))),
     }
-    return {name: (model.to(device).eval(), tuple(t.to(device) for t in inputs)) for name, (model, inputs) in models.items()}
+    return {name: (built[0].to(device).eval(), tuple(t.to(device) for t in built[1])) for name, built in models.items()
+            if built is not None}
 
 
 def autocast(device: torch.device):
@@ -135,15 +154,18 @@ def check_kernels(s: Sizes, device: torch.device) -> None:
     say("| family | variant | SDPA backend (bf16) | device kernels | bf16 error |")
     say("|---|---|---|---|---|")
     torch.backends.cuda.matmul.allow_tf32 = False
-    for variant in list_presets():
-        for family, (model, inputs) in families(s, variant, device).items():
+    rows = [(variant, variant, {}) for variant in list_presets()] + list(OPTION_ROWS)
+    for label, variant, options in rows:
+        if out_of_time(f"the kernel rows from {label!r} on"):
+            return
+        for family, (model, inputs) in families(s, variant, device, options).items():
             with torch.no_grad():
                 exact = model(*inputs).float()
                 with autocast(device):
                     low = model(*inputs).float()
                     backends, kernels = sdpa_kernels(lambda: model(*inputs), device)
             error = float((low - exact).abs().max() / exact.abs().max().clamp(min=1e-12))
-            say(f"| {family} | {variant} | {backends} | {kernels} | {error:.2e} |")
+            say(f"| {family} | {label} | {backends} | {kernels} | {error:.2e} |")
 
 
 # ---------------------------------------------------------------------------------------- generation
@@ -195,10 +217,15 @@ def check_compile(s: Sizes, device: torch.device) -> None:
     section("torch.compile: speed-up of a GPT training step and recompiles")
     backend = "inductor" if device.type == "cuda" else "eager"  # no C++ compiler assumed on a CPU machine
     say(f"backend {backend}; bf16 autocast; batch {s.batch} x {s.seq} tokens; on {hardware(device)}")
-    say("| variant | eager ms/step | compiled ms/step | speed-up | compiles (frames) | recompiles |")
-    say("|---|---|---|---|---|---|")
     from torch._dynamo.utils import counters
 
+    with counting_recompiles() as forced:  # the counter, checked on recompiles made on purpose
+        shapes = torch.compile(lambda x: x * 2, backend=backend, dynamic=False)
+        for length in range(1, 5):
+            shapes(torch.ones(length, device=device))
+    say(f"recompile count check: 3 forced (a function compiled for 4 input shapes, dynamic off), {len(forced)} counted")
+    say("| variant | eager ms/step | compiled ms/step | speed-up | compiles (frames) | recompiles |")
+    say("|---|---|---|---|---|---|")
     for variant in s.compile_variants:
         torch.manual_seed(0)
         tokens = torch.randint(0, s.vocab, (s.batch, s.seq + 1), device=device)
@@ -210,12 +237,32 @@ def check_compile(s: Sizes, device: torch.device) -> None:
         compiled_forward = torch.compile(compiled, backend=backend)
         steps = {"eager": training_step(eager, torch.optim.AdamW(eager.parameters(), lr=1e-4), tokens, device),
                  "compiled": training_step(compiled_forward, torch.optim.AdamW(compiled.parameters(), lr=1e-4), tokens, device)}
-        steps["compiled"]()  # compiles here, outside the timing
-        times = median_interleaved(steps, warmup=2, calls=s.compile_steps, repeats=3, device=device)
+        with counting_recompiles() as recompiles:
+            steps["compiled"]()  # compiles here, outside the timing
+            times = median_interleaved(steps, warmup=2, calls=s.compile_steps, repeats=3, device=device)
         frames = counters["frames"]["ok"]
-        recompiles = sum(counters["recompiles"].values()) if "recompiles" in counters else 0
         say(f"| {variant} | {times['eager'] * 1e3:.2f} | {times['compiled'] * 1e3:.2f} | "
-            f"{times['eager'] / times['compiled']:.2f} | {frames} | {recompiles} |")
+            f"{times['eager'] / times['compiled']:.2f} | {frames} | {len(recompiles)} |")
+
+
+@contextlib.contextmanager
+def counting_recompiles():
+    """The recompiles dynamo makes meanwhile, one message each, from its `recompiles` log (torch 2.14 no
+    longer counts them in torch._dynamo.utils.counters["recompiles"])."""
+    found: list[str] = []
+
+    class Count(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            found.append(record.getMessage().splitlines()[0])
+
+    logger, handler = logging.getLogger("torch._dynamo.guards.__recompiles"), Count()
+    logger.addHandler(handler)
+    torch._logging.set_logs(recompiles=True)
+    try:
+        yield found
+    finally:
+        torch._logging.set_logs()
+        logger.removeHandler(handler)
 
 
 # ---------------------------------------------------------------------------------------- CLI fits
@@ -284,11 +331,11 @@ def check_cli_fit(s: Sizes, device: torch.device, work: Path) -> None:
     say(f"optimizer steps {record['optimizer_steps']}, train seconds {seconds}, "
         f"samples/s {record['train_samples_per_second']}{tokens}")
     if record.get("train_flops"):
-        say(f"achieved {record['train_flops'] / seconds / 1e12:.2f} TFLOP/s (torch's FLOP count of the first batch)")
+        say(f"achieved {record['train_flops'] / seconds / 1e12:.2f} TFLOP/s (torch's FLOP count of every training batch)")
     scalars = tensorboard_scalars(run)
     mfu = {tag: value for tag, value in scalars.items() if "mfu" in tag}
     say(f"MFU logged: {', '.join(f'{t} {v:.3f}' for t, v in mfu.items())}" if mfu
-        else "MFU: not logged (Lightning knows no peak FLOP/s for this device)")
+        else "MFU: not logged (no peak FLOP/s is known for this device and precision: training/peak_flops.py)")
 
 
 def check_host_syncs(s: Sizes, device: torch.device, work: Path) -> None:
@@ -320,9 +367,11 @@ def check_host_syncs(s: Sizes, device: torch.device, work: Path) -> None:
 
 
 def check_exact_resume(s: Sizes, device: torch.device, work: Path) -> None:
-    section("Exact resume with dropout: N steps, against N/2, stop, resume to N")
+    section("Exact resume with dropout: N steps, against N/2, stop, resume to N (deterministic algorithms)")
     n, half = s.fit_steps, s.fit_steps // 2
-    dropout = ["--model.net.dropout=0.1", f"--run.checkpoint_every_n_steps={half}"]
+    # Deterministic algorithms: two bf16 fits on a GPU otherwise differ by atomics' order alone, resumed or not
+    # ("warn": an op without a deterministic version warns instead of stopping the check).
+    dropout = ["--model.net.dropout=0.1", f"--run.checkpoint_every_n_steps={half}", "--trainer.deterministic=warn"]
     straight, resumed = work / "straight", work / "resumed"
     straight.mkdir()
     resumed.mkdir()
@@ -344,9 +393,27 @@ def check_exact_resume(s: Sizes, device: torch.device, work: Path) -> None:
 # ---------------------------------------------------------------------------------------- main
 
 
+BUDGET: dict[str, float] = {}  # "ends": the perf_counter time after which no section or kernel row starts
+
+
+def out_of_time(what: str) -> bool:
+    """Whether the budget is spent; if so, a line saying what is skipped."""
+    if "ends" in BUDGET and time.perf_counter() > BUDGET["ends"]:
+        say(f"skipped: {what}, the time budget is spent")
+        return True
+    return False
+
+
+def over_budget(signum, frame) -> None:
+    say("stopped: 30 s past the time budget, in the middle of a section")
+    os._exit(3)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dry", action="store_true", help="CPU, toy sizes, under a minute")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds: no section starts past it, and an alarm ends the run 30 s later (450 on a GPU)")
     args = parser.parse_args(argv)
     if not args.dry and not torch.cuda.is_available():
         parser.error("no CUDA device here; run with --dry for the CPU rehearsal")
@@ -354,16 +421,26 @@ def main(argv: list[str] | None = None) -> None:
     sizes = DRY_SIZES if args.dry else GPU_SIZES
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     started = time.perf_counter()
-    say(f"# GPU check{' (dry)' if args.dry else ''} on {hardware(device)}; torch {torch.__version__}")
+    budget = args.budget if args.budget is not None else (None if args.dry else 450.0)
+    if budget is not None:
+        BUDGET["ends"] = started + budget
+        signal.signal(signal.SIGALRM, over_budget)
+        signal.alarm(int(budget) + 30)
+    say(f"# GPU check{' (dry)' if args.dry else ''} on {hardware(device)}; torch {torch.__version__}"
+        + (f"; budget {budget:.0f} s" if budget is not None else ""))
     with tempfile.TemporaryDirectory(prefix="gpu_check_") as work:
         work = Path(work)
         sections = [lambda: check_kernels(sizes, device), lambda: check_ragged_generation(sizes, device),
                     lambda: check_compile(sizes, device), lambda: check_cli_fit(sizes, device, work),
                     lambda: check_host_syncs(sizes, device, work), lambda: check_exact_resume(sizes, device, work)]
-        for run_section in sections:
+        names = ["SDPA kernels", "ragged generation", "torch.compile", "CLI fit", "host syncs", "exact resume"]
+        for name, run_section in zip(names, sections):
+            if out_of_time(f"section {name!r}"):
+                continue
             start = time.perf_counter()
             run_section()
             say(f"({time.perf_counter() - start:.0f} s)")
+    signal.alarm(0)
     say()
     say(f"# done in {time.perf_counter() - started:.0f} s")
 

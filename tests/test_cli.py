@@ -21,6 +21,8 @@ from test_commands import TINY_VIT as SHARED_TINY_VIT  # the tiny run test_comma
 ROOT = Path(__file__).resolve().parents[1]
 VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
 GPT = str(ROOT / "recipes/quickstart/gpt_stdlib.yaml")
+# No progress bar in these in-process runs: its redraws would fill the output the test reads; the bar's own
+# path (every rank, every mode) is tests/test_multiprocess_matrix.py's.
 TINY_VIT = [
     "--trainer.max_epochs=1", "--trainer.limit_train_batches=4", "--trainer.limit_val_batches=2",
     "--trainer.enable_progress_bar=false", "--trainer.log_every_n_steps=1", "--model.net.dim=32", "--model.net.depth=1",

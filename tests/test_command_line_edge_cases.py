@@ -27,6 +27,8 @@ from in_process import OFFLINE, RUN_VARIABLES, process_state_kept, run_main  # t
 
 ROOT = Path(__file__).resolve().parents[1]
 VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
+# No progress bar in these in-process runs: its redraws would fill the output the test reads; the bar's own
+# path (every rank, every mode) is tests/test_multiprocess_matrix.py's.
 TINY = ["--model.net.dim=16", "--model.net.depth=1", "--model.net.num_heads=2", "--trainer.max_epochs=1",
         "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false"]
 RUN = "quickstart/vit_digits/standard/seed_0/version_0"
@@ -683,3 +685,19 @@ def test_a_tensorboard_server_shows_the_hparams_table_with_best_and_test(finishe
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+@pytest.mark.slow  # parses the recipe through LightningCLI
+@pytest.mark.parametrize("strategy", [["--trainer.strategy=deepspeed"],
+                                      ["--trainer.strategy.class_path=lightning.pytorch.strategies.ModelParallelStrategy"]])
+def test_a_strategy_whose_checkpoints_are_directories_is_refused_before_anything_is_built(strategy, in_tmp, capsys):
+    sentence = refused(["fit", "--config", VIT, *TINY, *strategy, "--run.root", str(in_tmp / "runs")], capsys)
+    assert "is not supported" in sentence and "FSDPStrategy (recipes/trainer/fsdp.yaml)" in sentence
+    assert not (in_tmp / "runs").exists() or not list((in_tmp / "runs").rglob("*"))
+
+
+@pytest.mark.slow  # parses the recipe through LightningCLI
+def test_fsdp_testing_after_fit_without_checkpoints_is_refused(in_tmp, capsys):
+    sentence = refused(["fit", "--config", VIT, *TINY, "--trainer.strategy=fsdp", "--run.test=true",
+                        "--trainer.enable_checkpointing=false", "--run.root", str(in_tmp / "runs")], capsys)
+    assert "--run.test under FSDP tests a checkpoint" in sentence

@@ -23,6 +23,8 @@ from test_datamodules_images import write_cifar10
 ROOT = Path(__file__).resolve().parents[1]
 # results/reproduce.sh's vit_hard section (500 digits, random_affine), shrunk to one step of a tiny model.
 # The byte-level GPT samples its training windows: at random, but from (seed, index) alone.
+# No progress bar in these in-process runs: its redraws would fill the output the test reads; the bar's own
+# path (every rank, every mode) is tests/test_multiprocess_matrix.py's.
 TINY = ["--trainer.max_steps=1", "--trainer.limit_val_batches=0", "--trainer.enable_progress_bar=false",
         "--trainer.enable_checkpointing=false", "--model.net.dim=16", "--model.net.num_heads=2", "--model.net.depth=1"]
 RECIPES = {"augmented digits": ["--config", str(ROOT / "recipes/studies/vit_digits_500.yaml")],

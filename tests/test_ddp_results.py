@@ -31,8 +31,7 @@ VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
 # DistributedSampler adds no padding duplicates, and every batch of both splits is scored (no limit_*_batches).
 TINY_VIT = ["--config", VIT, "--trainer.max_steps=4", "--trainer.limit_train_batches=4", "--model.warmup_steps=1",
             "--model.net.dim=16", "--model.net.num_heads=2", "--model.net.depth=1", "--model.net.dropout=0.5",
-            "--data.batch_size=16", "--trainer.deterministic=true", "--trainer.enable_progress_bar=false",
-            "--trainer.log_every_n_steps=1"]
+            "--data.batch_size=16", "--trainer.deterministic=true", "--trainer.log_every_n_steps=1"]
 DDP = ["--trainer.accelerator=cpu", "--trainer.devices=2", "--trainer.strategy=ddp"]
 # Lightning's own ModelCheckpoint keeps the checkpoints of steps 2 and 4 (it replaces the run's best and last).
 EVERY_TWO_STEPS = ["--trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint",

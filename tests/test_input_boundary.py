@@ -17,6 +17,8 @@ from test_command_line_edge_cases import TINY, VIT, checksums, lit_attention, re
 
 ROOT = Path(__file__).resolve().parents[1]
 GPT = str(ROOT / "recipes/quickstart/gpt_stdlib.yaml")
+# No progress bar in these in-process runs: its redraws would fill the output the test reads; the bar's own
+# path (every rank, every mode) is tests/test_multiprocess_matrix.py's.
 TINY_GPT = ["--model.net.dim=16", "--model.net.depth=1", "--model.net.num_heads=2", "--trainer.max_steps=2",
             "--trainer.enable_progress_bar=false"]
 

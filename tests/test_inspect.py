@@ -230,6 +230,8 @@ def test_the_nonlinear_query_ratio_is_the_size_of_f():
 # ------------------------------------------------------------------ the command
 
 TINY_NET = ["--model.net.dim=16", "--model.net.num_heads=2"]
+# No progress bar in these in-process runs: its redraws would fill the output the test reads; the bar's own
+# path (every rank, every mode) is tests/test_multiprocess_matrix.py's.
 ONE_STEP = ["--trainer.max_steps=1", "--trainer.limit_val_batches=0", "--trainer.enable_progress_bar=false",
             "--trainer.accelerator=cpu", "--trainer.devices=1"]
 

@@ -17,7 +17,7 @@ from lit_attention.training.records import RECORD
 ROOT = Path(__file__).resolve().parents[1]
 VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
 TINY = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=4", "--trainer.limit_val_batches=2",
-        "--model.net.dim=32", "--model.net.depth=1", "--trainer.enable_progress_bar=false", "--seed_everything=3",
+        "--model.net.dim=32", "--model.net.depth=1", "--seed_everything=3",
         "--trainer.accelerator=cpu"]
 WHERE_AND_HOW_LONG = ("run_dir", "train_seconds", "train_samples_per_second", "wall_seconds")
 FORKED = multiprocessing.get_context("forkserver").Process

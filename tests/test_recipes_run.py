@@ -17,7 +17,7 @@ SMALL_GPT = ["--model.net.dim=64", "--model.net.depth=1", "--model.net.num_heads
              "--data.dataset=stdlib", "--data.tokenizer=bytes", "--data.max_len=64", "--data.max_files=20",
              "--data.val_fraction=0.2"]
 CPU_FAST_DEV_RUN = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.num_nodes=1", "--trainer.strategy=auto",
-                    "--trainer.precision=32", "--trainer.fast_dev_run=true", "--trainer.enable_progress_bar=false"]
+                    "--trainer.precision=32", "--trainer.fast_dev_run=true"]
 # A batch of 2 meets every part of the recipe a batch of 64 meets, at a fraction of the CPU (translation
 # decodes each validation item greedily, token by token).
 SMALL_BATCH = ["--data.batch_size=2"]
