@@ -422,6 +422,7 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     started = time.perf_counter()
     budget = args.budget if args.budget is not None else (None if args.dry else 450.0)
+    previous_alarm = signal.getsignal(signal.SIGALRM)
     if budget is not None:
         BUDGET["ends"] = started + budget
         signal.signal(signal.SIGALRM, over_budget)
@@ -441,6 +442,8 @@ def main(argv: list[str] | None = None) -> None:
             run_section()
             say(f"({time.perf_counter() - start:.0f} s)")
     signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous_alarm)
+    BUDGET.clear()
     say()
     say(f"# done in {time.perf_counter() - started:.0f} s")
 

@@ -16,6 +16,7 @@ from lit_attention.errors import ConfigError
 from lit_attention.sweep.runs import Plan, Run, check_folder_names, grid_points, parse_arms, parse_variants
 from lit_attention.training.cli import LitAttentionCLI
 from lit_attention.training.config_classes import instantiate_config, registered_classes, resolved
+from lit_attention.training.global_batch import apply_global_batch
 from lit_attention.training.cli_input import check_trainer_settings, processes_in_run
 from lit_attention.training.parser_errors import parser_error_sentence
 
@@ -38,6 +39,9 @@ class _Planner(LitAttentionCLI):
         super().__init__(*args, **kwargs)
 
     def before_instantiate_classes(self) -> None:
+        # As fit derives them: the run's record holds the derived batch and accumulation, and compare finds
+        # a finished run by its config.
+        apply_global_batch(self.run_config, processes_in_run(self.run_config.trainer))
         self.prepare_config()
         if self.check_trainer:
             check_trainer_settings(self.run_config.trainer)
