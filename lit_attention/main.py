@@ -5,8 +5,8 @@
     lit-attention compare ...                      a sweep of runs (lit_attention/sweep/compare.py)
     lit-attention inspect ...                      what a trained run learned (lit_attention/analysis/)
 
-Exit status: 0 done, 2 bad input (one sentence on stderr, no traceback unless
-LIT_ATTENTION_TRACEBACK=1), 3 the training loss became NaN or infinite, 1 a failure that is not the
+Exit status: 0 done, 2 bad input (one sentence on stderr; LIT_ATTENTION_TRACEBACK=1 prints the traceback
+before it, and changes neither the sentence nor the status), 3 the training loss became NaN or infinite, 1 a failure that is not the
 input's doing (a defect, a broken install): its traceback goes to a log file whose path is printed,
 the run directory's `traceback.log` when the run has one, else a file in the temporary directory
 (compare exits 1 too when one of its runs failed), 143 (128 + SIGTERM) stopped by SIGTERM: a
@@ -69,12 +69,21 @@ def main(argv: list[str] | None = None) -> None:
             fit_validate_test_predict(words)
     except BaseException as error:  # noqa: BLE001  (sorted below: only user errors become one sentence)
         status, sentence = explain(error)
-        if os.environ.get(TRACEBACK_ENV) or (status is None and not isinstance(error, Exception)):
-            raise  # asked for, or an exit or Ctrl-C: as Python reports it
+        if status is None and not isinstance(error, Exception):
+            raise  # an exit or Ctrl-C: as Python reports it
+        shown = traceback_wanted()
+        if shown:  # added before the sentence; the sentence and the exit status stay what they are
+            traceback.print_exception(error, file=sys.stderr)
         if status is None:
             status, sentence = INTERNAL_ERROR, internal_error_sentence(error)
-        print(f"error: {sentence}\n(set {TRACEBACK_ENV}=1 to see the traceback)", file=sys.stderr)
+        hint = "" if shown else f"\n(set {TRACEBACK_ENV}=1 to see the traceback)"
+        print(f"error: {sentence}{hint}", file=sys.stderr)
         sys.exit(status)
+
+
+def traceback_wanted() -> bool:
+    """Whether LIT_ATTENTION_TRACEBACK asks for tracebacks: any value but empty, 0, false, no and off."""
+    return os.environ.get(TRACEBACK_ENV, "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
 def run_command_help(command: str) -> str:

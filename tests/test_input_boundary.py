@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from in_process import copy_runs
+from in_process import copy_runs, run_main
 from test_command_line_edge_cases import TINY, VIT, checksums, lit_attention, refused
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -241,16 +241,24 @@ def test_a_failure_before_any_run_directory_writes_its_traceback_to_a_named_file
 
 
 @pytest.mark.slow
-def test_the_traceback_setting_still_shows_everything(in_tmp, capsys, monkeypatch):
+def test_the_traceback_setting_adds_the_traceback_and_changes_nothing_else(in_tmp, capsys, monkeypatch):
+    """LIT_ATTENTION_TRACEBACK=1 prints the traceback before the sentence; the sentence and the exit status
+    (1 for a defect, 2 for bad input) stay as they are. 0, false and empty mean off."""
     internal_failure(monkeypatch, in_tmp)
     monkeypatch.setenv("LIT_ATTENTION_TRACEBACK", "1")
-    from lit_attention.main import main
-
-    with pytest.raises(RuntimeError, match="injected kernel failure"):
-        main(["fit", "--config", VIT, *TINY, "--run.root", str(in_tmp / "runs")])
-    with pytest.raises(Exception, match="num_nodes"):  # a user error too: the exception itself
-        main(["fit", "--config", VIT, *TINY, "--trainer.num_nodes=0", "--run.root", str(in_tmp / "runs")])
-    assert os.environ["LIT_ATTENTION_TRACEBACK"] == "1"
+    assert run_main(["fit", "--config", VIT, *TINY, "--run.root", str(in_tmp / "runs")]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "injected kernel failure" in err
+    assert err.strip().splitlines()[-1].startswith("error: lit-attention failed for a reason that is not in your input")
+    bad = ["fit", "--config", VIT, *TINY, "--model.net.position=alibi", "--run.root", str(in_tmp / "runs")]  # a ViT
+    assert run_main(bad) == 2
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and err.strip().splitlines()[-1].startswith("error: ")
+    for off in ("0", "false", ""):
+        monkeypatch.setenv("LIT_ATTENTION_TRACEBACK", off)
+        assert run_main(bad) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and "error: " in err and "set LIT_ATTENTION_TRACEBACK=1" in err
 
 
 # ------------------------------------------------------------------ an unknown field of the model's config
