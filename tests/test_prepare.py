@@ -45,3 +45,16 @@ def test_prepare_tokenizes_once_says_where_and_the_multi_device_run_then_goes_ah
 @pytest.mark.slow
 def test_a_one_device_run_is_not_asked_to_prepare_first(in_tmp):
     check_data_prepared(plan_run([*SMALL_GPT, "--trainer.devices=1"]).config.trainer, plan_run(SMALL_GPT).datamodule)
+
+
+def test_prepare_without_a_recipe_says_it_takes_the_fits_config(in_tmp, capsys):
+    assert run_main(["prepare"]) == 2
+    err = capsys.readouterr().err
+    assert "prepare takes the fit's recipe and options" in err and "--config recipes/" in err
+
+
+@pytest.mark.slow  # parses the recipe through LightningCLI
+def test_prepare_refuses_what_the_fit_would_refuse_before_preparing_anything(in_tmp, capsys):
+    assert run_main(["prepare", "--config", GPT, "--model.attention", "bogus"]) == 2
+    assert "bogus" in capsys.readouterr().err
+    assert not (in_tmp / "data").exists()  # nothing was prepared

@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import os
 
+import torch
+
+from lit_attention.errors import ConfigError
 from lit_attention.training.cli import LitAttentionCLI, quiet_lightning
+from lit_attention.training.config_classes import instantiate_config
 
 
 class _Preparer(LitAttentionCLI):
@@ -21,12 +25,20 @@ class _Preparer(LitAttentionCLI):
         if self.print_config_request is not None:
             print(self.parser.dump(self.run_config, skip_none="skip_null" in self.print_config_request), end="")
             raise SystemExit(0)
+        # The fit's model, built on the meta device as the fit builds it: a bad variant or model value is
+        # refused here, before any data is prepared, as the fit would refuse it (the hardware is the fit's
+        # to check: a login node prepares for GPU runs).
+        with torch.device("meta"):
+            instantiate_config(self.run_config.model)
 
     def instantiate_classes(self) -> None:
         """Nothing: preparing data needs no model, trainer or run directory."""
 
 
 def run(argv: list[str]) -> None:
+    if not any(word.split("=")[0] in ("--config", "--model", "--help", "-h") for word in argv):
+        raise ConfigError("prepare takes the fit's recipe and options, and none was given; name the recipe, e.g. "
+                          "`lit-attention prepare --config recipes/quickstart/gpt_stdlib.yaml`.")
     quiet_lightning()
     parser = {"prog": "lit-attention prepare", "description": "Prepare a run's data (the fit's --config and options)."}
     data = _Preparer(args=argv, run=False, parser_kwargs=parser).built_datamodule
