@@ -332,3 +332,16 @@ def test_llama_style_quickstart_is_the_stdlib_quickstart_in_a_modern_block(plans
     model, base = llama.config.model.init_args, classic.config.model.init_args
     assert {k for k in model.keys() if model[k] != base[k]} == {
         "attention", "net.position", "net.norm", "net.mlp"}
+
+
+@pytest.mark.parametrize("overlay", sorted(p for p in (ROOT / "recipes").rglob("*.yaml")
+                                           if p.read_text().startswith("# Overlay for")),
+                         ids=lambda p: str(p.relative_to(ROOT / "recipes")))
+def test_an_overlay_run_alone_is_one_sentence_naming_the_recipe_it_stacks_on(overlay, in_tmp, capsys):
+    from in_process import run_main
+
+    assert run_main(["fit", "--config", str(overlay)]) == 2
+    err = capsys.readouterr().err
+    base = re.match(r"# Overlay for (\S+?):", overlay.read_text()).group(1)
+    assert f"is an overlay: it changes {base}" in err and f"--config {base} --config {overlay}" in err
+    assert (ROOT / base).is_file()
