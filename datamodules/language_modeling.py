@@ -38,6 +38,7 @@ from .hub import (
     source_slug,
 )
 from .loaders import global_seed
+from .token_cache import check_token_files, read_meta, sample_digest
 from .ngram_floors import ngram_floors
 from .stdlib_corpus import STDLIB_LAYOUT, stdlib_corpus
 from .text_tokenizers import (
@@ -197,9 +198,11 @@ class LanguageModelingDataModule(DataModule):
     # ------------------------------------------------------------------ Lightning hooks
 
     def prepare_data(self) -> None:
-        """Tokenize once per node; later runs (and the other ranks) find the token files cached."""
+        """Tokenize once per node; later runs (and the other ranks) find the token files cached, checked."""
         if not self._meta_path.exists():
             self._build_token_files()
+        else:
+            self._checked_meta()
 
     def unprepared(self) -> str | None:
         return None if self._meta_path.exists() else f"The token files of {self.hparams.dataset or 'data_files'}"
@@ -217,7 +220,7 @@ class LanguageModelingDataModule(DataModule):
             return
         if not self._meta_path.exists():
             self._build_token_files()
-        meta = json.loads(self._meta_path.read_text())
+        meta = self._checked_meta()
         vocab_size = self.model_sizes()["vocab_size"]
         if meta["vocab_size"] > vocab_size:
             # The model is sized from model_sizes(); ids past it would crash the embedding mid-run.
@@ -253,7 +256,7 @@ class LanguageModelingDataModule(DataModule):
         once, and added."""
         if not self.token_files:
             raise RuntimeError("Call setup() before asking for the data's n-gram floors.")
-        meta = json.loads(self._meta_path.read_text())
+        meta = read_meta(self.cache_dir)
         if "ngram_floors" not in meta:
             meta["ngram_floors"] = self._count_floors(meta["dtype"], meta["vocab_size"])
             try:
@@ -297,7 +300,7 @@ class LanguageModelingDataModule(DataModule):
     def _token_digests(self) -> dict[str, str]:
         """Each token file's sha256, written into meta.json with the files. A cache from before that has
         them computed now, once, and added to its meta.json, so that later runs only read them."""
-        meta = json.loads(self._meta_path.read_text())
+        meta = read_meta(self.cache_dir)
         if "sha256" not in meta:
             meta["sha256"] = {split: file_sha256(self.cache_dir / f"{split}.bin") for split in meta["splits"]}
             try:
@@ -305,6 +308,17 @@ class LanguageModelingDataModule(DataModule):
             except OSError:  # a read-only cache: hashed again by the next run
                 pass
         return meta["sha256"]
+
+    def _checked_meta(self) -> dict:
+        """meta.json, its token files checked against it (token_cache.py); digests it lacked are added."""
+        meta = read_meta(self.cache_dir)
+        added = check_token_files(self.cache_dir, meta)
+        if added is not None:
+            try:
+                self._write_meta(added)
+            except OSError:  # a read-only cache: sampled again by the next run
+                pass
+        return meta
 
     def _write_meta(self, meta: dict) -> None:
         partial = self._meta_path.with_name(f"meta.json.{os.getpid()}.tmp")
@@ -335,6 +349,7 @@ class LanguageModelingDataModule(DataModule):
         encode = EncodeRows(tokenizer, self.hparams.text_column, dtype, self.rows_are_documents)
         counts, digests = write_token_files(splits, self.cache_dir, encode, self.hparams.num_proc)
         meta = {"dtype": dtype.name, "vocab_size": tokenizer.vocab_size, "splits": list(splits), "tokens": counts,
+                "samples": {name: sample_digest(self.cache_dir / f"{name}.bin") for name in splits},
                 "sha256": digests}
         meta["ngram_floors"] = self._count_floors(dtype, tokenizer.vocab_size)
         self._write_meta(meta)
