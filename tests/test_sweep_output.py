@@ -202,3 +202,46 @@ def test_a_report_that_cannot_be_written_is_one_sentence_and_changes_nothing(in_
     finally:
         immutable(output, False)
     assert tree(output) == before
+
+
+def an_output(folder: Path, kind: str) -> Path:
+    """A compare output as `kind` leaves it on disk: its report, its lock file naming its command, and its
+    runs/ (a sweep), runs/ and sizes/ (a --scale sweep) or size_trend.png (a --trend report)."""
+    folder.mkdir()
+    (folder / LOCK).write_text(f"process 7 (lit-attention compare --config {VIT} --{kind}) on host\n")
+    (folder / "results.md").write_text(f"# the {kind}'s report\n")
+    if kind in ("sweep", "scale"):
+        (folder / "runs").mkdir()
+    if kind == "scale":
+        (folder / "sizes").mkdir()
+    if kind == "trend":
+        (folder / "size_trend.png").write_bytes(b"png")
+    return folder
+
+
+@pytest.mark.slow  # the first in a process imports compare's modules (seconds)
+@pytest.mark.parametrize("kind, command", [
+    ("scale", ["--variants", "standard", "--report"]),          # a report without --scale over a --scale sweep
+    ("scale", ["--variants", "standard"]),                      # the same, training
+    ("trend", ["--variants", "standard"]),                      # a sweep into a trend's folder
+    ("sweep", ["--variants", "standard", "--scale", "dim=16,32"]),  # a --scale sweep into a plain sweep's
+], ids=["report over scale", "sweep over scale", "sweep over trend", "scale over sweep"])
+def test_a_command_of_another_kind_is_refused_naming_the_outputs_owner_and_changes_nothing(kind, command, in_tmp, capsys):
+    output = an_output(in_tmp / "out", kind)
+    before = tree(output)
+    assert run_main(["compare", "--config", VIT, *command, "--output", str(output)]) == 2
+    err = capsys.readouterr().err
+    assert f"--output {str(output)!r} holds a" in err and f"compare --config {VIT} --{kind}" in err
+    assert tree(output) == before and sorted(p.name for p in in_tmp.iterdir()) == ["out"]
+
+
+def test_a_trend_never_writes_into_one_of_its_inputs_nor_into_a_sweep(in_tmp, capsys):
+    a, b = an_output(in_tmp / "a", "sweep"), an_output(in_tmp / "b", "sweep")
+    before = tree(in_tmp)
+    assert run_main(["compare", "--trend", str(a), str(b), "--output", str(b)]) == 2
+    assert "is one of the sweeps --trend reads" in capsys.readouterr().err
+    c = an_output(in_tmp / "c", "sweep")
+    before = tree(in_tmp)
+    assert run_main(["compare", "--trend", str(a), str(b), "--output", str(c)]) == 2
+    assert "holds a sweep" in capsys.readouterr().err
+    assert tree(in_tmp) == before

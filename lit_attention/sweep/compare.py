@@ -28,7 +28,7 @@ from pathlib import Path
 from lit_attention.errors import ConfigError
 from lit_attention.modeling.variants import presets_help
 from lit_attention.sweep.atomic import check_reports_writable
-from lit_attention.sweep.output_dir import OutputLock, check_output, remove_if_only_locked
+from lit_attention.sweep.output_dir import OutputLock, check_output, check_owner, remove_if_only_locked
 from lit_attention.sweep.report import write_report
 from lit_attention.sweep.running import end_sweep, extend_edges, launch, make_launcher
 from lit_attention.sweep.verify import choose_runs, rerun, scratch
@@ -191,6 +191,7 @@ def run(argv: list[str]) -> None:
     from lit_attention.training.cli import recipe_name
 
     output = Path(args.output or Path("runs") / "compare" / recipe_name(args.config))
+    check_owner(output, "scale" if sizes else "sweep")
     check_output(output, report_only=args.report)
     made = not output.exists()
     check_writable(output)
@@ -271,6 +272,10 @@ def run_trend(args, extra: list[str]) -> None:
     from lit_attention.sweep.trend import write_trend
 
     output = Path(args.output)
+    if any(output.resolve() == Path(folder).resolve() for folder in args.trend):
+        raise ConfigError(f"--output {str(output)!r} is one of the sweeps --trend reads, whose report it would replace; "
+                          "a trend writes a folder of its own, so choose another --output.")
+    check_owner(output, "trend")
     check_writable(output)
     text = write_trend([Path(folder) for folder in args.trend], output, args.baseline)
     print(text)

@@ -50,6 +50,41 @@ def check_output(output: Path, report_only: bool) -> None:
                           "without --report to train the sweep.")
 
 
+# What each kind of compare command leaves at the top of its output, and how a message names the kind.
+SIZES, TREND_FIGURE = "sizes", "size_trend.png"
+KINDS = {"scale": "a --scale sweep", "sweep": "a sweep", "trend": "a --trend report"}
+
+
+def output_kind(output: Path) -> str | None:
+    """Which kind of compare command made `output`: "scale" (its sizes/), "sweep" (runs/ alone), "trend"
+    (size_trend.png without runs), None for a folder none of them made (new, empty or the user's)."""
+    output = Path(output)
+    if (output / SIZES).is_dir():
+        return "scale"
+    if (output / RUNS).is_dir():
+        return "sweep"
+    if (output / TREND_FIGURE).is_file():
+        return "trend"
+    return None
+
+
+def check_owner(output: Path, kind: str) -> None:
+    """An output belongs to the kind of command that made it: another kind (a plain sweep or its --report
+    over a --scale sweep, a trend over a sweep) would replace its report with its own. Refused in one
+    sentence naming the folder's owner, the last command that held its lock."""
+    found = output_kind(output)
+    if found is None or found == kind:
+        return
+    lock = Path(output) / LOCK
+    held = lock.read_text(errors="replace").strip() if lock.is_file() else ""
+    command = held[held.find("(") + 1: held.rfind(")")] if "(" in held else ""
+    owner = f" (`{command[:200]}`)" if command else ""
+    again = {"scale": "give its --scale to resume or report it", "sweep": "leave out --scale to resume or report it",
+             "trend": "a trend writes a folder of its own"}[found]
+    raise ConfigError(f"--output {str(output)!r} holds {KINDS[found]}{owner}, and this command is {KINDS[kind]}, which "
+                      f"would replace its report; {again}, or choose another --output.")
+
+
 def remove_if_only_locked(output: Path) -> None:
     """After a command made `output` and was refused before writing anything there (a --primary that
     names no arm is found only once the sweep is planned): take away the folder it made, which holds

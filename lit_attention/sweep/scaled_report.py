@@ -11,6 +11,7 @@ from pathlib import Path
 from lit_attention.sweep.atomic import write_atomically
 from lit_attention.sweep.floors import floor_values, floors_line
 from lit_attention.sweep.inspection import INSPECT
+from lit_attention.sweep.output_dir import SIZES
 from lit_attention.sweep.report import write_report
 from lit_attention.sweep.runs import slug
 from lit_attention.sweep.scaling import SizeRuns
@@ -20,7 +21,6 @@ from lit_attention.sweep.selection import cells_of, tuned_points
 from lit_attention.sweep.tables import count, markdown
 from lit_attention.sweep.verify import VERIFY
 
-SIZES = "sizes"
 FIGURE = "scaling.png"
 CONTROL_TOLERANCE = 0.01  # an arm of the baseline's variant whose N differs by more is a parameter control
 

@@ -25,13 +25,14 @@ from pathlib import Path
 
 from lit_attention.errors import ConfigError
 from lit_attention.sweep.atomic import write_atomically
+from lit_attention.sweep.output_dir import TREND_FIGURE
 from lit_attention.sweep.comparisons import marked
 from lit_attention.sweep.selection import best_of
 from lit_attention.sweep.statistics import ALPHA, mean_std, paired_difference, unpaired_difference, verdict, with_holm
 from lit_attention.sweep.tables import interval, markdown, p_value
 from lit_attention.sweep.trend_statistics import POWER, detectable_slope, weighted_slope
 
-FIGURE = "size_trend.png"
+FIGURE = TREND_FIGURE
 
 
 def check_folders(folders: list[Path]) -> None:
