@@ -371,3 +371,24 @@ def test_padded_rows_and_keys_are_left_out():
     assert result["entropy"] == [pytest.approx(1.0)]
     assert result["first"] == [pytest.approx((2 * 0.5 + 4 * 0.25) / 6)]  # 6 real rows
 
+
+
+@pytest.mark.slow  # trains a tiny run once (shared), then inspects copies of it
+def test_a_run_copied_under_another_name_is_inspected_beside_its_checkpoints_and_without_config_says_so(
+        finished_run, tmp_path, capsys):
+    """A run copied to a folder not named version_<k>: its report goes beside its checkpoints/ (it was refused
+    as an --output inside them, an option never given); without its config.yaml, the sentence names that."""
+    import shutil
+
+    trained = finished_run(["--config", str(ROOT / "recipes/quickstart/vit_digits.yaml"), *TINY_NET, "--model.net.depth=1",
+                            *ONE_STEP])
+    [run] = trained.glob("runs/**/version_0")
+    copied = Path(shutil.copytree(run, tmp_path / "my_run"))
+    assert run_main(["inspect", "--ckpt_path", str(copied), "--batches=1", "--no-progress"]) == 0
+    assert (copied / "inspect" / "inspect.md").is_file()
+    shutil.rmtree(copied / "inspect")
+    (copied / "config.yaml").unlink()
+    assert run_main(["inspect", "--ckpt_path", str(copied), "--batches=1"]) == 2
+    err = capsys.readouterr().err
+    assert f"The run {str(copied)!r} has no config.yaml" in err and "--output" not in err
+    assert not (copied / "inspect").exists()  # nothing written

@@ -23,7 +23,7 @@ from lightning.fabric.utilities.apply_func import apply_to_collection
 
 from lit_attention.analysis import weights as layer_weights
 from lit_attention.analysis.collect import Collector, run_batches
-from lit_attention.analysis.loading import LoadedRun, held_out_loader, load_run
+from lit_attention.analysis.loading import LoadedRun, check_data_known, held_out_loader, load_run, run_folder
 from lit_attention.analysis.measures import LinearCKA
 from lit_attention.analysis.report import mean, pyplot, short, write_report
 from lit_attention.errors import ConfigError
@@ -46,6 +46,9 @@ def inspect_run(ckpt_path: str | os.PathLike, output: str | os.PathLike | None =
         raise ConfigError(f"--batches {batches!r} is invalid; give a positive number of held-out batches.")
     run = load_run(ckpt_path)
     other = load_run(compare_to) if compare_to is not None else None
+    for loaded in (run, other):
+        if loaded is not None:
+            check_data_known(loaded)  # the real cause first, before anything about the output
     if other is not None:
         check_same_data(run, other)
     folder = output_folder(run, output)
@@ -102,10 +105,11 @@ def inspect_run(ckpt_path: str | os.PathLike, output: str | os.PathLike | None =
 def output_folder(run: LoadedRun, output: str | os.PathLike | None) -> Path:
     """The report's folder, created: `output`, or beside the run's checkpoints; never inside a checkpoints folder."""
     if output is None:
-        folder = run.run_dir / "inspect" if run.run_dir is not None else run.checkpoint.parent / f"{run.checkpoint.stem}_inspect"
+        where = run_folder(run.checkpoint, run.run_dir)  # beside the run's checkpoints/, whatever its folder's name
+        folder = where / "inspect" if where is not None else run.checkpoint.parent / f"{run.checkpoint.stem}_inspect"
     else:
         folder = Path(output)
-    if CHECKPOINTS in folder.resolve().parts:
+    if output is not None and CHECKPOINTS in folder.resolve().parts:
         raise ConfigError(f"--output {str(folder)!r} lies inside a run's checkpoints folder, which inspect never writes "
                           "into; choose another folder (the default is <run dir>/inspect).")
     try:

@@ -82,7 +82,7 @@ def load_run(path: str | os.PathLike) -> LoadedRun:
                           "this version of lit-attention.") from None
     task.eval()
     run_dir = training_run_of(file)
-    data_class, data_arguments = _data_of(checkpoint, run_dir)
+    data_class, data_arguments = _data_of(checkpoint, run_folder(file, run_dir))
     return LoadedRun(file, run_dir, task, int(checkpoint.get("global_step") or 0), hyper_parameters,
                      data_class, data_arguments)
 
@@ -132,12 +132,32 @@ def _arguments_of(data_class: type) -> set[str]:
     return names
 
 
+def run_folder(checkpoint: Path, run_dir: Path | None) -> Path | None:
+    """The folder of the run a checkpoint belongs to: its training run, or the folder above the `checkpoints/`
+    it lies in (a run copied under another name than version_<k>)."""
+    if run_dir is not None:
+        return run_dir
+    return checkpoint.resolve().parent.parent if checkpoint.resolve().parent.name == CHECKPOINTS else None
+
+
+def check_data_known(run: LoadedRun) -> None:
+    """One sentence when nothing says which data the run trained on: the checkpoint names no DataModule
+    and its run directory has no config.yaml (the fit writes one there)."""
+    if run.data_class is not None:
+        return
+    folder = run_folder(run.checkpoint, run.run_dir)
+    if folder is not None:
+        raise ConfigError(f"The run {str(folder)!r} has no config.yaml, which names the data it trained on, and its checkpoint "
+                          f"{str(run.checkpoint)!r} does not name it either; put the run's config.yaml back beside "
+                          "checkpoints/ (a copy of a run keeps it there).")
+    raise ConfigError(f"Checkpoint {str(run.checkpoint)!r} does not say which data it was trained on (no config.yaml "
+                      "beside it and no DataModule arguments in it); inspect a checkpoint inside its run directory.")
+
+
 def held_out_loader(run: LoadedRun, data_dir: str | os.PathLike | None = None):
     """The validation DataLoader of the run's data (in order, no workers): the held-out batches. A relative
     `data_dir` (the default `data`) is read from the working directory, as the run did; `data_dir` replaces it."""
-    if run.data_class is None:
-        raise ConfigError(f"Checkpoint {str(run.checkpoint)!r} does not say which data it was trained on (no config.yaml "
-                          "beside it and no DataModule arguments in it); inspect a checkpoint inside its run directory.")
+    check_data_known(run)
     data_class = class_of(run.data_class)
     arguments = {**run.data_arguments, "num_workers": 0}
     if data_dir is not None:
