@@ -216,6 +216,15 @@ class TextClassificationDataModule(DataModule):
             texts = lines_of(predict_paths(self.hparams.predict_files))
             self.predict_set = [{self.text_column: text} for text in texts]
             self.predict_collate = ClassificationCollate(tokenizer, self.text_column, None, self.hparams.max_len, None)
+            self.truncated = sum(len(ids) > self.hparams.max_len for ids in tokenizer.encode_batch(texts)) if texts else 0
+
+    def predict_note(self) -> str | None:
+        """A line saying how many `predict` inputs were cut to max_len tokens (the model reads no further)."""
+        count, total, most = getattr(self, "truncated", 0), len(self.predict_set or []), self.hparams.max_len
+        if not count:
+            return None
+        return (f"note: {count} of {total} input(s) are longer than max_len={most} tokens; each was classified from its "
+                f"first {most} tokens only.")
 
     def _setup_stdlib(self) -> TextTokenizer:
         hp = self.hparams

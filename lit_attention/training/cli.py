@@ -383,6 +383,9 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
     def after_predict(self) -> None:
         if self.place.directory is not None:
             print(f"Predictions: {self.place.directory / 'predictions.jsonl'}", flush=True)
+            note = getattr(self.datamodule, "predict_note", lambda: None)()  # what the inputs lost, if anything
+            if note:
+                print(note, flush=True)
 
     def _say_where(self) -> None:
         if self.place.directory is not None:
