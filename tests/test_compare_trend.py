@@ -31,3 +31,43 @@ def test_what_a_trend_cannot_take_is_one_sentence(tmp_path, capsys):
         error = capsys.readouterr().err
         assert exit_.value.code == 2 and message in error.splitlines()[0], (words, error)
         assert not (tmp_path / "out" / "results.md").exists()
+
+
+def a_sweep(source: str, folder: Path, change) -> str:
+    """The committed sweep `source`'s results.csv and one of its records (what a trend reads), with
+    `change(row)` applied to every row of results.csv."""
+    import csv
+    import shutil
+
+    folder.mkdir()
+    record = next(Path(source).glob("runs/**/record.json"))
+    (folder / "runs").mkdir()
+    shutil.copy(record, folder / "runs" / "record.json")
+    with open(Path(source) / "results.csv", newline="") as file:
+        rows = list(csv.DictReader(file))
+    with open(folder / "results.csv", "w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(change(dict(row)) or row for row in rows)
+    return str(folder)
+
+
+@pytest.mark.slow  # draws the trend's figure
+def test_a_trend_over_sweeps_without_a_grid_is_written(tmp_path, capsys):
+    """A sweep without --grid labels its point `default`; a trend over such sweeps takes it as their one point."""
+    def one_point(row):
+        return {**row, "point": "default"} if row["point"] == "lr=1e-2" else {**row, "status": "not run"}
+
+    small, mid = (a_sweep(source, tmp_path / name, one_point) for source, name in ((SMALL, "small"), (MID, "mid")))
+    main(["compare", "--trend", small, mid, "--output", str(tmp_path / "out")])
+    assert "| default |" in (tmp_path / "out" / "results.md").read_text()
+
+
+def test_a_trend_over_sweeps_without_test_scores_is_one_sentence(tmp_path, capsys):
+    small = a_sweep(SMALL, tmp_path / "small", lambda row: {**row, "test": ""})
+    mid = a_sweep(MID, tmp_path / "mid", lambda row: row)
+    with pytest.raises(SystemExit) as exit_:
+        main(["compare", "--trend", small, mid, "--output", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and f"--trend {small} holds runs without test scores" in err and "--test" in err
+    assert not (tmp_path / "out").exists()

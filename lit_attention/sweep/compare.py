@@ -276,6 +276,9 @@ def run_trend(args, extra: list[str]) -> None:
         raise ConfigError(f"--output {str(output)!r} is one of the sweeps --trend reads, whose report it would replace; "
                           "a trend writes a folder of its own, so choose another --output.")
     check_owner(output, "trend")
+    from lit_attention.sweep.trend import check_folders
+
+    check_folders([Path(folder) for folder in args.trend])  # before the output is made
     check_writable(output)
     text = write_trend([Path(folder) for folder in args.trend], output, args.baseline)
     print(text)

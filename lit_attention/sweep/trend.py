@@ -42,6 +42,10 @@ def check_folders(folders: list[Path]) -> None:
         if next(Path(folder).glob("runs/**/record.json"), None) is None:
             raise ConfigError(f"--trend {folder} holds no run record (runs/**/record.json); give folders of "
                               "finished compare sweeps.")
+        if any(not row["test"] for row in load(Path(folder))[0]):
+            raise ConfigError(f"--trend {folder} holds runs without test scores (its sweep ran without --test), and a "
+                              "trend compares each size's test scores; run that sweep's command again with --test, which "
+                              "tests its finished runs without training them again.")
 
 
 def load(folder: Path) -> tuple[list[dict], str, str]:
@@ -56,8 +60,8 @@ def tuned(rows: list[dict], mode: str) -> dict[str, list[dict]]:
     """{arm: the rows of its grid point with the best mean validation value}, ties broken as compare
     breaks them (the lower setting)."""
     by_arm: dict[str, dict[tuple, list[dict]]] = {}
-    for row in rows:  # the point as a tuple of (key, value), from its label `lr=1e-3,...`
-        point = tuple(tuple(part.split("=", 1)) for part in row["point"].split(","))
+    for row in rows:  # the point as a tuple of (key, value), from its label `lr=1e-3,...` (`default`: no grid)
+        point = tuple(tuple(part.split("=", 1)) for part in row["point"].split(",") if "=" in part)
         by_arm.setdefault(row["arm"], {}).setdefault(point, []).append(row)
     return {arm: points[best_of([(statistics.fmean(float(r["best"]) for r in rs), point)
                                  for point, rs in points.items()], mode)[0]]
