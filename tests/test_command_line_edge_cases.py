@@ -701,3 +701,14 @@ def test_fsdp_testing_after_fit_without_checkpoints_is_refused(in_tmp, capsys):
     sentence = refused(["fit", "--config", VIT, *TINY, "--trainer.strategy=fsdp", "--run.test=true",
                         "--trainer.enable_checkpointing=false", "--run.root", str(in_tmp / "runs")], capsys)
     assert "--run.test under FSDP tests a checkpoint" in sentence
+
+
+@pytest.mark.slow  # parses the recipe through LightningCLI
+@pytest.mark.parametrize("command", [["fit", "--config", VIT, "--model.net.kv_heads=2"],
+                                     ["compare", "--config", VIT, "--grid", "model.init_args.net.kv_heads=1,2"]],
+                         ids=["fit", "compare grid"])
+def test_a_variant_setting_given_as_a_model_field_points_to_the_variant(command, in_tmp, capsys):
+    sentence = refused([*command, *(["--output", "out"] if command[0] == "compare" else [])], capsys)
+    assert "`kv_heads` is a setting of the attention variant" in sentence
+    assert "--model.attention standard,kv_heads=2" in sentence and "--variants standard,kv_heads=1,standard,kv_heads=2" in sentence
+    assert not list(in_tmp.iterdir())
