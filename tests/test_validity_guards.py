@@ -412,3 +412,15 @@ def test_extend_edges_runs_the_next_point_past_the_edge_and_the_report_rebuilds(
     assert tree(in_tmp / "out" / "runs") == runs
     rebuilt = (in_tmp / "out" / "results.md").read_text()
     assert rebuilt.split("\n", 3)[3] == text.split("\n", 3)[3]  # all but the command line
+
+
+def test_arms_whose_names_hold_commas_and_equals_signs_are_named_as_the_report_prints_them():
+    """`--primary 'identity_query,kv_heads=2:standard,kv_heads=2'` and `--equivalence
+    'identity_query,kv_heads=2=0.1'`: the commas and '=' inside a variant's name belong to the name (they were
+    taken for item separators and for the margin's '=')."""
+    arms = ["standard", "standard,kv_heads=2", "identity_query,kv_heads=2", "super"]
+    plan = Plan(arms=arms, runs=[Run(arm, arm, (), 0) for arm in arms])
+    primary = parse_primary(plan, "identity_query,kv_heads=2:standard,kv_heads=2,super", "standard")
+    assert primary == [("identity_query,kv_heads=2", "standard,kv_heads=2"), ("super", "standard")]
+    margins = parse_equivalence(plan, ["identity_query,kv_heads=2:standard,kv_heads=2=0.1"], "standard", primary)
+    assert margins == {("identity_query,kv_heads=2", "standard,kv_heads=2"): 0.1}

@@ -221,13 +221,33 @@ def comparison_pair(plan: Plan, text: str, item: str, baseline: str, flag: str) 
     return pair
 
 
+def split_comparisons(text: str, plan: Plan) -> list[str]:
+    """The `ARM[:REFERENCE]` items of `--primary`'s text, split at the commas between items but not at those
+    inside an arm's name (`identity_query,kv_heads=2`, as the report prints it): a comma ends an item when
+    what precedes it is a name of the sweep (an arm's label or its variant) that no longer name continues."""
+    names = set(plan.arms) | {run.variant for run in plan.runs}
+    items, current = [], ""
+    parts = text.split(",")
+    for index, part in enumerate(parts):
+        current = f"{current},{part}" if current else part
+        side = current.rpartition(":")[2].strip()  # the name being read: the reference, else the arm
+        if index + 1 < len(parts):
+            extended = f"{side},{parts[index + 1].partition(':')[0].strip()}"
+            if any(name == extended or name.startswith(extended + ",") for name in names):
+                continue  # the comma is inside a name
+        if current.strip():
+            items.append(current.strip())
+        current = ""
+    return items
+
+
 def parse_primary(plan: Plan, text: str | None, baseline: str) -> list[tuple[str, str]] | None:
     """[(arm, reference)] from `ARM[:REFERENCE],...` (each arm named as --baseline names one); None
     without --primary."""
     if text is None:
         return None
     pairs = []
-    for item in filter(None, (part.strip() for part in text.split(","))):
+    for item in split_comparisons(text, plan):
         pairs.append(comparison_pair(plan, item, item, baseline, "--primary"))
     if not pairs:
         raise ConfigError("--primary is empty; name the comparisons to confirm, such as --primary super,efficient.")
@@ -241,7 +261,7 @@ def parse_equivalence(plan: Plan, items: list[str], baseline: str,
     --primary comparisons, whose family sets the interval it is read from."""
     margins = {}
     for item in items:
-        pair_text, _, margin_text = item.partition("=")
+        pair_text, _, margin_text = item.rpartition("=")  # the margin after the last '=': a name may hold one
         try:
             margin = float(margin_text)
         except ValueError:
