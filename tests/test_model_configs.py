@@ -1,6 +1,7 @@
 """The model configs (lit_attention/modeling/config.py and each family's dataclass): the one definition of a
 model's arguments, how the data's sizes reach them, and the sentences a wrong one gets."""
 
+import warnings
 from dataclasses import fields
 from pathlib import Path
 
@@ -156,3 +157,19 @@ def test_a_record_from_the_flat_arguments_meets_the_plan_under_its_new_names():
     assert config_differences(old, {"model.init_args.net.dim": 64, "model.init_args.attention": "super"}) == []
     assert config_differences(old, {"model.init_args.net.dim": 32, "model.init_args.lr": 0.004}) == [
         "model.init_args.net.dim 64 -> 32"]
+
+
+@pytest.mark.parametrize("family, fields, said", [
+    ("ViTConfig", {"rope_base": 5.0}, "rope_base=5.0 has no effect, since positions are not rope"),
+    ("GPTConfig", {"mlp": "swiglu", "activation": "gelu_tanh"}, "activation='gelu_tanh' has no effect"),
+    ("GPTConfig", {"mlp_hidden": 48, "mlp_ratio": 2.0}, "mlp_ratio=2.0 has no effect, since mlp_hidden"),
+])
+def test_an_option_the_others_make_no_use_of_is_named_in_one_warning(family, fields, said):
+    import lit_attention.modeling as modeling
+
+    config_class = getattr(modeling, family)
+    with pytest.warns(UserWarning, match=said):
+        config_class(**fields)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        config_class(**{**fields, "position": "rope"} if "rope_base" in fields else {"dim": 64})  # used, or defaults

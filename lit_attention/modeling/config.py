@@ -9,6 +9,7 @@ the task takes it whole (`--model.net.dim 64`), and its docstring is what `--hel
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
@@ -41,6 +42,21 @@ class ModelConfig:
         if isinstance(dim, int) and ratio is not None and not explicit and int(dim * ratio) < 1:  # the width blocks.py builds
             raise ConfigError(f"mlp_ratio={ratio!r} gives an MLP hidden width of int(dim * mlp_ratio) = "
                               f"{int(dim * ratio)} with dim={dim}; it must be at least 1, so mlp_ratio >= 1/{dim}.")
+        unused = self.unused_options()
+        if unused:
+            warnings.warn(f"{type(self).__name__}: {'; '.join(unused)}.", stacklevel=3)
+
+    def unused_options(self) -> list[str]:
+        """The options set away from their defaults that the others make no use of, each in words: rope_base
+        without rotary positions, activation with the SwiGLU MLP (SiLU is its gate), mlp_ratio beside mlp_hidden."""
+        defaults = {f.name: f.default for f in fields(self)}
+        found = []
+        for name, applies, why in (("rope_base", lambda c: c.position == "rope", "positions are not rope"),
+                                   ("activation", lambda c: c.mlp != "swiglu", "the swiglu MLP gates with SiLU"),
+                                   ("mlp_ratio", lambda c: c.mlp_hidden is None, "mlp_hidden sets the MLP's width")):
+            if name in defaults and getattr(self, name) != defaults[name] and not applies(self):
+                found.append(f"{name}={getattr(self, name)!r} has no effect, since {why}")
+        return found
 
     @classmethod
     def of(cls, value: Any):
