@@ -129,3 +129,38 @@ def test_llama_features_this_gpt_cannot_compute_are_refused():
         GPT.from_llama(state_dict)
     with pytest.raises(ConfigError, match="Unexpected Llama weight 'layers.0.mlp.w3.weight'"):
         GPT.from_llama({**state_dict, "model.layers.0.mlp.w3.weight": torch.zeros(1)}, llama_config=config_of("Llama"))
+
+
+def tiny(config_class, **fields):
+    settings = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=1, num_attention_heads=4,
+                    num_key_value_heads=2, max_position_embeddings=32, bos_token_id=None, eos_token_id=None, pad_token_id=0)
+    return getattr(transformers, config_class)(**{**settings, **fields})
+
+
+def test_a_mistral_without_a_window_shorter_than_its_context_computes_as_transformers(float64_reference, monkeypatch):
+    from transformers.models.mistral import modeling_mistral
+
+    monkeypatch.setattr(modeling_mistral.MistralRMSNorm, "forward", _rms_norm_in_input_dtype)
+    monkeypatch.setattr(modeling_mistral.MistralRotaryEmbedding, "forward", _rotary_in_float64)
+    for window in (None, 32):  # no window, or one as long as the context
+        torch.manual_seed(0)
+        reference = transformers.MistralForCausalLM(tiny("MistralConfig", sliding_window=window)).double().eval()
+        ours = GPT.from_llama(reference).double().eval()
+        tokens = torch.randint(0, VOCAB, (2, 12))
+        torch.testing.assert_close(ours(tokens), reference(tokens).logits, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("config_class, fields, said", [
+    ("MistralConfig", {"sliding_window": 4}, "The mistral config has sliding_window=4, which Llama's own config does not have"),
+    ("GemmaConfig", {"head_dim": 8}, "A 'gemma' model is not one GPT.from_llama computes"),
+    ("Qwen2Config", {}, "A 'qwen2' model is not one GPT.from_llama computes"),
+    ("Phi3Config", {"pad_token_id": 0}, "A 'phi3' model is not one GPT.from_llama computes"),
+    ("GPT2Config", None, "A 'gpt2' model is not one GPT.from_llama computes (llama, mistral); use GPT.from_gpt2"),
+])
+def test_a_model_from_llama_would_take_by_its_names_but_not_compute_is_refused(config_class, fields, said):
+    """Found from the config classes: a model type the port does not compute, and a field Llama's own config
+    does not have (Mistral's window shorter than the context gave logits 0.34 away from transformers')."""
+    config = (transformers.GPT2Config(vocab_size=VOCAB, n_positions=16, n_embd=32, n_layer=1, n_head=4)
+              if fields is None else tiny(config_class, **fields))
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        GPT.from_llama(transformers.AutoModelForCausalLM.from_config(config))

@@ -11,9 +11,9 @@ transformers = pytest.importorskip("transformers", reason="transformers is in th
 timm = pytest.importorskip("timm", reason="timm is in the dev extra")
 
 
-def random_gpt2(vocab=97, positions=24, dim=32, layers=2, heads=4):
+def random_gpt2(vocab=97, positions=24, dim=32, layers=2, heads=4, n_inner=None):
     config = transformers.GPT2Config(vocab_size=vocab, n_positions=positions, n_embd=dim, n_layer=layers, n_head=heads,
-                                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+                                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, n_inner=n_inner)
     torch.manual_seed(0)
     reference = transformers.GPT2LMHeadModel(config).double().eval()
     with torch.no_grad():  # every weight random, biases and norms included: nothing hides behind zeros and ones
@@ -134,3 +134,13 @@ def test_vit_with_rope_computes_timm_axial_rope_vit_logits():
     # Columns first, then rows, is timm's "xy" order (RoPE-ViT's); its "ij" order is another layout.
     rows_first = random_timm_rope_vit(indexing="ij")
     assert (ours(images) - rows_first(images)).abs().max() > 1e-6
+
+
+def test_from_gpt2_ports_an_mlp_of_another_width_than_4d():
+    """GPT-2's n_inner (None: 4 x n_embd) is the MLP's width, read from the weights (a state dict alone too)."""
+    reference = random_gpt2(n_inner=100)
+    tokens = torch.randint(0, 97, (2, 10))
+    for source in (reference, reference.state_dict()):
+        ours = GPT.from_gpt2(source, num_heads=4).double().eval()
+        assert ours.config.mlp_hidden == 100
+        torch.testing.assert_close(ours(tokens), reference(tokens).logits, rtol=1e-10, atol=1e-10)

@@ -58,7 +58,10 @@ def gpt2_state_dict(state_dict: dict[str, torch.Tensor]) -> tuple[dict[str, torc
         raise ConfigError("The state dict has no GPT-2 token or position embedding (wte, wpe); pass a GPT-2 state dict.")
     vocab_size, dim = ours["token_embed.weight"].shape
     depth = 1 + max((int(k.split(".")[1]) for k in ours if k.startswith("blocks.")), default=-1)
-    return ours, {"vocab_size": vocab_size, "max_len": ours["pos_embed.weight"].shape[0], "dim": dim, "depth": depth}
+    # The MLP's width (GPT-2's n_inner; None there means 4 x dim), from the weights.
+    hidden = ours["blocks.0.mlp.fc1.weight"].shape[0] if "blocks.0.mlp.fc1.weight" in ours else 4 * dim
+    return ours, {"vocab_size": vocab_size, "max_len": ours["pos_embed.weight"].shape[0], "dim": dim, "depth": depth,
+                  "mlp_hidden": hidden if hidden != 4 * dim else None}
 
 
 # transformers' activation_function names -> ours (gelu_new is the tanh approximation GPT-2 was trained with).
@@ -156,9 +159,46 @@ def llama_state_dict(state_dict: dict[str, torch.Tensor], family: str = "Llama")
     return ours
 
 
+# The transformers model types each port computes (Mistral is Llama's block with a sliding window), and the
+# port of each type there is one for. A model of another type may share Llama's field names and weights'
+# names yet compute something else (Gemma scales its embeddings and its norms' weights): refused by type.
+PORTED_TYPES = {"Llama": ("llama", "mistral"), "Qwen3": ("qwen3",)}
+PORT_OF = {"gpt2": "GPT.from_gpt2", "llama": "GPT.from_llama", "mistral": "GPT.from_llama", "qwen3": "GPT.from_qwen3"}
+# The config class whose fields each port reads or checks one by one (transformers' model type).
+REFERENCE_TYPE = {"Llama": "llama", "Qwen3": "qwen3"}
+
+
+def check_ported_fields(config, family: str) -> None:
+    """Refuse a model type the port does not compute, and a field that the family's own config class (the
+    reference) does not have, set to a value that changes the computation (Mistral's sliding_window shorter
+    than the context, say): found from the config classes, not from a list of names."""
+    kind = getattr(config, "model_type", None)
+    if kind is not None and kind not in PORTED_TYPES[family]:
+        fits = PORT_OF.get(kind)
+        then = f"use {fits}" if fits else f"the ports here are {', '.join(sorted(set(PORT_OF.values())))}"
+        raise ConfigError(f"A {kind!r} model is not one GPT.from_{family.lower()} computes "
+                          f"({', '.join(PORTED_TYPES[family])}); {then}.")
+    to_dict = getattr(config, "to_dict", None)
+    if kind is None or to_dict is None:
+        return
+    from transformers import CONFIG_MAPPING
+
+    known = set(CONFIG_MAPPING[REFERENCE_TYPE[family]]().to_dict())
+    context = getattr(config, "max_position_embeddings", None)
+    for name, value in to_dict().items():
+        if name in known or value in (None, False):
+            continue
+        if name == "sliding_window" and context is not None and value >= context:
+            continue  # a window as long as the context is no window
+        raise ConfigError(f"The {kind} config has {name}={value!r}, which {REFERENCE_TYPE[family].capitalize()}'s own "
+                          "config does not have and this GPT does not compute; choose a config without it.")
+
+
 def llama_settings(config, family: str = "Llama") -> tuple[dict[str, object], str]:
     """(GPTConfig fields, attention spec) of a transformers Llama or Qwen3 config; what this GPT cannot
-    compute (scaled or partial RoPE, biases, another activation or head width, sliding windows) is refused."""
+    compute (another model type, scaled or partial RoPE, biases, another activation or head width, sliding
+    windows, a field the family's config does not have) is refused."""
+    check_ported_fields(config, family)
     heads, kv_heads, dim = config.num_attention_heads, config.num_key_value_heads or config.num_attention_heads, config.hidden_size
     rope = dict(getattr(config, "rope_parameters", None) or {})
     rope.setdefault("rope_theta", getattr(config, "rope_theta", 10000.0))
