@@ -82,6 +82,8 @@ def block_options_table() -> str:
     offered = [name for name in OPTIONS
                if name in variant_settings() or any(option_values(c, name) for c in FAMILIES.values())]
     header = ["option", *FAMILIES, "what it is"]
-    rows = [[f"`{name}`", *(_cell(c, name) for c in FAMILIES.values()), OPTIONS[name]] for name in offered]
+    # A variant setting is written in the variant (--model.attention), not as a field of the config (--model.net).
+    rows = [[f"`{name}` (in the variant: `standard,{name}=2`)" if name in variant_settings() else f"`{name}`",
+             *(_cell(c, name) for c in FAMILIES.values()), OPTIONS[name]] for name in offered]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     return "\n".join(lines + ["| " + " | ".join(cells) + " |" for cells in rows])
