@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from lit_attention.modeling import (
     GPT, GPTConfig, Seq2SeqConfig, Seq2SeqTransformer, TextEncoderClassifier, TextEncoderConfig,
 )
-from lit_attention.modeling import attention
+from lit_attention.modeling import masks
 from lit_attention.modeling.attention import MultiHeadAttention, list_presets
 
 VOCAB, LENGTH = 23, 10
@@ -100,7 +100,7 @@ def test_models_fused_path_equals_reference_path_with_padding(variant):
 
 
 def test_a_head_width_that_rules_out_the_fused_masked_kernels_warns_once_per_configuration(recwarn, monkeypatch):
-    monkeypatch.setattr(attention, "WARNED_HEAD_WIDTHS", set())  # what earlier tests in this process warned about
+    monkeypatch.setattr(masks, "WARNED_HEAD_WIDTHS", set())  # what earlier tests in this process warned about
 
     def warnings_of(build):
         recwarn.clear()
@@ -134,7 +134,7 @@ def test_padded_batches_run_on_the_meta_device():
 
 def test_a_padding_flag_known_on_the_host_decides_without_reading_the_mask():
     """The collate functions say on the host whether a batch has padding; the model then trusts it."""
-    from lit_attention.modeling.attention import padding_or_none
+    from lit_attention.modeling.masks import padding_or_none
 
     unpadded, padded = torch.zeros(2, 5, dtype=torch.bool), torch.ones(2, 5, dtype=torch.bool)
     assert padding_or_none(unpadded, padded=False) is None and padding_or_none(unpadded, padded=True) is unpadded

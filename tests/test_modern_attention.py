@@ -317,9 +317,9 @@ def test_alibi_slopes_survive_a_precision_plugin_casting_floating_buffers_to_bf1
 
 
 def test_a_gpt_with_alibi_warns_when_its_head_width_rules_out_the_fused_masked_kernels():
-    from lit_attention.modeling import attention
+    from lit_attention.modeling import masks
     from lit_attention.modeling.gpt import GPT, GPTConfig
 
-    attention.WARNED_HEAD_WIDTHS.clear()
+    masks.WARNED_HEAD_WIDTHS.clear()
     with pytest.warns(UserWarning, match="GPT with position alibi: head width 4"):
         GPT(GPTConfig(vocab_size=16, max_len=8, dim=12, depth=1, num_heads=3, position="alibi"))

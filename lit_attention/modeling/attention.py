@@ -39,7 +39,6 @@ positions and keeps what later positions need (cached_attention.py).
 from __future__ import annotations
 
 import math
-import warnings
 
 import torch
 import torch.nn.functional as F
@@ -55,6 +54,7 @@ from lit_attention.modeling.variants import (  # noqa: F401  (re-exported: the s
 from lit_attention.errors import ConfigError
 from lit_attention.modeling.cached_attention import CachedDecoding
 from lit_attention.modeling.kv_cache import KVCache
+from lit_attention.modeling.masks import attention_mask, biased_mask
 from lit_attention.modeling.positions import alibi_bias, alibi_exponents, alibi_slopes_from, apply_rotary, check_rotary_width
 
 class QueryMLP(nn.Module):
@@ -380,89 +380,6 @@ def check_kv_heads(spec: AttentionSpec, num_heads: int) -> int:
                           f"{'key' if spec.key == 'identity' else 'value'} (a shared head of X_i is no slice of X); "
                           f"use kv_heads with {linear}.")
     return kv_heads
-
-
-def alibi_mask(slopes: torch.Tensor, t_q: int, t_k: int, key_padding_mask: torch.Tensor | None, causal: bool,
-               device: torch.device, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """The float mask of a self-attention layer with ALiBi at positions 0..T-1: `attention_mask` with the
-    bias of `slopes` added, in `dtype`. A model builds it once per forward, from float32 slopes and
-    distances, in the dtype attention computes in (compute_dtype), and hands it to every layer, which
-    then has nothing to cast."""
-    allowed = attention_mask(t_q, t_k, key_padding_mask, causal, False, device)
-    bias = alibi_bias(slopes, torch.arange(t_q, device=device), torch.arange(t_k, device=device))
-    return biased_mask(allowed, bias).to(dtype)
-
-
-def compute_dtype(x: torch.Tensor) -> torch.dtype:
-    """The dtype attention computes in for activations `x`: autocast's where it is on for x's device
-    (bf16-mixed), else x's own."""
-    device = x.device.type
-    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x.dtype
-
-
-def biased_mask(allowed: torch.Tensor | None, bias: torch.Tensor) -> torch.Tensor:
-    """A float mask for SDPA: `bias` (ALiBi's, per head) where `allowed` (a boolean mask of
-    `attention_mask`), -inf elsewhere."""
-    if allowed is None:
-        return bias
-    return torch.where(allowed, bias, torch.tensor(float("-inf"), dtype=bias.dtype, device=bias.device))
-
-
-def attention_mask(t_q: int, t_k: int, key_padding_mask: torch.Tensor | None, causal: bool, cross_attention: bool,
-                   device: torch.device) -> torch.Tensor | None:
-    """Boolean (B or 1, 1, T_q, T_k) mask, True where a query may attend to a key; None if all may.
-    A model builds it once per forward and hands it to every layer of the same kind."""
-    allowed = None
-    if causal:
-        allowed = torch.ones(t_q, t_k, dtype=torch.bool, device=device).tril()[None, None]
-    if key_padding_mask is not None:
-        keep = ~key_padding_mask[:, None, None, :]
-        allowed = keep if allowed is None else allowed & keep
-        if cross_attention:
-            # A query whose keys are all padding (an empty source) would softmax over nothing
-            # and give NaN; let it attend everywhere instead: its output is padding anyway.
-            allowed = allowed | ~allowed.any(dim=-1, keepdim=True)
-        else:
-            # Real positions always see themselves; padded ones would see nothing under
-            # left padding + causal. The diagonal keeps every row finite and adds no path
-            # from padding into a real position.
-            allowed = allowed | torch.eye(t_q, t_k, dtype=torch.bool, device=device)
-    return allowed
-
-
-# (model, dim, num_heads) already warned about by `warn_if_masked_kernels_unfused`, once per process.
-WARNED_HEAD_WIDTHS: set[tuple[str, int, int]] = set()
-
-
-def warn_if_masked_kernels_unfused(model: str, dim: int, num_heads: int) -> None:
-    """Warn once per process and configuration when `model`'s head width rules out SDPA's fused GPU kernels
-    wherever attention takes a mask (padding, ragged prompts): flash takes no mask, and the
-    memory-efficient and cuDNN kernels need a head width divisible by 8, so such calls run the math kernel."""
-    head_dim = dim // num_heads
-    if head_dim % 8 == 0 or (model, dim, num_heads) in WARNED_HEAD_WIDTHS:
-        return
-    WARNED_HEAD_WIDTHS.add((model, dim, num_heads))
-    fitting = [h for h in range(1, dim + 1) if dim % h == 0 and (dim // h) % 8 == 0]
-    fix = (f"choose num_heads among {', '.join(map(str, fitting))}" if fitting
-           else "choose a dim divisible by 8 * num_heads")
-    warnings.warn(f"{model}: head width {head_dim} (dim={dim} / num_heads={num_heads}) is not a multiple of 8, so on a "
-                  f"GPU its masked attention (padding, prompts of different lengths) cannot use SDPA's memory-efficient "
-                  f"or cuDNN kernels (flash takes no mask) and runs the slower math kernel; {fix}.", stacklevel=3)
-
-
-def padding_or_none(padding_mask: torch.Tensor | None, padded: bool | None = None) -> torch.Tensor | None:
-    """`padding_mask`, or None when it marks no padding: then attention needs no mask and SDPA may pick
-    its flash kernel. `padded` says whether it marks any, where the caller knows without reading the
-    device (the DataLoader's collate function decides it on the host); None looks, which costs one host
-    sync per forward on an accelerator. Under torch.compile (a branch on its values would break the
-    graph) and on the meta device (FLOP counting: no values) an unknown mask is kept."""
-    if padding_mask is None or padded is True:
-        return padding_mask
-    if padded is False:
-        return None
-    if torch.compiler.is_compiling() or padding_mask.is_meta or bool(padding_mask.any()):
-        return padding_mask
-    return None
 
 
 def count_attention_parameters(module: nn.Module) -> int:

@@ -9,7 +9,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from lit_attention.modeling.attention import alibi_mask, compute_dtype, warn_if_masked_kernels_unfused
+from lit_attention.modeling.masks import alibi_mask, compute_dtype, warn_if_masked_kernels_unfused
 from lit_attention.modeling.blocks import BlockCache, TransformerBlock, drop_path_rates, make_norm, parameter_counts
 from lit_attention.modeling.config import ModelConfig
 from lit_attention.modeling.positions import check_position, rotary_tables
