@@ -12,13 +12,11 @@ import functools
 import json
 import math
 import os
-import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import numpy as np
 import torch
 from datasets import DatasetDict
 
@@ -38,7 +36,7 @@ from .hub import (
     source_slug,
 )
 from .loaders import global_seed
-from .token_cache import check_token_files, read_meta, sample_digest
+from .token_cache import EncodeRows, check_token_files, read_meta, sample_digest, token_array, write_token_files
 from .ngram_floors import ngram_floors
 from .stdlib_corpus import STDLIB_LAYOUT, stdlib_corpus
 from .text_tokenizers import (
@@ -49,7 +47,7 @@ from .text_tokenizers import (
     pretrained_tokenizer,
     training_texts,
 )
-from .token_windows import EpochSampler, EvalWindows, TokenFile, TrainWindows, token_dtype, write_token_file
+from .token_windows import EpochSampler, EvalWindows, TokenFile, TrainWindows, token_dtype
 
 SPLITS = ("train", "validation", "test")
 # Part of the token cache's key: sources without a test split get one carved (older caches had none).
@@ -68,24 +66,6 @@ KNOWN_CORPORA = {
     "TinyStories": KnownCorpus(None, rows_are_documents=True),
     "openwebtext": KnownCorpus(None, rows_are_documents=True),
 }
-
-
-class EncodeRows:
-    """The batched `datasets.map` function: texts to token-id arrays in the token file's dtype.
-
-    Documents end with the tokenizer's end-of-document id, so the model sees where one ends; rows
-    that are lines of one running text (WikiText, .txt files) keep their own line breaks instead.
-    """
-
-    def __init__(self, tokenizer: TextTokenizer, text_column: str, dtype: np.dtype, end_documents: bool) -> None:
-        self.tokenizer, self.text_column, self.dtype = tokenizer, text_column, dtype
-        self.end_id = tokenizer.eos_id if end_documents else None
-
-    def __call__(self, batch: dict[str, list]) -> dict[str, list]:
-        encoded = self.tokenizer.encode_batch([text or "" for text in batch[self.text_column]])
-        if self.end_id is not None:
-            encoded = [np.append(ids, self.end_id) for ids in encoded]
-        return {"ids": [ids.astype(self.dtype) for ids in encoded]}
 
 
 def smallest_splittable(fraction: float, carves: int) -> int:
@@ -414,32 +394,3 @@ class PromptCollate:
                 tokens[row, longest - len(ids):] = torch.from_numpy(ids)
                 padding[row, longest - len(ids):] = False
         return {"tokens": tokens, "padding_mask": padding, "texts": list(texts)}
-
-
-def token_array(path: Path, dtype) -> np.ndarray:
-    """A token file's ids, memory-mapped (an empty file cannot be mapped: an empty array)."""
-    if path.stat().st_size == 0:
-        return np.zeros(0, dtype=dtype)
-    return np.memmap(path, dtype=dtype, mode="r")
-
-
-def write_token_files(splits: DatasetDict, out_dir: Path, encode: EncodeRows,
-                      num_proc: int | None) -> tuple[dict[str, int], dict[str, str]]:
-    """Tokenize every split with a batched, multi-process `datasets.map` and write `<split>.bin`;
-    returns each split's token count and file sha256."""
-    scratch = out_dir / f"scratch-{os.getpid()}"
-    scratch.mkdir(parents=True, exist_ok=True)
-    counts, digests = {}, {}
-    try:
-        for name, data in splits.items():
-            procs = min(num_proc or (min(8, os.cpu_count() or 1) if len(data) >= 1000 else 1), len(data))
-            tokenized = data.map(
-                encode, batched=True, num_proc=procs if procs > 1 else None, remove_columns=data.column_names,
-                cache_file_name=str(scratch / f"{name}.arrow"), desc=f"Tokenizing {name}",
-            )
-            counts[name], digests[name] = write_token_file(out_dir / f"{name}.bin", tokenized.data.column("ids"),
-                                                           encode.dtype)
-            del tokenized
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)  # the intermediate Arrow copy is no longer needed
-    return counts, digests

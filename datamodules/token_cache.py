@@ -1,5 +1,7 @@
-"""A prepared token cache checked before a run reads it: `meta.json` readable, and each `<split>.bin` of
-the size meta.json gives and with the content it had when it was written.
+"""A prepared token cache: each split tokenized into `<split>.bin` (`EncodeRows`, `write_token_files`), read
+back memory-mapped (`token_array`), and checked before a run reads it (`read_meta`, `check_token_files`):
+`meta.json` readable, and each `<split>.bin` of the size meta.json gives and with the content it had when
+it was written.
 
 The whole file's sha256 (in meta.json, what the run's data fingerprint is made from) is too slow to
 recompute at every load of a corpus of gigabytes, so a cheap digest stands in for it: the sha256 of the
@@ -12,11 +14,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 from pathlib import Path
 
 import numpy as np
+from datasets import DatasetDict
 
 from lit_attention.errors import ConfigError
+
+from .text_tokenizers import TextTokenizer
+from .token_windows import write_token_file
 
 BLOCK = 64 * 1024
 
@@ -71,3 +79,50 @@ def check_token_files(cache_dir: Path, meta: dict) -> dict | None:
             raise ConfigError(f"The token file {str(path)!r} differs from the one written with its meta.json (its "
                               f"sampled blocks' sha256): it was changed after it was written; {rebuild(cache_dir)}.")
     return meta if added else None
+
+
+class EncodeRows:
+    """The batched `datasets.map` function: texts to token-id arrays in the token file's dtype.
+
+    Documents end with the tokenizer's end-of-document id, so the model sees where one ends; rows
+    that are lines of one running text (WikiText, .txt files) keep their own line breaks instead.
+    """
+
+    def __init__(self, tokenizer: TextTokenizer, text_column: str, dtype: np.dtype, end_documents: bool) -> None:
+        self.tokenizer, self.text_column, self.dtype = tokenizer, text_column, dtype
+        self.end_id = tokenizer.eos_id if end_documents else None
+
+    def __call__(self, batch: dict[str, list]) -> dict[str, list]:
+        encoded = self.tokenizer.encode_batch([text or "" for text in batch[self.text_column]])
+        if self.end_id is not None:
+            encoded = [np.append(ids, self.end_id) for ids in encoded]
+        return {"ids": [ids.astype(self.dtype) for ids in encoded]}
+
+
+def token_array(path: Path, dtype) -> np.ndarray:
+    """A token file's ids, memory-mapped (an empty file cannot be mapped: an empty array)."""
+    if path.stat().st_size == 0:
+        return np.zeros(0, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode="r")
+
+
+def write_token_files(splits: DatasetDict, out_dir: Path, encode: EncodeRows,
+                      num_proc: int | None) -> tuple[dict[str, int], dict[str, str]]:
+    """Tokenize every split with a batched, multi-process `datasets.map` and write `<split>.bin`;
+    returns each split's token count and file sha256."""
+    scratch = out_dir / f"scratch-{os.getpid()}"
+    scratch.mkdir(parents=True, exist_ok=True)
+    counts, digests = {}, {}
+    try:
+        for name, data in splits.items():
+            procs = min(num_proc or (min(8, os.cpu_count() or 1) if len(data) >= 1000 else 1), len(data))
+            tokenized = data.map(
+                encode, batched=True, num_proc=procs if procs > 1 else None, remove_columns=data.column_names,
+                cache_file_name=str(scratch / f"{name}.arrow"), desc=f"Tokenizing {name}",
+            )
+            counts[name], digests[name] = write_token_file(out_dir / f"{name}.bin", tokenized.data.column("ids"),
+                                                           encode.dtype)
+            del tokenized
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)  # the intermediate Arrow copy is no longer needed
+    return counts, digests
