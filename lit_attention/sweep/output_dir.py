@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from lit_attention.errors import ConfigError
-from lit_attention.training.file_locks import create_exclusively, holder_line, release_held, try_flock
+from lit_attention.training.file_locks import FileLock
 from lit_attention.sweep.atomic import REPORT_FILES, is_temporary
 from lit_attention.sweep.inspection import INSPECT
 from lit_attention.sweep.verify import VERIFY
@@ -98,61 +98,32 @@ def remove_if_only_locked(output: Path) -> None:
 
 
 class OutputLock:
-    """The exclusive lock of one compare command on its output, for as long as it works there."""
+    """The exclusive lock of one compare command on its output, for as long as it works there
+    (file_locks.FileLock); its file stays, naming the last command that held it."""
 
     def __init__(self, output: Path, command: str) -> None:
         self.path = Path(output) / LOCK
-        self.command = command
-        self._file = None
-        self._marker = False  # locked by the file itself (no flock on this file system)
+        self._lock = FileLock(self.path, detail=command[:300], remove=False)
 
     def acquire(self, wait: bool = False) -> OutputLock:
-        file = open(self.path, "a+")
-        locked = try_flock(file)
-        if locked is None:  # a file system without flock: a file created exclusively is the lock (file_locks.py)
-            file.close()
-            holder = create_exclusively(self.path, holder_line(self.command[:300]))
-            if holder is not None:
-                raise ConfigError(f"--output {str(self.path.parent)!r} is in use by {holder}; wait for it to end.")
-            self._marker = True
+        holder = self._lock.acquire()
+        if holder is None:
             return self
-        if not locked:
-            holder = self.holder(file)
-            if not wait:
-                file.close()
-                raise ConfigError(f"--output {str(self.path.parent)!r} is in use by {holder}; wait for it to end, "
-                                  "or pass --wait-for-lock to start when it does.") from None
-            print(f"compare: {self.path.parent} is in use by {holder}; waiting for it to end (--wait-for-lock).",
+        if not wait:
+            raise ConfigError(f"--output {str(self.path.parent)!r} is in use by {holder}; wait for it to end, "
+                              "or pass --wait-for-lock to start when it does.")
+        print(f"compare: {self.path.parent} is in use by {holder}; waiting for it to end (--wait-for-lock).",
+              file=sys.stderr, flush=True)
+        try:
+            self._lock.acquire(wait=True)
+        except KeyboardInterrupt:
+            print(f"\ncompare: interrupted while waiting for {holder}; nothing was run or written.",
                   file=sys.stderr, flush=True)
-            try:
-                try_flock(file, wait=True)
-            except KeyboardInterrupt:
-                file.close()
-                print(f"\ncompare: interrupted while waiting for {holder}; nothing was run or written.",
-                      file=sys.stderr, flush=True)
-                sys.exit(130)
-            except BaseException:
-                file.close()
-                raise
-        file.seek(0)
-        file.truncate()
-        file.write(holder_line(self.command[:300]) + "\n")
-        file.flush()
-        self._file = file
+            sys.exit(130)
         return self
 
-    @staticmethod
-    def holder(file) -> str:
-        file.seek(0)
-        return file.read().strip() or "another process"
-
     def release(self) -> None:
-        if self._marker:
-            release_held(self.path)  # the lock file stays: it marks the output as compare's
-            self._marker = False
-        if self._file is not None:
-            self._file.close()  # closing the file lets go of the lock
-            self._file = None
+        self._lock.release()
 
     def __enter__(self) -> OutputLock:
         return self

@@ -1,4 +1,5 @@
-"""Exclusive locks for a run directory (run_dirs.RunLock) and a compare output (sweep/output_dir.OutputLock).
+"""`FileLock`, the one exclusive lock: a run directory's (run_dirs.RunLock) and a compare output's
+(sweep/output_dir.OutputLock), which say in their own words who holds it.
 
 The lock is `flock` on a lock file: the kernel lets go of it when its holder dies, so a killed process
 never leaves a lock behind. Some shared file systems refuse `flock` (Lustre mounted `noflock` answers
@@ -15,6 +16,7 @@ import fcntl
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 
 # What flock answers on a file system that does not support it.
@@ -83,3 +85,72 @@ def _ended_here(line: str) -> bool:
 
 def release_held(lock_file: Path) -> None:
     held_path(lock_file).unlink(missing_ok=True)
+
+
+class FileLock:
+    """An exclusive lock on `path` for as long as this process holds it (the module's doc says how). Its
+    file names the holder: `holder_line(detail)`. `remove`: the file goes when the lock is let go (a run's
+    `.lock`); otherwise it stays (a compare output's lock file marks the folder as compare's)."""
+
+    def __init__(self, path: Path, detail: str = "", remove: bool = True) -> None:
+        self.path, self.detail, self.remove = Path(path), detail, remove
+        self._file = None
+        self._held = False  # locked by a file created exclusively (no flock on this file system)
+
+    def acquire(self, wait: bool = False) -> str | None:
+        """Take the lock: None once this process holds it, else the line of the process that does (never
+        with `wait`, which waits for it; KeyboardInterrupt stops the wait)."""
+        while True:
+            file = open(self.path, "a+")
+            locked = try_flock(file)
+            if locked is None:  # a file system without flock
+                file.close()
+                return self._acquire_held(wait)
+            if not locked:
+                file.seek(0)
+                holder = file.read().strip() or "another process"
+                if not wait:
+                    file.close()
+                    return holder
+                try:
+                    try_flock(file, wait=True)
+                except BaseException:
+                    file.close()
+                    raise
+            # A holder that removes the file as it ends leaves a lock on the removed file (opened before
+            # that), which locks nothing another process can see: take the lock on the file there now.
+            try:
+                if os.fstat(file.fileno()).st_ino == os.stat(self.path).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            file.close()
+        file.seek(0)
+        file.truncate()
+        file.write(holder_line(self.detail) + "\n")
+        file.flush()
+        self._file = file
+        return None
+
+    def _acquire_held(self, wait: bool) -> str | None:
+        while True:
+            holder = create_exclusively(self.path, holder_line(self.detail))
+            if holder is None:
+                self._held = True
+            if holder is None or not wait:
+                return holder
+            time.sleep(1.0)  # no flock to wait on: look again
+
+    def release(self) -> None:
+        """Let go. A file to remove is removed while still held, so no other process holds it meanwhile; a
+        killed process leaves a stale file that locks nothing."""
+        if self._held:
+            release_held(self.path)
+            self._held = False
+            if self.remove:
+                self.path.unlink(missing_ok=True)  # the empty file `open` made before flock was refused
+        if self._file is not None:
+            if self.remove:
+                self.path.unlink(missing_ok=True)
+            self._file.close()  # closing the file lets go of the flock
+            self._file = None

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lit_attention.errors import ConfigError, brief
-from lit_attention.training.file_locks import create_exclusively, holder_line, release_held, try_flock
+from lit_attention.training.file_locks import FileLock
 
 _VERSION = re.compile(r"version_(\d+)$")
 LOCK = ".lock"
@@ -145,60 +145,23 @@ def remove_if_unused(place: RunPlace, trained: bool) -> None:
 
 
 class RunLock:
-    """An exclusive lock on a run directory for the life of this process (`flock`: released by the
-    kernel when the process dies, so a killed run never leaves a stale lock)."""
+    """An exclusive lock on a run directory for the life of this process (file_locks.FileLock: `flock`,
+    released by the kernel when the process dies, so a killed run never leaves a stale lock); a finished
+    or stopped run keeps no `.lock`."""
 
     def __init__(self, directory: Path) -> None:
         self.path = directory / LOCK
-        self._file = None
-        self._marker = False  # locked by the file itself (no flock on this file system)
+        self._lock = FileLock(self.path)
 
     def acquire(self) -> RunLock:
-        while True:
-            file = open(self.path, "a+")
-            locked = try_flock(file)
-            if locked is None:  # a file system without flock: a file created exclusively is the lock (file_locks.py)
-                file.close()
-                holder = create_exclusively(self.path, holder_line())
-                if holder is not None:
-                    raise ConfigError(self.in_use(holder))
-                self._marker = True
-                return self
-            if not locked:
-                file.seek(0)
-                holder = file.read().strip() or "another process"
-                file.close()
-                raise ConfigError(self.in_use(holder)) from None
-            # The holder removes the file as it ends: a lock on the removed file (opened before that) locks
-            # nothing another process can see, so take the lock again on the file that is there now.
-            try:
-                if os.fstat(file.fileno()).st_ino == os.stat(self.path).st_ino:
-                    break
-            except FileNotFoundError:
-                pass
-            file.close()
-        file.seek(0)
-        file.truncate()
-        file.write(holder_line())
-        file.flush()
-        self._file = file
+        holder = self._lock.acquire()
+        if holder is not None:
+            raise ConfigError(f"Run {str(self.path.parent)!r} is in use by {holder}; wait for it to end (or stop it) "
+                              "before resuming it, or start a new run without --ckpt_path.")
         return self
 
-    def in_use(self, holder: str) -> str:
-        return (f"Run {str(self.path.parent)!r} is in use by {holder}; wait for it to end (or stop it) "
-                "before resuming it, or start a new run without --ckpt_path.")
-
     def release(self) -> None:
-        """Remove the lock file (still holding the lock, so no other process holds it meanwhile) and let go:
-        a finished or stopped run keeps no `.lock`; a killed one keeps a stale file that locks nothing."""
-        if self._marker:
-            release_held(self.path)
-            self.path.unlink(missing_ok=True)
-            self._marker = False
-        if self._file is not None:
-            self.path.unlink(missing_ok=True)
-            self._file.close()
-            self._file = None
+        self._lock.release()
 
 
 def place_run(command: str, base: Path, checkpoint: str | None) -> RunPlace:
