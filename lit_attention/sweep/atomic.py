@@ -10,14 +10,10 @@ import re
 from pathlib import Path
 
 from lit_attention.errors import ConfigError, brief
-from lit_attention.training.fsync import fsync_directory
+from lit_attention.training.atomic_files import replace_file
 
 REPORT_FILES = ("results.md", "results.csv", "timings.csv", "results.png")
 TEMPORARY = re.compile(r"\.(" + "|".join(map(re.escape, REPORT_FILES)) + r")\.\d+\.tmp")
-
-
-def temporary_name(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
 
 def is_temporary(name: str) -> bool:
@@ -29,22 +25,12 @@ def write_atomically(path: str | os.PathLike, data: str | bytes) -> None:
     """Replace `path` by `data` (text is written as UTF-8) in one rename; a failure leaves it as it was."""
     path = Path(path)
     refuse_unwritable(path)
-    partial = temporary_name(path)
     try:
-        with open(partial, "wb") as file:
-            file.write(data.encode() if isinstance(data, str) else data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(partial, path)
+        replace_file(path, lambda file: file.write(data.encode() if isinstance(data, str) else data))
     except OSError as error:
-        partial.unlink(missing_ok=True)
         why = f"{type(error).__name__}: {error.strerror}" if error.strerror else brief(error)  # not the temporary's name
         raise ConfigError(f"Cannot write the report {str(path)!r} ({why}); make it and its folder writable, "
                           "or choose another --output.") from None
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    fsync_directory(path.parent)  # so that the rename itself survives a power loss
 
 
 def refuse_unwritable(path: Path) -> None:

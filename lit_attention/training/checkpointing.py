@@ -34,7 +34,7 @@ from lit_attention.modeling.attention import resolve_spec
 from lit_attention.errors import ConfigError
 from lit_attention.training.lightning_internals import load_pending_loader_states, validation_follows
 from lit_attention.training.random_states import gathered_random_states, rank_and_world, restore_own_states, seed_own_stream
-from lit_attention.training.fsync import fsync_directory
+from lit_attention.training.atomic_files import replace_file
 from lit_attention.training.run_dirs import CHECKPOINTS, LAST, newest_version
 from lit_attention.training.tasks.base import TaskModule
 
@@ -43,21 +43,8 @@ from lit_attention.training.tasks.base import TaskModule
 
 
 def atomic_save(checkpoint: Any, path: str | os.PathLike) -> None:
-    """`torch.save` that never leaves a partial file at `path`: write a hidden temporary file next to
-    it, fsync it, rename it over `path` (atomic on POSIX within one file system), fsync the directory."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(partial, "wb") as file:
-            torch.save(checkpoint, file)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(partial, path)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    fsync_directory(path.parent)  # make the rename itself survive a power loss
+    """`torch.save` that never leaves a partial file at `path` (atomic_files.replace_file)."""
+    replace_file(path, lambda file: torch.save(checkpoint, file))
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from lit_attention.training.atomic_files import replace_file
+
 PREFIX = "per_example-"
 HASH_CHARACTERS = 16  # of the sha256 in the file name; the record keeps all of it
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the earliest a zip can say
@@ -45,10 +47,7 @@ def write_outcomes(directory: str | os.PathLike, arrays: dict[str, np.ndarray]) 
     record keeps of it: {"file": its name, "sha256": the hash of its bytes}."""
     data = outcome_bytes(arrays)
     digest = hashlib.sha256(data).hexdigest()
-    path = Path(directory) / f"{PREFIX}{digest[:HASH_CHARACTERS]}.npz"
-    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    partial.write_bytes(data)
-    os.replace(partial, path)
+    path = replace_file(Path(directory) / f"{PREFIX}{digest[:HASH_CHARACTERS]}.npz", lambda file: file.write(data))
     return {"file": path.name, "sha256": digest}
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from lit_attention.modeling import CONFIG_FIELDS
+from lit_attention.training.atomic_files import replace_file
 
 RECORD = "record.json"
 # Fields that measure time on this machine: never part of a result that must repeat bit for bit.
@@ -136,11 +137,8 @@ def _cpu_model() -> str | None:
 
 def write_record(directory: str | os.PathLike, record: dict) -> Path:
     """Write `record.json` atomically (a reader never sees half a file); returns its path."""
-    path = Path(directory) / RECORD
-    partial = path.with_name(f".{RECORD}.{os.getpid()}.tmp")
-    partial.write_text(json.dumps(record, indent=1, sort_keys=False) + "\n")
-    os.replace(partial, path)
-    return path
+    text = json.dumps(record, indent=1, sort_keys=False) + "\n"
+    return replace_file(Path(directory) / RECORD, lambda file: file.write(text.encode()))
 
 
 def read_record(path: str | os.PathLike) -> dict:
