@@ -215,6 +215,22 @@ def test_without_flock_a_run_is_locked_by_its_lock_file(tmp_path, monkeypatch, c
         run_dirs.RunLock(tmp_path).acquire()
 
 
+def test_without_flock_two_takeovers_of_one_stale_lock_cannot_both_succeed(tmp_path, monkeypatch):
+    """Two processes that read the same stale holder: the first takes over; the second, finding the file
+    changed under its takeover guard, is refused instead of removing the first's new lock."""
+    import socket
+
+    from lit_attention.training import file_locks
+
+    held = tmp_path / ".lock.held"
+    stale = f"process {2 ** 22 + 7} on {socket.gethostname()}"
+    held.write_text(stale)
+    assert file_locks.create_exclusively(tmp_path / ".lock", "process 1 on here") is None  # the first takes over
+    assert held.read_text().strip() == "process 1 on here"
+    assert not file_locks._took_away(held, stale)  # the second read the stale line before: refused
+    assert held.read_text().strip() == "process 1 on here"
+
+
 def test_without_flock_a_compare_output_is_locked_and_keeps_its_lock_file(tmp_path, monkeypatch):
     from lit_attention.sweep.output_dir import LOCK, OutputLock
 
@@ -222,6 +238,7 @@ def test_without_flock_a_compare_output_is_locked_and_keeps_its_lock_file(tmp_pa
     lock = OutputLock(tmp_path, "compare --config x").acquire()
     with pytest.raises(ConfigError, match="in use by process"):
         OutputLock(tmp_path, "compare --config y").acquire()
+    assert "compare --config x" in (tmp_path / LOCK).read_text()  # it names its holder, as with flock
     lock.release()
     assert (tmp_path / LOCK).exists() and not (tmp_path / f"{LOCK}.held").exists()  # the file marks the output
     OutputLock(tmp_path, "compare --config y").acquire().release()

@@ -205,12 +205,14 @@ def test_a_report_that_cannot_be_written_is_one_sentence_and_changes_nothing(in_
 
 
 def an_output(folder: Path, kind: str) -> Path:
-    """A compare output as `kind` leaves it on disk: its report, its lock file naming its command, and its
-    runs/ (a sweep), runs/ and sizes/ (a --scale sweep) or size_trend.png (a --trend report)."""
+    """A compare output as `kind` leaves it on disk: its report, and its runs/ and lock file naming its
+    command (a sweep), runs/, sizes/ and its lock (a --scale sweep; one stopped before its first report has
+    no sizes/ yet: "stopped scale") or size_trend.png alone (a --trend report, which takes no lock)."""
     folder.mkdir()
-    (folder / LOCK).write_text(f"process 7 (lit-attention compare --config {VIT} --{kind}) on host\n")
     (folder / "results.md").write_text(f"# the {kind}'s report\n")
-    if kind in ("sweep", "scale"):
+    if kind in ("sweep", "scale", "stopped scale"):
+        words = "--scale dim=16,32" if "scale" in kind else "--variants standard"
+        (folder / LOCK).write_text(f"process 7 (lit-attention compare --config {VIT} {words}) on host\n")
         (folder / "runs").mkdir()
     if kind == "scale":
         (folder / "sizes").mkdir()
@@ -225,14 +227,25 @@ def an_output(folder: Path, kind: str) -> Path:
     ("scale", ["--variants", "standard"]),                      # the same, training
     ("trend", ["--variants", "standard"]),                      # a sweep into a trend's folder
     ("sweep", ["--variants", "standard", "--scale", "dim=16,32"]),  # a --scale sweep into a plain sweep's
-], ids=["report over scale", "sweep over scale", "sweep over trend", "scale over sweep"])
+    ("stopped scale", ["--variants", "standard"]),              # a sweep over a --scale sweep not yet reported
+], ids=["report over scale", "sweep over scale", "sweep over trend", "scale over sweep", "sweep over stopped scale"])
 def test_a_command_of_another_kind_is_refused_naming_the_outputs_owner_and_changes_nothing(kind, command, in_tmp, capsys):
     output = an_output(in_tmp / "out", kind)
     before = tree(output)
     assert run_main(["compare", "--config", VIT, *command, "--output", str(output)]) == 2
     err = capsys.readouterr().err
-    assert f"--output {str(output)!r} holds a" in err and f"compare --config {VIT} --{kind}" in err
+    assert f"--output {str(output)!r} holds a" in err
+    if kind != "trend":  # a trend takes no lock, so nothing names its command
+        assert f"(`lit-attention compare --config {VIT} " in err
     assert tree(output) == before and sorted(p.name for p in in_tmp.iterdir()) == ["out"]
+
+
+def test_a_stopped_scale_sweep_is_its_own_kind_to_the_command_that_resumes_it(in_tmp):
+    from lit_attention.sweep.output_dir import check_owner, output_kind
+
+    output = an_output(in_tmp / "out", "stopped scale")  # no sizes/ yet
+    assert output_kind(output) == "scale"
+    check_owner(output, "scale")  # the same --scale command resumes it
 
 
 def test_a_trend_never_writes_into_one_of_its_inputs_nor_into_a_sweep(in_tmp, capsys):
@@ -240,6 +253,7 @@ def test_a_trend_never_writes_into_one_of_its_inputs_nor_into_a_sweep(in_tmp, ca
     before = tree(in_tmp)
     assert run_main(["compare", "--trend", str(a), str(b), "--output", str(b)]) == 2
     assert "is one of the sweeps --trend reads" in capsys.readouterr().err
+    assert tree(in_tmp) == before
     c = an_output(in_tmp / "c", "sweep")
     before = tree(in_tmp)
     assert run_main(["compare", "--trend", str(a), str(b), "--output", str(c)]) == 2

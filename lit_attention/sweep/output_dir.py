@@ -55,11 +55,19 @@ SIZES, TREND_FIGURE = "sizes", "size_trend.png"
 KINDS = {"scale": "a --scale sweep", "sweep": "a sweep", "trend": "a --trend report"}
 
 
+def last_command(output: Path) -> str:
+    """The command that last held `output`'s lock, as its lock file names it ("" when none does)."""
+    lock = Path(output) / LOCK
+    held = lock.read_text(errors="replace").strip() if lock.is_file() else ""
+    return held[held.find("(") + 1: held.rfind(")")] if "(" in held else ""
+
+
 def output_kind(output: Path) -> str | None:
-    """Which kind of compare command made `output`: "scale" (its sizes/), "sweep" (runs/ alone), "trend"
-    (size_trend.png without runs), None for a folder none of them made (new, empty or the user's)."""
+    """Which kind of compare command made `output`: "scale" (its lock names a --scale command, or it has
+    sizes/: a --scale sweep stopped before its first report has no sizes/ yet), "sweep" (runs/ alone),
+    "trend" (size_trend.png without runs), None for a folder none of them made (new, empty or the user's)."""
     output = Path(output)
-    if (output / SIZES).is_dir():
+    if (output / SIZES).is_dir() or "--scale" in last_command(output).split():
         return "scale"
     if (output / RUNS).is_dir():
         return "sweep"
@@ -75,9 +83,7 @@ def check_owner(output: Path, kind: str) -> None:
     found = output_kind(output)
     if found is None or found == kind:
         return
-    lock = Path(output) / LOCK
-    held = lock.read_text(errors="replace").strip() if lock.is_file() else ""
-    command = held[held.find("(") + 1: held.rfind(")")] if "(" in held else ""
+    command = last_command(output)
     owner = f" (`{command[:200]}`)" if command else ""
     again = {"scale": "give its --scale to resume or report it", "sweep": "leave out --scale to resume or report it",
              "trend": "a trend writes a folder of its own"}[found]
@@ -90,8 +96,9 @@ def remove_if_only_locked(output: Path) -> None:
     names no arm is found only once the sweep is planned): take away the folder it made, which holds
     nothing but the lock file. Anything else in it, from whoever wrote it, stays."""
     try:
-        if set(os.listdir(output)) <= {LOCK}:
-            (Path(output) / LOCK).unlink(missing_ok=True)
+        if set(os.listdir(output)) <= {LOCK, LOCK + ".held"}:  # .held: its lock where flock is refused
+            for name in (LOCK, LOCK + ".held"):
+                (Path(output) / name).unlink(missing_ok=True)
             Path(output).rmdir()
     except OSError:
         pass  # another command's files appeared meanwhile: they stay, and so does the folder

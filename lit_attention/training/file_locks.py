@@ -56,9 +56,8 @@ def create_exclusively(lock_file: Path, holder: str) -> str | None:
             descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
             written = path.read_text(errors="replace").strip() if path.is_file() else ""
-            if not _ended_here(written):
+            if not _ended_here(written) or not _took_away(path, written):
                 return written or "another process"
-            path.unlink(missing_ok=True)  # stale: its process ended on this host
             continue
         with os.fdopen(descriptor, "w") as file:
             file.write(holder + "\n")
@@ -67,6 +66,26 @@ def create_exclusively(lock_file: Path, holder: str) -> str | None:
               "once that process is gone).", file=sys.stderr, flush=True)
         return None
     return "another process"
+
+
+def _took_away(path: Path, stale: str) -> bool:
+    """Remove the stale held file `path` (naming `stale`), unless another process took it over first: the
+    takeover is itself guarded by a file created exclusively, and the file is read again under it, so two
+    processes that found the same stale file cannot both remove it (the second would remove the first's
+    new lock). False when another takeover is under way or has happened."""
+    guard = path.with_name(path.name + ".takeover")
+    try:
+        os.close(os.open(guard, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    except FileExistsError:
+        return False
+    try:
+        now = path.read_text(errors="replace").strip() if path.is_file() else None
+        if now != stale:
+            return False
+        path.unlink(missing_ok=True)
+        return True
+    finally:
+        guard.unlink(missing_ok=True)
 
 
 def _ended_here(line: str) -> bool:
@@ -137,6 +156,7 @@ class FileLock:
             holder = create_exclusively(self.path, holder_line(self.detail))
             if holder is None:
                 self._held = True
+                self.path.write_text(holder_line(self.detail) + "\n")  # the lock file names its holder, as with flock
             if holder is None or not wait:
                 return holder
             time.sleep(1.0)  # no flock to wait on: look again
