@@ -711,6 +711,10 @@ def test_a_strategy_whose_checkpoints_are_directories_is_refused_before_anything
     sentence = refused(["fit", "--config", VIT, *TINY, *strategy, "--run.root", str(in_tmp / "runs")], capsys)
     assert "is not supported" in sentence and "FSDPStrategy (recipes/trainer/fsdp.yaml)" in sentence
     assert not (in_tmp / "runs").exists() or not list((in_tmp / "runs").rglob("*"))
+    # compare refuses it where it plans, before a run starts or a SLURM job is queued
+    sentence = refused(["compare", "--config", VIT, *TINY, *strategy, "--variants", "standard", "--launcher", "slurm",
+                        "--output", str(in_tmp / "out")], capsys)
+    assert "is not supported" in sentence and not (in_tmp / "out").exists()
 
 
 @pytest.mark.slow  # parses the recipe through LightningCLI

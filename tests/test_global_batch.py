@@ -47,3 +47,9 @@ def test_a_layout_that_cannot_keep_the_global_batch_is_refused(capsys, in_tmp):
 def test_a_bad_global_batch_is_one_sentence(capsys, in_tmp):
     assert run_main(["fit", "--config", GPT3_SMALL, "--run.global_batch_size=0"]) == 2
     assert "--run.global_batch_size 0 is invalid" in capsys.readouterr().err
+
+
+def test_a_layout_that_counts_no_process_here_is_one_sentence(capsys, in_tmp):
+    """devices -1 of a GPU recipe on a machine without one (a login node that plans a sweep) counts no process."""
+    assert run_main(["fit", "--config", GPT3_SMALL, "--trainer.devices=-1", "--print_config"]) == 2
+    assert "give --trainer.devices and --trainer.num_nodes as numbers" in capsys.readouterr().err

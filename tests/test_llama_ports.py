@@ -164,3 +164,13 @@ def test_a_model_from_llama_would_take_by_its_names_but_not_compute_is_refused(c
               if fields is None else tiny(config_class, **fields))
     with pytest.raises(ConfigError, match=re.escape(said)):
         GPT.from_llama(transformers.AutoModelForCausalLM.from_config(config))
+
+
+def test_a_llama_config_with_metadata_of_its_own_is_ported(float64_reference):
+    """Keys a config.json carries besides the class's fields (SmolLM2's is_llama_config, an older conversion's
+    max_sequence_length) change nothing and are not refused."""
+    reference = random_model("Llama")
+    reference.config.is_llama_config, reference.config.max_sequence_length = True, 2048
+    ours = GPT.from_llama(reference).double().eval()
+    tokens = torch.randint(0, VOCAB, (2, 12))
+    torch.testing.assert_close(ours(tokens), reference(tokens).logits, rtol=1e-10, atol=1e-10)

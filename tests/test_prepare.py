@@ -47,10 +47,13 @@ def test_a_one_device_run_is_not_asked_to_prepare_first(in_tmp):
     check_data_prepared(plan_run([*SMALL_GPT, "--trainer.devices=1"]).config.trainer, plan_run(SMALL_GPT).datamodule)
 
 
+@pytest.mark.slow  # the prepare command imports Lightning's CLI
 def test_prepare_without_a_recipe_says_it_takes_the_fits_config(in_tmp, capsys):
     assert run_main(["prepare"]) == 2
     err = capsys.readouterr().err
     assert "prepare takes the fit's recipe and options" in err and "--config recipes/" in err
+    assert run_main(["prepare", "-c", GPT, "--model.attention", "bogus"]) == 2  # -c is --config
+    assert "bogus" in capsys.readouterr().err
 
 
 @pytest.mark.slow  # parses the recipe through LightningCLI

@@ -345,3 +345,4 @@ def test_an_overlay_run_alone_is_one_sentence_naming_the_recipe_it_stacks_on(ove
     base = re.match(r"# Overlay for (\S+?):", overlay.read_text()).group(1)
     assert f"is an overlay: it changes {base}" in err and f"--config {base} --config {overlay}" in err
     assert (ROOT / base).is_file()
+    assert run_main(["fit", "-c", str(overlay)]) == 2 and "is an overlay" in capsys.readouterr().err  # -c is --config

@@ -273,7 +273,7 @@ class GPT(nn.Module):
             raise ConfigError(f"vocab_size={vocab_size} is smaller than the checkpoint's {sizes['vocab_size']}; "
                               "give at least that many.")
         config = GPTConfig(vocab_size=vocab_size, max_len=sizes["max_len"], dim=sizes["dim"], depth=sizes["depth"],
-                           mlp_hidden=sizes["mlp_hidden"], bias=True, tie_weights=True, **{**settings, **kwargs})
+                           bias=True, tie_weights=True, **{"mlp_hidden": sizes["mlp_hidden"], **settings, **kwargs})
         model = cls(config, attention="standard")
         model = model.to(weights["token_embed.weight"].dtype)  # in the weights' own precision
         embedding = model.token_embed.weight.detach().clone()

@@ -179,14 +179,17 @@ def check_ported_fields(config, family: str) -> None:
         raise ConfigError(f"A {kind!r} model is not one GPT.from_{family.lower()} computes "
                           f"({', '.join(PORTED_TYPES[family])}); {then}.")
     to_dict = getattr(config, "to_dict", None)
-    if kind is None or to_dict is None:
-        return
+    if kind is None or to_dict is None or kind == REFERENCE_TYPE[family]:
+        return  # the family's own config: its fields are checked one by one in llama_settings
     from transformers import CONFIG_MAPPING
 
+    # The fields this model type's config class declares and the family's does not (metadata a config.json
+    # carries besides, such as is_llama_config, is neither: it is not declared by the class).
     known = set(CONFIG_MAPPING[REFERENCE_TYPE[family]]().to_dict())
+    declared = set(CONFIG_MAPPING[kind]().to_dict()) - known
     context = getattr(config, "max_position_embeddings", None)
     for name, value in to_dict().items():
-        if name in known or value in (None, False):
+        if name not in declared or value in (None, False, "", [], {}):
             continue
         if name == "sliding_window" and context is not None and value >= context:
             continue  # a window as long as the context is no window

@@ -17,7 +17,7 @@ from lit_attention.sweep.runs import Plan, Run, check_folder_names, grid_points,
 from lit_attention.training.cli import LitAttentionCLI
 from lit_attention.training.config_classes import instantiate_config, registered_classes, resolved
 from lit_attention.training.global_batch import apply_global_batch
-from lit_attention.training.cli_input import check_trainer_settings, processes_in_run
+from lit_attention.training.cli_input import check_strategy, check_trainer_settings, processes_in_run
 from lit_attention.training.parser_errors import parser_error_sentence
 
 SEED_LOGGER = "lightning.fabric.utilities.seed"
@@ -43,6 +43,10 @@ class _Planner(LitAttentionCLI):
         # a finished run by its config.
         apply_global_batch(self.run_config, processes_in_run(self.run_config.trainer))
         self.prepare_config()
+        # The strategy whatever the hardware: a strategy the fit would refuse is refused before any job is queued.
+        trainer = self.run_config.trainer
+        check_strategy(trainer.get("strategy"), test=self.run_config.run.test,
+                       checkpointing=trainer.get("enable_checkpointing") is not False)
         if self.check_trainer:
             check_trainer_settings(self.run_config.trainer)
         with torch.device("meta"):

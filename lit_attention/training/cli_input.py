@@ -39,7 +39,7 @@ def check_overlay_order(words: list[str]) -> None:
     after it; given alone or first, its settings would stand without a model and data to change, or be
     overwritten by the recipe after it."""
     configs = [word.split("=", 1)[1] if "=" in word else following
-               for word, following in zip(words, [*words[1:], ""]) if word.split("=", 1)[0] == "--config"]
+               for word, following in zip(words, [*words[1:], ""]) if word.split("=", 1)[0] in ("--config", "-c")]
     if not configs or not os.path.isfile(configs[0]):
         return
     with open(configs[0], encoding="utf-8") as file:

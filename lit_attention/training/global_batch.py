@@ -27,6 +27,10 @@ def apply_global_batch(config, processes: int) -> str | None:
     if isinstance(wanted, bool) or not isinstance(wanted, int) or wanted < 1:
         raise ConfigError(f"--run.global_batch_size {wanted!r} is invalid; give a whole number of sequences per "
                           "optimizer step (e.g. 480), or null to use batch_size and accumulate_grad_batches as given.")
+    if processes < 1:  # devices auto or -1 on GPUs where none is visible (a login node planning a sweep)
+        raise ConfigError(f"--run.global_batch_size {wanted} is shared out over the training processes, and the trainer "
+                          "settings count none here (devices auto or -1 with no GPU visible); give --trainer.devices "
+                          "and --trainer.num_nodes as numbers.")
     share, left = divmod(wanted, processes)
     if left or share == 0:
         raise ConfigError(f"--run.global_batch_size {wanted} cannot be split evenly over {processes} training processes "

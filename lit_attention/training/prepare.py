@@ -36,7 +36,7 @@ class _Preparer(LitAttentionCLI):
 
 
 def run(argv: list[str]) -> None:
-    if not any(word.split("=")[0] in ("--config", "--model", "--help", "-h") for word in argv):
+    if not any(word.split("=")[0] in ("--config", "-c", "--model", "--help", "-h") for word in argv):
         raise ConfigError("prepare takes the fit's recipe and options, and none was given; name the recipe, e.g. "
                           "`lit-attention prepare --config recipes/quickstart/gpt_stdlib.yaml`.")
     quiet_lightning()
