@@ -429,21 +429,23 @@ def main(argv: list[str] | None = None) -> None:
         signal.alarm(int(budget) + 30)
     say(f"# GPU check{' (dry)' if args.dry else ''} on {hardware(device)}; torch {torch.__version__}"
         + (f"; budget {budget:.0f} s" if budget is not None else ""))
-    with tempfile.TemporaryDirectory(prefix="gpu_check_") as work:
-        work = Path(work)
-        sections = [lambda: check_kernels(sizes, device), lambda: check_ragged_generation(sizes, device),
-                    lambda: check_compile(sizes, device), lambda: check_cli_fit(sizes, device, work),
-                    lambda: check_host_syncs(sizes, device, work), lambda: check_exact_resume(sizes, device, work)]
-        names = ["SDPA kernels", "ragged generation", "torch.compile", "CLI fit", "host syncs", "exact resume"]
-        for name, run_section in zip(names, sections):
-            if out_of_time(f"section {name!r}"):
-                continue
-            start = time.perf_counter()
-            run_section()
-            say(f"({time.perf_counter() - start:.0f} s)")
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous_alarm)
-    BUDGET.clear()
+    try:
+        with tempfile.TemporaryDirectory(prefix="gpu_check_") as work:
+            work = Path(work)
+            sections = [lambda: check_kernels(sizes, device), lambda: check_ragged_generation(sizes, device),
+                        lambda: check_compile(sizes, device), lambda: check_cli_fit(sizes, device, work),
+                        lambda: check_host_syncs(sizes, device, work), lambda: check_exact_resume(sizes, device, work)]
+            names = ["SDPA kernels", "ragged generation", "torch.compile", "CLI fit", "host syncs", "exact resume"]
+            for name, run_section in zip(names, sections):
+                if out_of_time(f"section {name!r}"):
+                    continue
+                start = time.perf_counter()
+                run_section()
+                say(f"({time.perf_counter() - start:.0f} s)")
+    finally:  # a section that raises leaves no alarm armed behind it
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous_alarm)
+        BUDGET.clear()
     say()
     say(f"# done in {time.perf_counter() - started:.0f} s")
 

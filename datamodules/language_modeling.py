@@ -185,7 +185,10 @@ class LanguageModelingDataModule(DataModule):
             self._checked_meta()
 
     def unprepared(self) -> str | None:
-        return None if self._meta_path.exists() else f"The token files of {self.hparams.dataset or 'data_files'}"
+        if not self._meta_path.exists():
+            return f"The token files of {self.hparams.dataset or 'data_files'}"
+        self._checked_meta()  # a damaged cache is said here, before the processes start
+        return None
 
     def prepared_at(self) -> str:
         return str(self.cache_dir)

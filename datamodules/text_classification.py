@@ -216,7 +216,9 @@ class TextClassificationDataModule(DataModule):
             texts = lines_of(predict_paths(self.hparams.predict_files))
             self.predict_set = [{self.text_column: text} for text in texts]
             self.predict_collate = ClassificationCollate(tokenizer, self.text_column, None, self.hparams.max_len, None)
-            self.truncated = sum(len(ids) > self.hparams.max_len for ids in tokenizer.encode_batch(texts)) if texts else 0
+            # Counted a thousand lines at a time: a large predict file is never encoded whole here.
+            self.truncated = sum(len(ids) > self.hparams.max_len for start in range(0, len(texts), 1000)
+                                 for ids in tokenizer.encode_batch(texts[start:start + 1000]))
 
     def predict_note(self) -> str | None:
         """A line saying how many `predict` inputs were cut to max_len tokens (the model reads no further)."""

@@ -51,7 +51,13 @@ def read_meta(cache_dir: Path) -> dict:
         meta = json.loads(path.read_text())
         if not isinstance(meta, dict) or not {"dtype", "splits", "tokens"} <= meta.keys():
             raise ValueError("fields missing")
-    except (ValueError, UnicodeDecodeError) as error:
+        np.dtype(meta["dtype"])
+        if not all(isinstance(meta["tokens"].get(split), int) for split in meta["splits"]):
+            raise ValueError("token counts missing")
+    except PermissionError as error:
+        raise ConfigError(f"The token cache's {str(path)!r} cannot be read ({error.strerror}); make it readable, or "
+                          f"{rebuild(cache_dir)}.") from None
+    except (ValueError, TypeError, AttributeError, UnicodeDecodeError) as error:
         raise ConfigError(f"The token cache's {str(path)!r} cannot be read ({type(error).__name__}): it was cut or "
                           f"changed after it was written; {rebuild(cache_dir)}.") from None
     return meta

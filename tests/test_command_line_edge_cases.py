@@ -731,5 +731,14 @@ def test_fsdp_testing_after_fit_without_checkpoints_is_refused(in_tmp, capsys):
 def test_a_variant_setting_given_as_a_model_field_points_to_the_variant(command, in_tmp, capsys):
     sentence = refused([*command, *(["--output", "out"] if command[0] == "compare" else [])], capsys)
     assert "`kv_heads` is a setting of the attention variant" in sentence
-    assert "--model.attention standard,kv_heads=2" in sentence and "--variants standard,kv_heads=1,standard,kv_heads=2" in sentence
+    assert "--model.attention standard,kv_heads=2" in sentence and "--variants standard,kv_heads=2,standard" in sentence
     assert not list(in_tmp.iterdir())
+
+
+def test_every_variant_setting_has_an_example_the_registry_accepts():
+    from lit_attention.modeling.variants import SETTINGS, resolve_spec
+    from lit_attention.training.parser_errors import SETTING_EXAMPLES
+
+    assert set(SETTING_EXAMPLES) == set(SETTINGS)
+    for field, example in SETTING_EXAMPLES.items():
+        assert f",{field}=" in example and resolve_spec(example) and resolve_spec(example.split(",")[0])

@@ -18,14 +18,17 @@ BF16 = dict(device_type="cpu", dtype=torch.bfloat16)
 
 
 @pytest.fixture
-def cuda_norm_policy(monkeypatch):
-    """F.layer_norm and F.rms_norm in float32 under autocast, returning float32, as CUDA's autocast runs them."""
+def cuda_norm_policy(monkeypatch) -> list[torch.dtype]:
+    """F.layer_norm and F.rms_norm in float32 under autocast, returning float32, as CUDA's autocast runs them;
+    the dtypes of the inputs they were given under autocast (to show the policy was applied at all)."""
     layer_norm, rms_norm = F.layer_norm, F.rms_norm
+    given: list[torch.dtype] = []
 
     def in_float32(norm):
         def run(input, normalized_shape, weight=None, *args, **kwargs):
             if not torch.is_autocast_enabled("cpu"):
                 return norm(input, normalized_shape, weight, *args, **kwargs)
+            given.append(input.dtype)
             with torch.autocast("cpu", enabled=False):
                 rest = [a.float() if torch.is_tensor(a) else a for a in args]  # layer_norm's bias, the eps
                 return norm(input.float(), normalized_shape, None if weight is None else weight.float(), *rest, **kwargs)
@@ -33,6 +36,7 @@ def cuda_norm_policy(monkeypatch):
 
     monkeypatch.setattr(F, "layer_norm", in_float32(layer_norm))
     monkeypatch.setattr(F, "rms_norm", in_float32(rms_norm))
+    return given
 
 
 def families():
@@ -79,8 +83,14 @@ def test_every_family_trains_a_bf16_step_with_norms_in_float32(family, cuda_norm
             model = build(variant, options).eval()  # no dropout: the two forwards see the same network
             reference = model(*inputs).float().detach()
             seen.clear()
+            cuda_norm_policy.clear()
             with torch.autocast(**BF16):
                 logits = model(*inputs)
+            # The norms ran under the policy: the residual stream's in float32 (it stays float32 under autocast),
+            # qk_norm's and the nonlinear query's on bf16 projections, which CPU autocast would keep in bf16.
+            assert cuda_norm_policy, (name, variant, options)
+            if options.get("qk_norm") or variant == "nonlinear_query":
+                assert torch.bfloat16 in cuda_norm_policy, (name, variant, options, cuda_norm_policy)
             loss = logits.float().square().mean()
             loss.backward()
             where = f"{name} {variant} {options}"

@@ -11,13 +11,15 @@ from lit_attention.training.callbacks import PredictionWriter, rank_file
 
 
 def trainer(rank: int, world: int, where: str):
-    strategy = SimpleNamespace(broadcast=lambda value: where, barrier=lambda: None)
+    strategy = SimpleNamespace(broadcast=lambda value: where, barrier=lambda: None,
+                               reduce_boolean_decision=lambda decision, all=True: decision)
     return SimpleNamespace(world_size=world, global_rank=rank, is_global_zero=rank == 0, strategy=strategy,
                            received_sigterm=False)
 
 
 def test_each_rank_keeps_its_rows_as_they_come_and_rank_0_merges_them_in_input_order(tmp_path):
     predictions = tmp_path / "predictions.jsonl"
+    rank_file(predictions, 2).write_text("[0, {}]\n")  # left by an earlier prediction on 3 ranks, stopped
     writers = [PredictionWriter(predictions), PredictionWriter(None)]
     ranks = [trainer(rank, 2, str(predictions)) for rank in (0, 1)]
     for writer, ranked in zip(writers, ranks):
@@ -37,3 +39,15 @@ def test_each_rank_keeps_its_rows_as_they_come_and_rank_0_merges_them_in_input_o
     rows = [json.loads(line)["input"] for line in predictions.read_text().splitlines()]
     assert rows == [f"{i}.png" for i in range(7)] and writers[0].rows == 7
     assert sorted(p.name for p in tmp_path.iterdir()) == ["predictions.jsonl"]  # the ranks' files are merged away
+
+
+def test_a_rank_that_cannot_write_beside_the_predictions_stops_every_rank_in_one_sentence(tmp_path):
+    """Run folders not shared between nodes: a rank's file cannot be made, and every rank is told at the
+    start (rank 0 would otherwise wait at the end for ever)."""
+    import pytest
+
+    from lit_attention.errors import ConfigError
+
+    elsewhere = str(tmp_path / "not_on_this_node" / "predictions.jsonl")
+    with pytest.raises(ConfigError, match="a file system every node sees"):
+        PredictionWriter(None).on_predict_start(trainer(1, 2, elsewhere), None)

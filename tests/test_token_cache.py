@@ -52,10 +52,19 @@ def meta_cut(cache: Path) -> None:
     path.write_text(path.read_text()[:40])
 
 
+def meta_without_counts(cache: Path) -> None:
+    import json
+
+    meta = json.loads((cache / "meta.json").read_text())
+    del meta["tokens"]["validation"]
+    (cache / "meta.json").write_text(json.dumps(meta))
+
+
 @pytest.mark.slow  # prepares a corpus, then parses and refuses a fit and a prepare per damage
 @pytest.mark.parametrize("damage, words", [(cut, "holds 2,000 bytes"), (odd, "holds 1,001 bytes"),
-                                           (rewritten, "differs from the one written"), (meta_cut, "cannot be read")],
-                         ids=["cut", "not whole tokens", "rewritten", "meta.json cut"])
+                                           (rewritten, "differs from the one written"), (meta_cut, "cannot be read"),
+                                           (meta_without_counts, "cannot be read (ValueError)")],
+                         ids=["cut", "not whole tokens", "rewritten", "meta.json cut", "a count missing"])
 def test_a_damaged_token_cache_is_one_sentence_from_fit_and_prepare(damage, words, prepared, in_tmp, capsys):
     data, before = damaged(prepared, in_tmp, damage)
     for command in (["fit", *GPT, "--run.root=runs"], ["prepare", *GPT]):
@@ -78,3 +87,11 @@ def test_an_intact_cache_trains_and_a_cache_without_digests_gains_them(prepared,
     (cache / "meta.json").write_text(json.dumps(meta))
     assert run_main(["fit", *GPT, f"--data.data_dir={data}", "--run.root=runs"]) == 0, capsys.readouterr().err[-2000:]
     assert set(json.loads((cache / "meta.json").read_text())["samples"]) == set(meta["splits"])
+
+
+@pytest.mark.slow
+def test_a_multi_process_run_on_a_damaged_cache_is_refused_before_its_processes_start(prepared, in_tmp, capsys):
+    data, before = damaged(prepared, in_tmp, cut)
+    assert run_main(["fit", *GPT, f"--data.data_dir={data}", "--run.root=runs", "--trainer.accelerator=cpu",
+                     "--trainer.devices=2", "--trainer.strategy=ddp"]) == 2  # no second process was started
+    assert "holds 2,000 bytes" in capsys.readouterr().err and tree(data) == before

@@ -24,6 +24,7 @@ from lightning.pytorch.callbacks import BasePredictionWriter, ModelCheckpoint, T
 from lightning.pytorch.callbacks.progress.progress_bar import get_standard_metrics
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from lit_attention.errors import ConfigError
 from lit_attention.modeling.attention import MultiHeadAttention
 from lit_attention.training.checkpointing import ExactResume, LastCheckpoint
 from lit_attention.training.lightning_internals import computed_metrics, validation_follows
@@ -159,12 +160,22 @@ class PredictionWriter(BasePredictionWriter):
 
     def on_predict_start(self, trainer, pl_module) -> None:
         self.rows = 0
-        if trainer.world_size > 1:
-            where = trainer.strategy.broadcast(None if self.path is None else str(self.path))
-            self.part = rank_file(Path(where), trainer.global_rank)
-            self.part.write_text("")
         if self.path is not None:
             self.path.write_text("")
+            for stale in self.path.parent.glob(rank_file(self.path, 0).name.replace("rank0", "rank*")):
+                stale.unlink()  # a stopped earlier prediction's, maybe on more ranks
+        if trainer.world_size > 1:
+            where = Path(trainer.strategy.broadcast(None if self.path is None else str(self.path)))
+            self.part = rank_file(where, trainer.global_rank)
+            try:
+                self.part.write_text("")
+                written = True
+            except OSError:
+                written = False
+            # Every rank must be able to write where rank 0 reads, or rank 0 would wait at the end for ever.
+            if not trainer.strategy.reduce_boolean_decision(written, all=True):
+                raise ConfigError(f"A rank cannot write its predictions beside {str(where)!r}; under DDP every rank "
+                                  "writes into the run's folder, so put the runs on a file system every node sees.")
 
     def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch, batch_idx, dataloader_idx) -> None:
         if self.part is not None:

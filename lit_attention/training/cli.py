@@ -215,6 +215,9 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
             if note and launched_as_rank_zero() and self.print_config_request is None:
                 print(note, flush=True)
         self.prepare_config()
+        if self.subcommand == "predict" and self.run_config.get("return_predictions") is None:
+            # PredictionWriter writes every row as it comes: Lightning's copy of them all would only fill memory.
+            self.run_config.return_predictions = False
         if self.print_config_request is not None:
             skip_null = "skip_null" in self.print_config_request
             print(subcommand_parser(self, self.subcommand).dump(self.run_config, skip_none=skip_null), end="")

@@ -14,7 +14,11 @@ import importlib
 import re
 from argparse import ArgumentError
 from lit_attention.modeling import CONFIG_FIELDS
-from lit_attention.modeling.variants import SPEC_FIELDS
+from lit_attention.modeling.variants import AXES_EXAMPLE, SETTINGS, SPEC_FIELDS
+
+# A variant with each setting, as --model.attention takes it.
+SETTING_EXAMPLES = {"kv_heads": "standard,kv_heads=2", "query_scale": "identity_query,query_scale=standard",
+                    "query_hidden": "nonlinear_query,query_hidden=64", "value_mix_init": "super,value_mix_init=xavier"}
 
 # Each pattern reads words of jsonargparse's messages, which a release may change: tests/test_message_rewrites.py
 # feeds every one the message the installed jsonargparse really gives (pyproject pins the tested range), and
@@ -84,11 +88,13 @@ def unknown_net_field(message: str) -> str | None:
 def unknown_field_sentence(field: str, config_class: type | None) -> str:
     """`--model.net.<field>` is no field of `config_class` (None: the task is unknown, so every family's
     fields are the choices): the valid fields, and the closest one when a name is near."""
-    if field in SPEC_FIELDS:  # kv_heads, query_scale, ...: part of the variant, which a grid varies by arms
-        value = "2" if field == "kv_heads" else "..."
+    if field in SETTINGS:  # kv_heads, query_scale, ...: part of the variant, which a grid varies by arms
         return (f"`{field}` is a setting of the attention variant, not a field of the model config: write it after the "
-                f"variant, as --model.attention standard,{field}={value}; to compare values, make each a variant, as "
-                f"compare --variants standard,{field}=1,standard,{field}=2.")
+                f"variant's name, as in --model.attention {SETTING_EXAMPLES[field]}; to compare values, make each a "
+                f"variant, as in compare --variants {SETTING_EXAMPLES[field]},{SETTING_EXAMPLES[field].split(',')[0]}.")
+    if field in SPEC_FIELDS:  # query, key, value, value_mix: the variant's axes
+        return (f"`{field}` is an axis of the attention variant, not a field of the model config: give it in the variant, "
+                f"as in --model.attention {AXES_EXAMPLE}.")
     names = [f.name for f in dataclasses.fields(config_class)] if config_class is not None else sorted(CONFIG_FIELDS)
     owner = f"of {config_class.__name__}" if config_class is not None else "of the model configs"
     close = difflib.get_close_matches(field, names, n=1)
