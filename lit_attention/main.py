@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import sys
 import tempfile
 import time
@@ -185,6 +186,20 @@ def last_sentence(message: str) -> str:
     return tail.split("ConfigError: ", 1)[-1]
 
 
+OVERLAY = re.compile(r"#\s*Overlay for (\S+?):")
+
+
+def check_not_an_overlay(path: str) -> None:
+    """An overlay recipe (first line `# Overlay for <recipe>: ...`) changes the recipe it names and is stacked
+    after it; given alone or first, its settings would stand without a model and data to change, or be
+    overwritten by the recipe after it."""
+    with open(path, encoding="utf-8", errors="replace") as file:
+        found = OVERLAY.match(file.readline())
+    if found:
+        raise ConfigError(f"{path} is an overlay: it changes {found.group(1)} and is stacked after it; run "
+                          f"--config {found.group(1)} --config {path}.")
+
+
 def check_command_line(words: list[str]) -> None:
     """What can be refused before any library loads: an unknown command, an optimizer override, and
     recipe files that are missing, not YAML (named with file and line, not `<unicode string>`) or that
@@ -202,6 +217,9 @@ def check_command_line(words: list[str]) -> None:
             value = value or (words[i + 1] if i + 1 < len(words) else "")
             if value.lstrip("-").isdigit():
                 check_run_seed(int(value))
+    first = next(iter(config_files(words)), None)
+    if first is not None and Path(first).is_file():
+        check_not_an_overlay(first)
     for path in config_files(words):
         file = Path(path)
         if file.is_dir():

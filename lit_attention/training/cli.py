@@ -38,7 +38,6 @@ from lit_attention.training.checkpointing import (
 )
 from lit_attention.training.cli_input import (
     check_data_prepared,
-    check_overlay_order,
     check_trainer_settings,
     copy_data_sizes,
     joined_negative_values,
@@ -175,7 +174,6 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
         """`--print_config` is taken out here and served after the data sizes are known, so that it
         shows the sizes the run will use, not the model's placeholders."""
         words = nulls_as_mappings(joined_negative_values(list(sys.argv[1:] if args is None else args)))
-        check_overlay_order(words)
         kept = []
         for word in words:
             if word == PRINT_CONFIG or word.startswith(PRINT_CONFIG + "="):

@@ -31,24 +31,6 @@ def joined_negative_values(words: list[str]) -> list[str]:
     return joined
 
 
-OVERLAY = re.compile(r"#\s*Overlay for (\S+?):")
-
-
-def check_overlay_order(words: list[str]) -> None:
-    """An overlay recipe (first line `# Overlay for <recipe>: ...`) changes the recipe it names and is stacked
-    after it; given alone or first, its settings would stand without a model and data to change, or be
-    overwritten by the recipe after it."""
-    configs = [word.split("=", 1)[1] if "=" in word else following
-               for word, following in zip(words, [*words[1:], ""]) if word.split("=", 1)[0] in ("--config", "-c")]
-    if not configs or not os.path.isfile(configs[0]):
-        return
-    with open(configs[0], encoding="utf-8") as file:
-        found = OVERLAY.match(file.readline())
-    if found:
-        raise ConfigError(f"{configs[0]} is an overlay: it changes {found.group(1)} and is stacked after it; run "
-                          f"--config {found.group(1)} --config {configs[0]}.")
-
-
 NET_FIELD_NULL = re.compile(r"--model\.(?:init_args\.)?net\.(\w+)")
 
 
