@@ -14,6 +14,7 @@ import typing
 from dataclasses import fields
 from typing import Literal
 
+from lit_attention.markdown import markdown_table
 from lit_attention.modeling.gpt import GPTConfig
 from lit_attention.modeling.seq2seq import Seq2SeqConfig
 from lit_attention.modeling.text_encoder import TextEncoderConfig
@@ -85,5 +86,4 @@ def block_options_table() -> str:
     # A variant setting is written in the variant (--model.attention), not as a field of the config (--model.net).
     rows = [[f"`{name}` (in the variant: `standard,{name}=2`)" if name in variant_settings() else f"`{name}`",
              *(_cell(c, name) for c in FAMILIES.values()), OPTIONS[name]] for name in offered]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(cells) + " |" for cells in rows])
+    return markdown_table(header, rows)

@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 
 from lit_attention.errors import ConfigError
+from lit_attention.markdown import markdown_table
 from lit_attention.modeling.block_options import block_options_table
 from lit_attention.modeling.variants import AXES, QUERY_SCALES, REGISTRY, head_formulas, parameter_formula
 
@@ -36,8 +37,7 @@ def variants_table(style: str = "readme") -> str:
                  parameter_formula(v.spec)] for v in REGISTRY.values()]
     else:
         raise ConfigError(f"Unknown table style {style!r}; valid styles are readme, design.")
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(cells) + " |" for cells in rows])
+    return markdown_table(header, rows)
 
 
 TABLE_BEGIN = "<!-- variants table: generated from the registry by python -m lit_attention.modeling.variant_tables --write -->"

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import math
 
+from lit_attention.markdown import markdown_table
 from lit_attention.sweep.statistics import mean_std
 
 
 def markdown(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows]) + "\n"
+    """A report's table, ending its line."""
+    return markdown_table(header, rows) + "\n"
 
 
 def plus_minus(values: list[float], digits: int = 4) -> str:
