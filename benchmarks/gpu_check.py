@@ -45,6 +45,7 @@ from lit_attention.modeling import (  # noqa: E402
     VisionTransformer,
 )
 from lit_attention.modeling.attention import list_presets  # noqa: E402
+from lit_attention.modeling.block_options import family_options  # noqa: E402
 
 GPT_RECIPE = ROOT / "recipes/quickstart/gpt_stdlib.yaml"
 GPU_PRESET = ROOT / "recipes/trainer/gpu_bf16.yaml"
@@ -99,7 +100,8 @@ OPTION_ROWS = (("standard, rope", "standard", {"position": "rope"}), ("standard,
 def families(s: Sizes, variant: str, device: torch.device, options: dict | None = None) -> dict[str, tuple[torch.nn.Module, tuple]]:
     """Each model family at size `s` with the config fields `options`, with an input batch: the text encoder
     with and without padding, the encoder-decoder with padded sources and targets. A family whose config
-    has no such option (the ViT's positions are learned or rope) is left out."""
+    does not offer those options (block_options.family_options: the ViT's positions are learned or rope) is
+    left out."""
     options = options or {}
     g = torch.Generator().manual_seed(0)
     tokens = torch.randint(3, s.vocab, (s.batch, s.seq), generator=g)
@@ -107,16 +109,14 @@ def families(s: Sizes, variant: str, device: torch.device, options: dict | None 
     padding = torch.arange(s.seq)[None] >= lengths[:, None]
     side = int(s.seq ** 0.5) * 2  # patches of 2 x 2: about seq tokens
     common = dict(dim=s.dim, num_heads=s.heads, dropout=0.0, **options)
-    if options.get("position") == "alibi":
-        vit_common = None
-    else:
-        vit_common = common
+    models = {}
+    if all(value in family_options(ViTConfig).get(name, ()) for name, value in options.items()):
+        models["vit"] = (VisionTransformer(ViTConfig(image_size=side, patch_size=2, in_channels=3, num_classes=10,
+                                                     depth=s.depth, **common), attention=variant),
+                         (torch.randn(s.batch, 3, side, side, generator=g),))
     text = TextEncoderClassifier(TextEncoderConfig(pad_id=0, vocab_size=s.vocab, max_len=s.seq, num_classes=4,
                                                    depth=s.depth, **common), attention=variant)
-    models = {
-        "vit": (VisionTransformer(ViTConfig(image_size=side, patch_size=2, in_channels=3, num_classes=10, depth=s.depth,
-                                            **vit_common), attention=variant), (torch.randn(s.batch, 3, side, side, generator=g),))
-        if vit_common is not None else None,
+    models |= {
         "text, no padding": (text, (tokens, torch.zeros_like(padding))),
         "text, padded": (text, (tokens.masked_fill(padding, 0), padding)),
         "gpt": (GPT(GPTConfig(vocab_size=s.vocab, max_len=s.seq, depth=s.depth, **common), attention=variant), (tokens,)),
@@ -125,8 +125,7 @@ def families(s: Sizes, variant: str, device: torch.device, options: dict | None 
                                                              **common), attention=variant),
                             (tokens.masked_fill(padding, 0), tokens.flip(0), padding, padding.flip(0))),
     }
-    return {name: (built[0].to(device).eval(), tuple(t.to(device) for t in built[1])) for name, built in models.items()
-            if built is not None}
+    return {name: (model.to(device).eval(), tuple(t.to(device) for t in inputs)) for name, (model, inputs) in models.items()}
 
 
 def autocast(device: torch.device):
