@@ -20,6 +20,7 @@ from typing import Literal
 import torch
 from datasets import DatasetDict
 
+from lit_attention.atomic_files import replace_file
 from lit_attention.errors import ConfigError
 
 from .base import DataModule, check_seed, check_choice, check_fraction, check_positive, lines_of, predict_paths
@@ -304,9 +305,8 @@ class LanguageModelingDataModule(DataModule):
         return meta
 
     def _write_meta(self, meta: dict) -> None:
-        partial = self._meta_path.with_name(f"meta.json.{os.getpid()}.tmp")
-        partial.write_text(json.dumps(meta, indent=1))
-        os.replace(partial, self._meta_path)  # the meta file marks a complete cache
+        text = json.dumps(meta, indent=1)
+        replace_file(self._meta_path, lambda file: file.write(text.encode()))  # the meta file marks a complete cache
 
     def _tokenizer(self) -> TextTokenizer:
         """The tokenizer of the token files (a BPE must have been trained by an earlier fit)."""

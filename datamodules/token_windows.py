@@ -14,7 +14,6 @@ and forwards ``set_epoch``; and a resumed run reproduces exactly the windows it 
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import pyarrow as pa
 import torch
 from torch.utils.data import Dataset, Sampler
 
+from lit_attention.atomic_files import replace_file
 from lit_attention.errors import ConfigError
 
 from .loaders import MASK64, splitmix64
@@ -37,17 +37,19 @@ def write_token_file(path: Path, token_lists: pa.ChunkedArray, dtype: np.dtype) 
     """Concatenate a column of token-id lists into `path`; returns the number of tokens and the file's
     sha256 (hashed as it is written: a multi-GB file is never read again to fingerprint it).
 
-    Written under a temporary name and renamed, so a crash never leaves a truncated file behind.
+    Written whole or not at all (atomic_files.replace_file), so a crash never leaves a truncated file behind.
     """
-    partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     count, digest = 0, hashlib.sha256()
-    with open(partial, "wb") as out:
+
+    def write(out) -> None:
+        nonlocal count
         for chunk in token_lists.chunks:
             data = chunk.flatten().to_numpy(zero_copy_only=False).astype(dtype, copy=False).tobytes()
             out.write(data)
             digest.update(data)
             count += len(data) // dtype.itemsize
-    os.replace(partial, path)
+
+    replace_file(path, write)
     return count, digest.hexdigest()
 
 

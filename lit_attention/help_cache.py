@@ -18,6 +18,8 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from lit_attention.atomic_files import replace_file
+
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ("lit_attention", "datamodules")
 LIBRARIES = ("lightning", "jsonargparse", "torch", "torchvision", "datasets", "docstring-parser")
@@ -58,8 +60,6 @@ def write(command: str, text: str) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         for old in folder.glob(f"{command}-*.txt"):
             old.unlink(missing_ok=True)
-        partial = folder / f".{command}.{os.getpid()}.tmp"
-        partial.write_text(text, encoding="utf-8")
-        os.replace(partial, folder / f"{command}-{key(command)}.txt")
+        replace_file(folder / f"{command}-{key(command)}.txt", lambda file: file.write(text.encode("utf-8")))
     except OSError:
         pass

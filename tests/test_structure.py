@@ -64,9 +64,9 @@ def test_no_import_cycles():
 
 
 # Each layer and what it may import from this project; `lit_attention.errors`, `lit_attention.limits`
-# (the limits of every value, which the model configs and the tasks share) and `lit_attention.markdown` (the
-# one table writer) are below them all.
-BELOW_ALL = ("lit_attention.errors", "lit_attention.limits", "lit_attention.markdown")
+# (the limits of every value, which the model configs and the tasks share), `lit_attention.markdown` (the
+# one table writer) and `lit_attention.atomic_files` (the one atomic file writer) are below them all.
+BELOW_ALL = ("lit_attention.errors", "lit_attention.limits", "lit_attention.markdown", "lit_attention.atomic_files")
 LAYERS = {
     "lit_attention.modeling": BELOW_ALL,
     "datamodules": BELOW_ALL,

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from lit_attention.errors import ConfigError, brief
-from lit_attention.training.atomic_files import replace_file
+from lit_attention.atomic_files import replace_file
 
 REPORT_FILES = ("results.md", "results.csv", "timings.csv", "results.png")
 TEMPORARY = re.compile(r"\.(" + "|".join(map(re.escape, REPORT_FILES)) + r")\.\d+\.tmp")

@@ -34,7 +34,7 @@ from lit_attention.modeling.attention import resolve_spec
 from lit_attention.errors import ConfigError
 from lit_attention.training.lightning_internals import load_pending_loader_states, validation_follows
 from lit_attention.training.random_states import gathered_random_states, rank_and_world, restore_own_states, seed_own_stream
-from lit_attention.training.atomic_files import replace_file
+from lit_attention.atomic_files import replace_file
 from lit_attention.training.run_dirs import CHECKPOINTS, LAST, newest_version
 from lit_attention.training.tasks.base import TaskModule
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lit_attention.training.atomic_files import replace_file
+from lit_attention.atomic_files import replace_file
 
 PREFIX = "per_example-"
 HASH_CHARACTERS = 16  # of the sha256 in the file name; the record keeps all of it

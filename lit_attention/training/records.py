@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from lit_attention.modeling import CONFIG_FIELDS
-from lit_attention.training.atomic_files import replace_file
+from lit_attention.atomic_files import replace_file
 
 RECORD = "record.json"
 # Fields that measure time on this machine: never part of a result that must repeat bit for bit.

@@ -1,6 +1,7 @@
 """The one way this suite writes a file that must never be seen half-written (checkpoints, records,
-per-example outcomes, compare's reports): `replace_file`. Kept apart from checkpointing.py (which imports
-Lightning) so that compare's report writer can share it without loading Lightning."""
+per-example outcomes, compare's reports, the token cache's files, the help cache): `replace_file`. Below
+every layer (as errors.py is), so that the data modules and the command line use it without loading
+Lightning."""
 
 from __future__ import annotations
 
