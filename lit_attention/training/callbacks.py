@@ -26,7 +26,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from lit_attention.errors import ConfigError
 from lit_attention.modeling.attention import MultiHeadAttention
-from lit_attention.training.checkpointing import ExactResume, LastCheckpoint
+from lit_attention.training.checkpointing import ExactResume, LastCheckpoint, last_checkpoint
 from lit_attention.training.lightning_internals import computed_metrics, validation_follows
 from lit_attention.training.per_example import PerExampleOutcomes
 from lit_attention.training.recorder import RunRecorder
@@ -162,7 +162,7 @@ class PredictionWriter(BasePredictionWriter):
         self.rows = 0
         if self.path is not None:
             self.path.write_text("")
-            for stale in self.path.parent.glob(rank_file(self.path, 0).name.replace("rank0", "rank*")):
+            for stale in self.path.parent.glob(rank_file(self.path, "*").name):
                 stale.unlink()  # a stopped earlier prediction's, maybe on more ranks
         if trainer.world_size > 1:
             where = Path(trainer.strategy.broadcast(None if self.path is None else str(self.path)))
@@ -203,8 +203,8 @@ class PredictionWriter(BasePredictionWriter):
         self.rows += len(rows)
 
 
-def rank_file(predictions: Path, rank: int) -> Path:
-    """Where rank `rank` keeps its rows, with their input indices, under DDP."""
+def rank_file(predictions: Path, rank: int | str) -> Path:
+    """Where rank `rank` keeps its rows, with their input indices, under DDP (`*`: a pattern for every rank's)."""
     return predictions.with_name(f"{predictions.stem}.rank{rank}.jsonl")
 
 
@@ -387,7 +387,7 @@ def nonfinite_message(trainer, loss: torch.Tensor | None, place: tuple[int, int,
         value = "nan" if torch.isnan(loss).any() else "infinite"
     step, epoch, batch = place or (trainer.global_step, trainer.current_epoch, trainer.fit_loop.epoch_loop.batch_idx)
     where = f"global step {step} (epoch {epoch}, batch {batch})"
-    last = next((c.path(trainer) for c in trainer.callbacks if isinstance(c, LastCheckpoint)), None)
+    last = last_checkpoint(trainer)
     if last is not None and last.is_file():
         then = (f"; the last checkpoint {str(last)!r} is intact: lower the learning rate or clip gradients "
                 "(trainer.gradient_clip_val), then resume with --ckpt_path last")

@@ -140,6 +140,11 @@ class LastCheckpoint(Checkpoint):
             self.save(trainer)
 
 
+def last_checkpoint(trainer: L.Trainer) -> Path | None:
+    """The run's last.ckpt as its LastCheckpoint writes it (None: the run keeps no checkpoints)."""
+    return next((c.path(trainer) for c in trainer.callbacks if isinstance(c, LastCheckpoint)), None)
+
+
 def _step_based(trainer: L.Trainer) -> bool:
     """Whether the run's length is a number of steps (Lightning's "iteration-based training")."""
     return trainer.max_steps is not None and trainer.max_steps >= 0

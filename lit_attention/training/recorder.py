@@ -16,7 +16,7 @@ from typing import Any
 import lightning as L
 import torch
 
-from lit_attention.training.checkpointing import LastCheckpoint
+from lit_attention.training.checkpointing import last_checkpoint
 from lit_attention.training.peak_flops import peak_flops
 from lit_attention.training.outcome_files import write_outcomes
 from lit_attention.training.per_example import PerExampleOutcomes
@@ -176,6 +176,7 @@ def finish_fit(trainer: L.Trainer, model, datamodule, directory: Path | None, fa
             # FSDP's wrapping of `model` outlives fit (its top-level weights stay 1-D views of this rank's
             # shard, and Lightning would load the full checkpoint into them): a new copy of the module is
             # wrapped for the test, and the final weights come from last.ckpt.
+            # (an FSDP run that tests after fit keeps checkpointing on: cli_input.check_strategy)
             tested, weights = model.new_copy(), best or str(last_checkpoint(trainer))
         results = trainer.test(tested, datamodule=datamodule, ckpt_path=weights, verbose=False)
         if record is not None:
@@ -192,13 +193,6 @@ def global_batch_size(trainer: L.Trainer) -> int | None:
     """The DataModule's batch_size x accumulation x ranks; None for a DataModule without a batch_size."""
     size = getattr(trainer.datamodule, "hparams", {}).get("batch_size") if trainer.datamodule is not None else None
     return int(size) * trainer.accumulate_grad_batches * trainer.world_size if size else None
-
-
-def last_checkpoint(trainer: L.Trainer) -> Path:
-    """The run's last.ckpt, which LastCheckpoint writes when training ends (an FSDP run that tests after
-    fit keeps checkpointing on: cli_input.check_trainer_settings)."""
-    writer = next(c for c in trainer.callbacks if isinstance(c, LastCheckpoint))
-    return writer.path(trainer)
 
 
 def data_fingerprints(trainer: L.Trainer) -> dict[str, str | None] | None:
