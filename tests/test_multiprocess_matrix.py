@@ -23,6 +23,7 @@ import pytest
 
 from in_process import OFFLINE, run_main  # tests/ is on sys.path under pytest
 from matrix_recipes import MATRIX
+from test_ddp_results import last_scalars
 from test_recipes_run import offline_data, write_offline_data
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,14 +156,6 @@ def test_the_recipe_fits_resumes_and_tests_as_it_ships(mode, recipe, matrix, dat
     assert list(runs[0].glob("events.out.tfevents.*"))  # the default logger (TensorBoard) wrote the run
     # The progress bar was drawn: its description after the last step, once for each resumed fit at least.
     assert ran["output"].count("step 4/4") >= len(MATRIX)
-
-
-def last_scalars(directory: Path) -> dict[str, float]:
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    events = EventAccumulator(str(directory))
-    events.Reload()
-    return {tag: events.Scalars(tag)[-1].value for tag in events.Tags()["scalars"]}
 
 
 @pytest.mark.slow
