@@ -2,7 +2,7 @@
 
     lit-attention fit|validate|test|predict ...   one run (lit_attention/training/cli.py)
     lit-attention prepare ...                      a run's data, before a multi-GPU run (training/prepare.py)
-    lit-attention compare ...                      a sweep of runs (lit_attention/sweep/compare.py)
+    lit-attention compare ...                      a sweep of runs (lit_attention/compare.py)
     lit-attention inspect ...                      what a trained run learned (lit_attention/analysis/)
 
 Exit status: 0 done, 2 bad input (one sentence on stderr; LIT_ATTENTION_TRACEBACK=1 prints the traceback
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         check_command_line(words)
         if words and words[0] == "compare":
-            from lit_attention.sweep.compare import run as compare
+            from lit_attention.compare import run as compare
 
             compare(words[1:])
         elif words and words[0] == "prepare":

@@ -1,6 +1,6 @@
 """The one Markdown table writer, below every layer (as errors.py and limits.py are): the README's and
 DESIGN.md's generated tables (modeling/variant_tables.py, block_options.py) and compare's reports
-(sweep/tables.py) all write their tables with it."""
+(reports/tables.py) all write their tables with it."""
 
 from __future__ import annotations
 

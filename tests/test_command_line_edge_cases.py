@@ -326,7 +326,7 @@ def test_limit_train_batches_zero_is_refused(limit, tmp_path, capsys):
 
 
 def test_a_sweep_whose_runs_all_failed_shows_each_error(tmp_path):
-    from lit_attention.sweep.report import CSV_FIELDS, write_report
+    from lit_attention.reports.report import CSV_FIELDS, write_report
     from lit_attention.sweep.runs import Plan, Run, RunState
 
     plan = Plan(arms=["standard", "super"], points=[()], seeds=[0])

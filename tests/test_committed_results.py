@@ -73,9 +73,9 @@ def test_the_trend_table_is_least_squares_and_welch_on_hand_made_differences():
     import numpy as np
     from scipy import stats
 
-    from lit_attention.sweep.statistics import unpaired_difference
+    from lit_attention.stats.statistics import unpaired_difference
 
-    from lit_attention.sweep.trend import trend_section
+    from lit_attention.scaling.trend import trend_section
 
     noise = [0.01, -0.02, 0.015, -0.005]
     sizes = {params: {seed: mean + noise[(seed + k) % 4] for seed in range(4)}

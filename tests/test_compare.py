@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from in_process import run_main, tree  # tests/ is on sys.path under pytest
 
-from lit_attention.sweep.compare import build_parser
+from lit_attention.compare import build_parser
 from lit_attention.sweep.planning import build_plan
 from lit_attention.main import main
-from lit_attention.sweep.report import CSV_FIELDS, write_report
-from lit_attention.sweep.statistics import clopper_pearson, holm, paired_difference, verdict, with_holm
+from lit_attention.reports.report import CSV_FIELDS, write_report
+from lit_attention.stats.statistics import clopper_pearson, holm, paired_difference, verdict, with_holm
 from lit_attention.sweep.runs import Plan, Run, RunState, check_extra_arguments, parse_grid, parse_variants
 from lit_attention.modeling.variants import list_presets
 

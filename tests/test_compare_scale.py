@@ -10,11 +10,12 @@ import pytest
 
 from lit_attention.errors import ConfigError
 from lit_attention.main import main
-from lit_attention.sweep.compare import build_parser
-from lit_attention.sweep.planning import check_run, plan_sizes
+from lit_attention.compare import build_parser
+from lit_attention.scaling.sizes import plan_sizes
+from lit_attention.sweep.planning import check_run
 from lit_attention.sweep.runs import Plan, Run, RunState
-from lit_attention.sweep.scaled_report import write_scaled_report
-from lit_attention.sweep.sizes import Size, check_scale, parse_scale
+from lit_attention.scaling.report import write_scaled_report
+from lit_attention.scaling.sizes import Size, check_scale, parse_scale
 from tests.in_process import run_main
 
 ROOT = Path(__file__).resolve().parents[1]

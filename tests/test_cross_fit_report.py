@@ -3,8 +3,8 @@ extended one (only where --extend-edges added points) among every point each arm
 
 from test_validity_guards import point, sweep  # tests/ is on sys.path under pytest
 
-from lit_attention.sweep.cross_fit_report import EXTENDED, STRICT, cross_fit_section
-from lit_attention.sweep.selection import cells_of
+from lit_attention.reports.cross_fits import EXTENDED, STRICT, cross_fit_section
+from lit_attention.stats.selection import cells_of
 
 LOW, HIGH, PAST = point(lr="1e-3"), point(lr="3e-3"), point(lr="9e-3")
 

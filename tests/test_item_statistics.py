@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from lit_attention.errors import ConfigError
-from lit_attention.sweep.item_comparisons import NO_OUTCOMES
-from lit_attention.sweep.item_statistics import item_sign_flip_test, mcnemar_test, mean_difference, two_way_bootstrap
-from lit_attention.sweep.report import write_report
+from lit_attention.reports.item_comparisons import NO_OUTCOMES
+from lit_attention.stats.item_statistics import item_sign_flip_test, mcnemar_test, mean_difference, two_way_bootstrap
+from lit_attention.reports.report import write_report
 from lit_attention.sweep.runs import Plan, Run, RunState
 from lit_attention.training.outcome_files import OutcomeFileError, outcome_bytes, read_outcomes, write_outcomes
 

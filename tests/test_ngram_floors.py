@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from datamodules import LanguageModelingDataModule, ngram_floors
-from lit_attention.sweep.floors import floor_values, floors_line
+from lit_attention.reports.floors import floor_values, floors_line
 
 
 def hand_floors(train: list[int], held_out: list[int], vocab: int = 256) -> tuple[float, float]:

@@ -128,8 +128,8 @@ def scaled_output(tmp_path_factory) -> Path:
     import numpy as np
 
     from lit_attention.sweep.runs import Plan, Run, RunState
-    from lit_attention.sweep.scaled_report import write_scaled_report
-    from lit_attention.sweep.sizes import Size
+    from lit_attention.scaling.report import write_scaled_report
+    from lit_attention.scaling.sizes import Size
 
     output = tmp_path_factory.mktemp("scaled") / "out"
     noise = np.random.default_rng(0)

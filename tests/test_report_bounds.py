@@ -1,7 +1,7 @@
 """An interval wider than the metric's range is printed as computed, with a sentence saying why."""
 
-from lit_attention.sweep.comparisons import beyond_range_note
-from lit_attention.sweep.statistics import paired_difference, with_holm
+from lit_attention.reports.comparisons import beyond_range_note
+from lit_attention.stats.statistics import paired_difference, with_holm
 
 BASE = {0: 0.80, 1: 0.90}
 

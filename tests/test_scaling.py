@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from scipy.optimize import curve_fit
 
-from lit_attention.sweep import scaling_laws
-from lit_attention.sweep.scaling import MAX_EXTRAPOLATION, ArmFit, SizeRuns, analyse
-from lit_attention.sweep.scaling_input import point_rate, size_runs, sizes_from_folders
-from lit_attention.sweep.scaling_laws import fit_law, fit_many, size_at
-from lit_attention.sweep.scaling_rates import rate_trend
-from lit_attention.sweep.scaling_report import rates_table, scaling_section
+from lit_attention.stats import scaling_laws
+from lit_attention.scaling.fits import MAX_EXTRAPOLATION, ArmFit, SizeRuns, analyse
+from lit_attention.scaling.size_runs import point_rate, size_runs, sizes_from_folders
+from lit_attention.stats.scaling_laws import fit_law, fit_many, size_at
+from lit_attention.scaling.rates import rate_trend
+from lit_attention.scaling.fit_section import rates_table, scaling_section
 
 ROOT = Path(__file__).resolve().parents[1]
 E, A, ALPHA = 2.0, 56.0, 0.35  # the baseline's law in N; about 3.0 nats at 1e5, 2.4 at 1.6e6
@@ -359,8 +359,8 @@ def test_the_committed_gpt_sizes_give_a_section():
 def test_the_committed_scaling_study_rebuilds_its_scaling_section_byte_for_byte():
     """results/gpt_scaling: the section rebuilt from each size's results.csv (the tuned rows) and the records'
     n-gram floors is the committed one, every number and sentence (the law-misfit one among them)."""
-    from lit_attention.sweep.floors import floors_line
-    from lit_attention.sweep.scaled_report import control_claims
+    from lit_attention.reports.floors import floors_line
+    from lit_attention.scaling.report import control_claims
 
     root = ROOT / "results" / "gpt_scaling"
     found, mode = sizes_from_folders(sorted((root / "sizes").iterdir()))

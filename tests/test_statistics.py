@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from lit_attention.sweep import statistics as statistics_module
-from lit_attention.sweep.statistics import (Difference, bootstrap_interval,
+from lit_attention.stats import statistics as statistics_module
+from lit_attention.stats.statistics import (Difference, bootstrap_interval,
                                             bootstrap_interval_two_sample, clopper_pearson, paired_difference,
                                             permutation_p, permutation_test, sign_flip_p, sign_flip_test,
                                             smallest_exact_p, smallest_permutation_p, unpaired_difference, verdict,

@@ -1,6 +1,6 @@
 """The package's shape (docs/DESIGN.md §4): no import cycles, no private name imported across modules, and
-layers that import only downward: modeling (no Lightning) < training and datamodules < analysis < sweep < the entry
-point."""
+layers that import only downward: modeling (no Lightning) < training and datamodules < analysis < stats < sweep <
+reports < scaling < the compare command and the entry point."""
 
 import ast
 from pathlib import Path
@@ -60,7 +60,7 @@ def test_no_import_cycles():
     for node in sorted(edges):
         if node not in state:
             visit(node)
-    assert "lit_attention.sweep.compare" not in edges["lit_attention.training.cli"]  # compare depends on the CLI, never the reverse
+    assert "lit_attention.compare" not in edges["lit_attention.training.cli"]  # compare depends on the CLI, never the reverse
 
 
 # Each layer and what it may import from this project; `lit_attention.errors`, `lit_attention.limits`
@@ -72,11 +72,19 @@ LAYERS = {
     "datamodules": BELOW_ALL,
     "lit_attention.training": (*BELOW_ALL, "lit_attention.modeling", "datamodules"),
     "lit_attention.analysis": (*BELOW_ALL, "lit_attention.modeling", "lit_attention.training", "datamodules"),
+    "lit_attention.stats": BELOW_ALL,
     "lit_attention.sweep": (*BELOW_ALL, "lit_attention.modeling", "lit_attention.training", "datamodules",
-                            "lit_attention.analysis"),
+                            "lit_attention.analysis", "lit_attention.stats"),
+    "lit_attention.reports": (*BELOW_ALL, "lit_attention.modeling", "lit_attention.training", "datamodules",
+                              "lit_attention.analysis", "lit_attention.stats", "lit_attention.sweep"),
+    "lit_attention.scaling": (*BELOW_ALL, "lit_attention.modeling", "lit_attention.training", "datamodules",
+                              "lit_attention.analysis", "lit_attention.stats", "lit_attention.sweep",
+                              "lit_attention.reports"),
 }
-# The entry point, which may import every layer, and the --help cache it alone uses.
-TOP = ("lit_attention", "lit_attention.main", "lit_attention.__main__", "lit_attention.help_cache")
+# The entry point and the compare command, which may import every layer, and the --help cache the entry
+# point alone uses.
+TOP = ("lit_attention", "lit_attention.main", "lit_attention.__main__", "lit_attention.help_cache",
+       "lit_attention.compare")
 
 
 def layer_of(module: str) -> str | None:

@@ -9,7 +9,7 @@ from in_process import run_main  # tests/ is on sys.path under pytest
 
 from lit_attention.errors import ConfigError
 from lit_attention.modeling.variants import list_presets
-from lit_attention.sweep.compare import MAX_SEED, check_seeds
+from lit_attention.compare import MAX_SEED, check_seeds
 from lit_attention.sweep.runs import check_folder_names, parse_grid
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,9 +15,9 @@ import pytest
 from in_process import run_main, tree  # tests/ is on sys.path under pytest
 
 from lit_attention.errors import ConfigError
-from lit_attention.sweep.atomic import REPORT_FILES
+from lit_attention.sweep.report_files import REPORT_FILES
 from lit_attention.sweep.output_dir import LOCK, OutputLock, check_output
-from lit_attention.sweep.report import write_report
+from lit_attention.reports.report import write_report
 from lit_attention.sweep.runs import Plan, Run, RunState
 
 ROOT = Path(__file__).resolve().parents[1]

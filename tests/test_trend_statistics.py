@@ -7,8 +7,8 @@ import math
 import numpy as np
 from scipy import stats
 
-from lit_attention.sweep.trend import trend_section
-from lit_attention.sweep.trend_statistics import detectable_slope, weighted_slope
+from lit_attention.scaling.trend import trend_section
+from lit_attention.stats.trend_statistics import detectable_slope, weighted_slope
 
 # Three sizes over three doublings, six seeds each: the middle size's seeds scatter ten times as much as
 # the others', so weighting by each mean's variance moves the slope away from the pooled one.

@@ -9,13 +9,13 @@ import pytest
 from in_process import run_main, tree  # tests/ is on sys.path under pytest
 
 from lit_attention.errors import ConfigError
-from lit_attention.sweep.comparisons import compare_arms, equivalence_note
+from lit_attention.reports.comparisons import compare_arms, equivalence_note
 from lit_attention.sweep.runs import parse_equivalence, parse_point, parse_primary
-from lit_attention.sweep.report import write_report
+from lit_attention.reports.report import write_report
 from lit_attention.sweep.runs import Plan, Run, RunState
-from lit_attention.sweep.selection import (Edge, best_of, cells_of, choose_point_and_ties, cross_fit, edge_flags,
+from lit_attention.stats.selection import (Edge, best_of, cells_of, choose_point_and_ties, cross_fit, edge_flags,
                                           extension, setting_order, tuned_points)
-from lit_attention.sweep.statistics import paired_difference, unpaired_difference, with_holm
+from lit_attention.stats.statistics import paired_difference, unpaired_difference, with_holm
 
 ROOT = Path(__file__).resolve().parents[1]
 LR = "model.init_args.lr"
@@ -291,7 +291,7 @@ def test_a_report_without_ties_does_not_print_the_rule(tmp_path):
 
 @pytest.mark.slow
 def test_a_monte_carlo_p_is_marked_in_the_table_and_explained_under_it(tmp_path, monkeypatch):
-    from lit_attention.sweep import statistics
+    from lit_attention.stats import statistics
 
     plan, states = sweep({("standard", ()): lambda s: (0.8, 0.5 + s / 100), ("super", ()): lambda s: (0.9, 0.6 + s / 50)})
     exact = write_report(plan, states, tmp_path, "compare ...", "standard", None)

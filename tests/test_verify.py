@@ -10,7 +10,8 @@ from in_process import run_main, tree  # tests/ is on sys.path under pytest
 from lit_attention.errors import ConfigError
 from lit_attention.main import main
 from lit_attention.sweep.runs import Plan, Run, RunState
-from lit_attention.sweep.verify import choose_runs, verification_section
+from lit_attention.reports.verification import verification_section
+from lit_attention.sweep.verify import choose_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")

@@ -20,11 +20,11 @@ from pathlib import Path
 
 from lit_attention.errors import ConfigError
 from lit_attention.training.file_locks import FileLock
-from lit_attention.sweep.atomic import REPORT_FILES, is_temporary
-from lit_attention.sweep.inspection import INSPECT
+from lit_attention.sweep.report_files import REPORT_FILES, is_temporary
 from lit_attention.sweep.verify import VERIFY
 
 LOCK = ".compare.lock"
+INSPECT = "inspect"  # `--inspect`'s folder (lit_attention/reports/inspection.py)
 RUNS = "runs"
 # Everything compare itself puts at the top of its output (the SLURM launcher's job files go to slurm/).
 OWN_NAMES = {LOCK, LOCK + ".held", RUNS, INSPECT, VERIFY, "slurm", "sizes", "scaling.png", *REPORT_FILES}  # sizes/: --scale

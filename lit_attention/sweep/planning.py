@@ -181,35 +181,3 @@ def non_embedding(configs, variant: str, point, overrides, extra, checked: dict 
     plan = check_run(configs, Run(variant, variant, point, 0, overrides), extra, checked)  # any seed: counts do not depend on it
     model = plan.config.model.init_args
     return plan.model.param_counts["non_embedding"], model.net.dim, model.net.mlp_ratio
-
-
-def plan_sizes(args, variants: list[str], grid, extra: list[str], sizes) -> list[tuple]:
-    """[(size, its Plan, its extra arguments)] for a --scale sweep, every size planned before any trains;
-    with --tokens-per-parameter each size's budget is set from its baseline arm's non-embedding
-    parameters at the first grid point (sizes.budget)."""
-    from dataclasses import replace
-
-    from lit_attention.sweep.sizes import budget
-
-    planned = []
-    for size in sizes:
-        if args.tokens_per_parameter is not None:
-            variant = budget_variant(args.baseline, variants)
-            first = Run(variant, variant, grid_points(grid)[0], args.first_seed, size=size.label)
-            size = replace(size, budget=budget(check_run(args.config, first, [*extra, *size.arguments]),
-                                               args.tokens_per_parameter))
-        size_extra = [*extra, *size.arguments]
-        planned.append((size, build_plan(args, variants, grid, size_extra, size), size_extra))
-    return planned
-
-
-def budget_variant(baseline: str, variants: list[str]) -> str:
-    """The variant whose parameters set a size's budget: the baseline's, or the first variant when the
-    baseline is an arm of its own (a control, an --arm)."""
-    if baseline in variants:
-        return baseline
-    try:
-        name = parse_variants([baseline], "--baseline")[0]
-    except ConfigError:
-        return variants[0]
-    return name if name in variants else variants[0]

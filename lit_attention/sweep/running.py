@@ -63,7 +63,7 @@ def extend_edges(args, plan: Plan, states: dict, output: Path, extra: list[str])
     --max-extensions rounds. With --report nothing trains: the rounds whose runs are on disk are counted
     again, so the report of a finished sweep rebuilds. Returns how many runs failed."""
     from lit_attention.sweep.planning import check_run
-    from lit_attention.sweep.selection import cells_of, edge_flags, extension, tuned_points
+    from lit_attention.stats.selection import cells_of, edge_flags, extension, tuned_points
 
     failed = 0
     for _ in range(args.max_extensions):

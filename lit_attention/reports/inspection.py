@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from lit_attention.sweep.output_dir import INSPECT
 from lit_attention.sweep.runs import RunState, slug
-from lit_attention.sweep.selection import cells_of, tuned_points
+from lit_attention.stats.selection import cells_of, tuned_points
 
-INSPECT = "inspect"
 WHICH = "runs.json"  # which run of each arm the reports are of
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from lit_attention.sweep.scaling import CONFIDENCE, SizeRuns
+from lit_attention.scaling.fits import CONFIDENCE, SizeRuns
 
 NEXT_SIZE = 2.0  # the rate is predicted at this many times the largest measured N
 

@@ -1,7 +1,7 @@
 """`compare`'s report, built only from the runs' records on disk: results.csv (one row per run, nothing
 wall-clock, so an interrupted and resumed sweep writes the same file as one that never stopped),
 timings.csv, results.md (tables with paired statistics) and results.png, each replaced whole through a
-temporary file and a rename (atomic.py), so that a kill while they are written leaves the previous ones.
+temporary file and a rename (sweep/report_files.py), so that a kill while they are written leaves the previous ones.
 
 Tables, for the monitored validation metric of the recipe's task (and the test metric with --test):
 * every arm x grid point: mean ± std over seeds, parameters, training FLOPs, seeds done / failed;
@@ -9,7 +9,7 @@ Tables, for the monitored validation metric of the recipe's task (and the test m
   point's *test* value (selection never sees the test split), flagged where the choice sits at an end
   of the grid (selection.py); with --cross-fit, the same choice made on half of the seeds and scored
   on the other half, among the grid's own points and, where --extend-edges added some, among every
-  point each arm ran (cross_fit_report.py);
+  point each arm ran (cross_fits.py);
   both also show every other test metric the records hold (test/loss, test/f1_macro, ...), which
   results.csv has a column each for, after its fixed ones; under the tuned table, how many tuned runs
   had their best validation value late in training (budget.py: was the budget long enough?);
@@ -33,18 +33,19 @@ import statistics
 from pathlib import Path
 
 from lit_attention.training.records import TIMING_FIELDS
-from lit_attention.sweep.atomic import write_atomically
-from lit_attention.sweep.budget import budget_note
-from lit_attention.sweep.comparisons import compare_arms, comparison_table, equivalence_note, wanted_comparisons
-from lit_attention.sweep.cross_fit_report import cross_fit_section
-from lit_attention.sweep.floors import floors_line
-from lit_attention.sweep.inspection import inspection_section
-from lit_attention.sweep.item_comparisons import item_section
+from lit_attention.sweep.report_files import write_atomically
+from lit_attention.reports.budget import budget_note
+from lit_attention.reports.comparisons import compare_arms, comparison_table, equivalence_note, wanted_comparisons
+from lit_attention.reports.cross_fits import cross_fit_section
+from lit_attention.reports.floors import floors_line
+from lit_attention.reports.inspection import inspection_section
+from lit_attention.reports.verification import verification_section
+from lit_attention.reports.item_comparisons import item_section
 from lit_attention.sweep.runs import Plan, RunState, point_label
-from lit_attention.sweep.selection import best_value, cells_of, edge_flags, ties_note, tuned_choices, tuned_points
-from lit_attention.sweep.statistics import ALPHA, clopper_pearson, mean_std
-from lit_attention.sweep.tables import count, markdown, plus_minus
-from lit_attention.sweep.validity import provenance_rows
+from lit_attention.stats.selection import best_value, cells_of, edge_flags, ties_note, tuned_choices, tuned_points
+from lit_attention.stats.statistics import ALPHA, clopper_pearson, mean_std
+from lit_attention.reports.tables import count, markdown, plus_minus
+from lit_attention.stats.validity import provenance_rows
 
 # results.csv's first columns ("test": the monitored metric's test value); then one per test metric (test_metrics).
 CSV_FIELDS = ["arm", "variant", "point", "seed", "status", "best", "best_step", "final", "test", "params_total",
@@ -118,7 +119,7 @@ def write_report(plan: Plan, states: list[RunState], output: Path, command: str,
         sections.append(cross_fit_section(plan, cells, baseline, primary, monitor, mode, has_test, value))
     if success_threshold is not None:
         sections.append(success_section(plan, cells, tuned, success_threshold, monitor, mode))
-    sections.append(verification(plan, states, output, smallest_effect))
+    sections.append(verification_section(plan, states, output, smallest_effect))
     sections.append(inspection_section(plan, states, output))
     sections.append("## Provenance\n\nEvery distinct value among the finished runs' records (how many runs had "
                     "it); a record older than a field says \"not recorded\".\n\n"
@@ -130,11 +131,6 @@ def write_report(plan: Plan, states: list[RunState], output: Path, command: str,
     return text
 
 
-def verification(plan: Plan, states: list[RunState], output: Path, smallest_effect: float | None) -> str:
-    """The re-run check of `compare --verify` (verify.py), when re-runs are on disk."""
-    from lit_attention.sweep.verify import verification_section
-
-    return verification_section(plan, states, output, smallest_effect)
 
 
 def write_csv(path: Path, states: list[RunState]) -> None:

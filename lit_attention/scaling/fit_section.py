@@ -1,5 +1,5 @@
-"""The report's scaling section (markdown) and figure, from the analyses of scaling.py and the rate
-trends of scaling_rates.py: each arm's law with intervals, its multipliers against the baseline at
+"""The report's scaling section (markdown) and figure, from the analyses of fits.py and the rate
+trends of rates.py: each arm's law with intervals, its multipliers against the baseline at
 every measured size and at most 4× past the largest (marked), the tuned rate against N, and the
 sentences that say what could not be computed or should not be trusted."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lit_attention.sweep.scaling import (
+from lit_attention.scaling.fits import (
     AXES,
     AXIS_NAMES,
     FLOOR_SIZES,
@@ -22,9 +22,9 @@ from lit_attention.sweep.scaling import (
     SizeRuns,
     analyse,
 )
-from lit_attention.sweep.scaling_laws import ALPHA_BOUNDS
-from lit_attention.sweep.scaling_rates import NEXT_SIZE, rate_sentences, rate_trend
-from lit_attention.sweep.tables import count, markdown
+from lit_attention.stats.scaling_laws import ALPHA_BOUNDS
+from lit_attention.scaling.rates import NEXT_SIZE, rate_sentences, rate_trend
+from lit_attention.reports.tables import count, markdown
 
 
 def scaling_section(arms: dict[str, dict[str, SizeRuns]], baseline: str, mode: str = "min",

@@ -1,4 +1,4 @@
-"""The scaling engine's input (scaling.SizeRuns per arm and size), built either from one tuned cell's
+"""The scaling engine's input (fits.SizeRuns per arm and size), built either from one tuned cell's
 records (`size_runs`, for compare itself) or from folders `compare` wrote, one folder per size
 (`sizes_from_folders`): each arm at the grid point with the best mean validation value (over points
 where every seed finished, as the report chooses), its N and C, each seed's validation and test value
@@ -11,8 +11,8 @@ import json
 import statistics
 from pathlib import Path
 
-from lit_attention.sweep.scaling import SizeRuns
-from lit_attention.sweep.selection import best_value
+from lit_attention.scaling.fits import SizeRuns
+from lit_attention.stats.selection import best_value
 
 
 def point_rate(point: str | tuple) -> float | None:

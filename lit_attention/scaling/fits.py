@@ -38,7 +38,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import stats
 
-from lit_attention.sweep.scaling_laws import Law, fit_law, fit_many, law_values, size_at
+from lit_attention.stats.scaling_laws import Law, fit_law, fit_many, law_values, size_at
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000

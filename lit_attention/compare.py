@@ -27,9 +27,9 @@ from pathlib import Path
 
 from lit_attention.errors import ConfigError
 from lit_attention.modeling.variants import presets_help
-from lit_attention.sweep.atomic import check_reports_writable
+from lit_attention.sweep.report_files import check_reports_writable
 from lit_attention.sweep.output_dir import OutputLock, check_output, check_owner, remove_if_only_locked
-from lit_attention.sweep.report import write_report
+from lit_attention.reports.report import write_report
 from lit_attention.sweep.running import end_sweep, extend_edges, launch, make_launcher
 from lit_attention.sweep.verify import choose_runs, rerun, scratch
 from lit_attention.training.run_dirs import check_writable
@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="train nothing: from finished compare outputs of one recipe at several sizes (one "
                              "folder a size), write --output's results.md and size_trend.png: each arm's difference "
                              "from --baseline at every size, its slope against log2 of the parameters and the largest "
-                             "minus the smallest size (lit_attention/sweep/trend.py)")
+                             "minus the smallest size (lit_attention/scaling/trend.py)")
     report.add_argument("--wait-for-lock", action="store_true",
                         help="when another compare command is using --output, wait for it to end instead of stopping")
     report.add_argument("--baseline", default="standard", help="the arm every other arm is compared with")
@@ -183,7 +183,7 @@ def run(argv: list[str]) -> None:
     variants = parse_variants(args.variants)
     grid = parse_grid(args.grid)
     check_extra_arguments(extra, grid)
-    from lit_attention.sweep.sizes import check_scale, parse_scale
+    from lit_attention.scaling.sizes import check_scale, parse_scale
 
     sizes = parse_scale(args.scale)
     check_scale(sizes, grid, extra, args.arm, args.tokens_per_parameter)
@@ -199,7 +199,7 @@ def run(argv: list[str]) -> None:
     with OutputLock(output, "lit-attention compare " + shlex.join(argv)).acquire(wait=args.wait_for_lock):
         try:
             if sizes:
-                from lit_attention.sweep.scaled_sweep import run_scaled_sweep
+                from lit_attention.scaling.sweep import run_scaled_sweep
 
                 run_scaled_sweep(args, argv, variants, grid, extra, output, sizes)
             else:
@@ -240,7 +240,7 @@ def run_sweep(args, argv: list[str], variants: list[str], grid, extra: list[str]
         except ConfigError as error:
             skipped.append(f"--verify was not done: {error}")
     if args.inspect:
-        from lit_attention.sweep.inspection import inspect_arms
+        from lit_attention.reports.inspection import inspect_arms
 
         try:
             inspect_arms(plan, list(states.values()), output)
@@ -269,14 +269,14 @@ def run_trend(args, extra: list[str]) -> None:
         raise ConfigError("--trend needs --output, the folder to write the trend's results.md and size_trend.png into.")
     if len(args.trend) < 2:
         raise ConfigError(f"--trend {args.trend[0]} is one sweep; a trend over sizes needs at least two folders.")
-    from lit_attention.sweep.trend import write_trend
+    from lit_attention.scaling.trend import write_trend
 
     output = Path(args.output)
     if any(output.resolve() == Path(folder).resolve() for folder in args.trend):
         raise ConfigError(f"--output {str(output)!r} is one of the sweeps --trend reads, whose report it would replace; "
                           "a trend writes a folder of its own, so choose another --output.")
     check_owner(output, "trend")
-    from lit_attention.sweep.trend import check_folders
+    from lit_attention.scaling.trend import check_folders
 
     check_folders([Path(folder) for folder in args.trend])  # before the output is made
     check_writable(output)

@@ -19,10 +19,10 @@ max_steps x max_steps).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lit_attention.errors import ConfigError
-from lit_attention.sweep.runs import axis_item, point_label, same_key
+from lit_attention.sweep.runs import Run, axis_item, grid_points, parse_variants, point_label, same_key
 
 MAX_STEPS = "trainer.max_steps"
 WARMUP = "model.init_args.warmup_steps"
@@ -141,3 +141,33 @@ def budget(planned, tokens_per_parameter: float) -> tuple[tuple[str, str], ...]:
     if warmup is not None:
         pairs.append(("warmup_steps", str(round(warmup / recipe_steps * steps))))
     return tuple(pairs)
+
+
+def plan_sizes(args, variants: list[str], grid, extra: list[str], sizes) -> list[tuple]:
+    """[(size, its Plan, its extra arguments)] for a --scale sweep, every size planned before any trains;
+    with --tokens-per-parameter each size's budget is set from its baseline arm's non-embedding
+    parameters at the first grid point (`budget`)."""
+    from lit_attention.sweep.planning import build_plan, check_run  # here: it loads Lightning, which parsing --scale needs not
+
+    planned = []
+    for size in sizes:
+        if args.tokens_per_parameter is not None:
+            variant = budget_variant(args.baseline, variants)
+            first = Run(variant, variant, grid_points(grid)[0], args.first_seed, size=size.label)
+            size = replace(size, budget=budget(check_run(args.config, first, [*extra, *size.arguments]),
+                                               args.tokens_per_parameter))
+        size_extra = [*extra, *size.arguments]
+        planned.append((size, build_plan(args, variants, grid, size_extra, size), size_extra))
+    return planned
+
+
+def budget_variant(baseline: str, variants: list[str]) -> str:
+    """The variant whose parameters set a size's budget: the baseline's, or the first variant when the
+    baseline is an arm of its own (a control, an --arm)."""
+    if baseline in variants:
+        return baseline
+    try:
+        name = parse_variants([baseline], "--baseline")[0]
+    except ConfigError:
+        return variants[0]
+    return name if name in variants else variants[0]

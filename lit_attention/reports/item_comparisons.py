@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from lit_attention.errors import ConfigError
-from lit_attention.sweep.comparisons import Comparison, label, marked
-from lit_attention.sweep.item_statistics import (
+from lit_attention.reports.comparisons import Comparison, label, marked
+from lit_attention.stats.item_statistics import (
     ITEM_DRAWS,
     RESAMPLES,
     item_sign_flip_test,
@@ -21,9 +21,9 @@ from lit_attention.sweep.item_statistics import (
     mean_difference,
     two_way_bootstrap,
 )
-from lit_attention.sweep.statistics import holm
-from lit_attention.sweep.tables import interval, markdown, p_value
-from lit_attention.sweep.validity import NO_COMMON_SEED, OTHER_DATA, UNPAIRED
+from lit_attention.stats.statistics import holm
+from lit_attention.reports.tables import interval, markdown, p_value
+from lit_attention.stats.validity import NO_COMMON_SEED, OTHER_DATA, UNPAIRED
 from lit_attention.training.outcome_files import OutcomeFileError, read_outcomes
 
 NO_OUTCOMES = ("\nEvery interval above is over seeds only: each seed was scored on the same test items, and these "

@@ -10,10 +10,10 @@ other half alone. Each table's comparisons are corrected as a family of their ow
 
 from __future__ import annotations
 
-from lit_attention.sweep.comparisons import compare_arms, comparison_table, wanted_comparisons
+from lit_attention.reports.comparisons import compare_arms, comparison_table, wanted_comparisons
 from lit_attention.sweep.runs import Plan, point_label
-from lit_attention.sweep.selection import cross_fit, ties_note
-from lit_attention.sweep.tables import markdown, plus_minus
+from lit_attention.stats.selection import cross_fit, ties_note
+from lit_attention.reports.tables import markdown, plus_minus
 
 STRICT = ("Candidates: the grid's own points, so no scoring seed influenced which points exist; a point that "
           "`--extend-edges` added cannot be chosen, so this table does not check a tuned choice of such a point.")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from scipy import stats
 
-from lit_attention.sweep.statistics import ALPHA
+from lit_attention.stats.statistics import ALPHA
 
 POWER = 0.80
 

@@ -29,7 +29,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from lit_attention.sweep.statistics import EXACT_RELABELLINGS_MAX, TIE_TOLERANCE
+from lit_attention.stats.statistics import EXACT_RELABELLINGS_MAX, TIE_TOLERANCE
 
 RESAMPLES = 10_000
 ITEM_DRAWS = 10_000  # Monte Carlo sign flips of the item test: standard error of p at most 0.005

@@ -1,6 +1,6 @@
 """The report of a `compare --scale` sweep, built only from the records on disk: each size's own report
 (report.write_report: tables, tuning, comparisons) in `<output>/sizes/<size>/`, and `<output>/results.md`
-with each size's budget, the scaling section of the scaling engine (scaling_report.scaling_section:
+with each size's budget, the scaling section of the scaling engine (fit_section.scaling_section:
 laws over the sizes, multipliers against the baseline, claims, the tuned rate against N) and its
 figure, scaling.png."""
 
@@ -8,17 +8,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lit_attention.sweep.atomic import write_atomically
-from lit_attention.sweep.floors import floor_values, floors_line
-from lit_attention.sweep.inspection import INSPECT
-from lit_attention.sweep.output_dir import SIZES
-from lit_attention.sweep.report import write_report
+from lit_attention.sweep.report_files import write_atomically
+from lit_attention.reports.floors import floor_values, floors_line
+from lit_attention.sweep.output_dir import INSPECT, SIZES
+from lit_attention.reports.report import write_report
 from lit_attention.sweep.runs import slug
-from lit_attention.sweep.scaling import SizeRuns
-from lit_attention.sweep.scaling_input import size_runs
-from lit_attention.sweep.scaling_report import scaling_section
-from lit_attention.sweep.selection import cells_of, tuned_points
-from lit_attention.sweep.tables import count, markdown
+from lit_attention.scaling.fits import SizeRuns
+from lit_attention.scaling.size_runs import size_runs
+from lit_attention.scaling.fit_section import scaling_section
+from lit_attention.stats.selection import cells_of, tuned_points
+from lit_attention.reports.tables import count, markdown
 from lit_attention.sweep.verify import VERIFY
 
 FIGURE = "scaling.png"

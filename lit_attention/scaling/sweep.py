@@ -1,7 +1,7 @@
 """`compare --scale`: every size is a sweep of its own (the arms x the grid x the seeds, planned,
 run, edge-extended and tuned exactly as a sweep without --scale), all of them planned before any
 trains, run one size after another; the report adds the scaling laws over the sizes
-(scaled_report.py). `--verify K` re-trains K runs of every size, and `--inspect` inspects every
+(report.py). `--verify K` re-trains K runs of every size, and `--inspect` inspects every
 size's tuned runs, each into that size's report folder (`<output>/sizes/<size>/verify`, `.../inspect`),
 where that size's report reads them as a sweep without --scale reads its own."""
 
@@ -13,14 +13,14 @@ from pathlib import Path
 from lit_attention.errors import ConfigError
 from lit_attention.sweep.running import end_sweep, extend_edges, launch, make_launcher
 from lit_attention.sweep.runs import baseline_arm, find_state, parse_equivalence, parse_point, parse_primary, slug
-from lit_attention.sweep.scaled_report import SIZES
+from lit_attention.scaling.report import SIZES
 from lit_attention.sweep.verify import choose_runs, rerun, scratch
 
 
 def run_scaled_sweep(args, argv: list[str], variants: list[str], grid, extra: list[str], output: Path, sizes) -> None:
     """Plan every size, run what is not finished, and report, while this command holds the output's lock."""
-    from lit_attention.sweep.planning import plan_sizes
-    from lit_attention.sweep.scaled_report import write_scaled_report
+    from lit_attention.scaling.sizes import plan_sizes
+    from lit_attention.scaling.report import write_scaled_report
 
     planned = plan_sizes(args, variants, grid, extra, sizes)
     first = planned[0][1]
@@ -53,7 +53,7 @@ def run_scaled_sweep(args, argv: list[str], variants: list[str], grid, extra: li
             except ConfigError as error:
                 skipped.append(f"--verify was not done at size {size.label}: {error}")
         if args.inspect:
-            from lit_attention.sweep.inspection import inspect_arms
+            from lit_attention.reports.inspection import inspect_arms
 
             try:
                 inspect_arms(plan, list(states.values()), output, report=folder)

@@ -11,7 +11,7 @@ are separate models, so they are not paired); and what the sizes could have dete
 the least-squares test detects with 80% power, and the slope over the size means weighted by the inverse
 variance of each mean (trend_statistics.py). It writes OUT/results.md and OUT/size_trend.png.
 
-A `compare --scale` sweep reports its sizes with fitted laws and multipliers (scaling_report.py); this
+A `compare --scale` sweep reports its sizes with fitted laws and multipliers (fit_section.py); this
 reads sweeps that were run one size at a time, as the committed results/size_trend and ratio_trend are.
 """
 
@@ -24,13 +24,13 @@ import statistics
 from pathlib import Path
 
 from lit_attention.errors import ConfigError
-from lit_attention.sweep.atomic import write_atomically
+from lit_attention.sweep.report_files import write_atomically
 from lit_attention.sweep.output_dir import TREND_FIGURE
-from lit_attention.sweep.comparisons import marked
-from lit_attention.sweep.selection import best_of
-from lit_attention.sweep.statistics import ALPHA, mean_std, paired_difference, unpaired_difference, verdict, with_holm
-from lit_attention.sweep.tables import interval, markdown, p_value
-from lit_attention.sweep.trend_statistics import POWER, detectable_slope, weighted_slope
+from lit_attention.reports.comparisons import marked
+from lit_attention.stats.selection import best_of
+from lit_attention.stats.statistics import ALPHA, mean_std, paired_difference, unpaired_difference, verdict, with_holm
+from lit_attention.reports.tables import interval, markdown, p_value
+from lit_attention.stats.trend_statistics import POWER, detectable_slope, weighted_slope
 
 FIGURE = TREND_FIGURE
 

@@ -1,12 +1,12 @@
 """How the report writes numbers and tables: markdown tables, mean ± std, counts, intervals, p-values
-(shared by report.py, comparisons.py and verify.py)."""
+(shared by every report section: report.py, comparisons.py, verification.py, ...)."""
 
 from __future__ import annotations
 
 import math
 
 from lit_attention.markdown import markdown_table
-from lit_attention.sweep.statistics import mean_std
+from lit_attention.stats.statistics import mean_std
 
 
 def markdown(header: list[str], rows: list[list[str]]) -> str:

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 
 from lit_attention.sweep.runs import Plan
-from lit_attention.sweep.statistics import (
+from lit_attention.stats.statistics import (
     ALPHA,
     EXACT_RELABELLINGS_MAX,
     MONTE_CARLO_DRAWS,
@@ -22,8 +22,8 @@ from lit_attention.sweep.statistics import (
     verdict,
     with_holm,
 )
-from lit_attention.sweep.tables import interval, markdown, p_value
-from lit_attention.sweep.validity import NO_COMMON_SEED, OTHER_DATA, UNPAIRED, Pairing, pairing, pairing_sentence
+from lit_attention.reports.tables import interval, markdown, p_value
+from lit_attention.stats.validity import NO_COMMON_SEED, OTHER_DATA, UNPAIRED, Pairing, pairing, pairing_sentence
 
 
 @dataclass
