@@ -253,6 +253,7 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
         cache: KVCache | None = None,
         mask: torch.Tensor | None = None,
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+        bias: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Attend from `x` (B, T, d) to itself, or to `memory` (B, S, d) for cross-attention.
 
@@ -266,6 +267,8 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
         `mask` may be a float mask (ALiBi's bias added, -inf where not allowed; see `biased_mask`).
         `rotary`: (cos, sin) of `positions.rotary_tables` for the positions of `x` (the new ones with a
         cache), rotating queries and keys; self-attention only.
+        `bias`: with a cache, the scores' bias of the new positions against every cached one (a model's
+        AttentionInputs.bias); without one, a layer built with `alibi` adds ALiBi's itself.
         """
         if rotary is not None:
             if self.cross_attention:
@@ -273,7 +276,7 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
                                   "different sequences and are not rotated.")
             check_rotary_width(self.head_dim)
         if cache is not None:
-            return self._forward_cached(x, cache, rotary)
+            return self._forward_cached(x, cache, rotary, bias)
         if self.cross_attention != (memory is not None):
             raise ConfigError(
                 "memory must be given exactly when the module was built with cross_attention=True."

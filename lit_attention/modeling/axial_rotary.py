@@ -17,15 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from lit_attention.errors import ConfigError
-from lit_attention.modeling.positions import rotary_tables
-
-
-def check_axial_width(head_dim: int) -> None:
-    if head_dim % 4:
-        raise ConfigError(f"position=rope in a ViT needs a head width divisible by 4 (two axes, each rotating pairs), "
-                          f"got d_h = dim / num_heads = {head_dim}; choose dim and num_heads so that dim / num_heads "
-                          "is a multiple of 4.")
+from lit_attention.modeling.positions import check_axial_width, rotary_tables
 
 
 def axial_rotary_tables(grid: int, head_dim: int, base: float = 10000.0, prefix_tokens: int = 0,

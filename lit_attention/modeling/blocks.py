@@ -140,6 +140,20 @@ class TransformerBlock(nn.Module):
         self.mlp = SwiGLU(dim, hidden, dropout, bias) if mlp == "swiglu" else MLP(dim, hidden, dropout, bias, activation)
         self.drop_path = DropPath(drop_path)
 
+    @classmethod
+    def stack(cls, config, attention: str | dict | AttentionSpec, depth: int, max_len: int, causal: bool = False,
+              **options) -> nn.ModuleList:
+        """`depth` blocks with the block options of a family's `config` (ModelConfig's shared fields), stochastic
+        depth growing over them (drop_path_rates); `options`: a decoder block's cross_attention and
+        memory_max_len. ALiBi's flag lets a layer bias its scores itself where no model hands it a mask."""
+        c = config
+        return nn.ModuleList(
+            cls(c.dim, c.num_heads, attention, max_len=max_len, causal=causal, mlp_ratio=c.mlp_ratio, dropout=c.dropout,
+                drop_path=rate, bias=c.bias, activation=c.activation, norm_eps=c.norm_eps, qk_norm=c.qk_norm,
+                alibi=c.position == "alibi", norm=c.norm, mlp=c.mlp, mlp_hidden=c.mlp_hidden, **options)
+            for rate in drop_path_rates(c.drop_path, depth)
+        )
+
     def forward(
         self,
         x: torch.Tensor,
@@ -150,21 +164,24 @@ class TransformerBlock(nn.Module):
         mask: torch.Tensor | None = None,
         memory_mask: torch.Tensor | None = None,
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+        bias: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """With a `cache` (from `new_cache`), `x` holds only the new positions; padding and memory are
-        in the cache. `mask` / `memory_mask`: the `attention_mask` of `padding_mask` /
-        `memory_padding_mask`, built once per forward by the model (else by each layer); `mask` may carry
-        ALiBi's bias (`biased_mask`). `rotary`: (cos, sin) of the positions of `x`, for self-attention."""
+        in the cache, and `bias` is the new positions' score bias (AttentionInputs.bias). `mask` /
+        `memory_mask`: the `attention_mask` of `padding_mask` / `memory_padding_mask`, built once per
+        forward by the model (else by each layer); `mask` may carry ALiBi's bias (`biased_mask`).
+        `rotary`: (cos, sin) of the positions of `x`, for self-attention. The model's AttentionInputs
+        makes all of them."""
         if cache is not None:
-            return self._forward_cached(x, cache, rotary)
+            return self._forward_cached(x, cache, rotary, bias)
         x = x + self.drop_path(self.attn(self.norm1(x), key_padding_mask=padding_mask, mask=mask, rotary=rotary))
         if self.cross_attn is not None:
             x = x + self.drop_path(self.cross_attn(self.norm_cross(x), memory=memory,
                                                    memory_padding_mask=memory_padding_mask, mask=memory_mask))
         return x + self.drop_path(self.mlp(self.norm2(x)))
 
-    def _forward_cached(self, x: torch.Tensor, cache: BlockCache, rotary=None) -> torch.Tensor:
-        x = x + self.drop_path(self.attn(self.norm1(x), cache=cache.attn, rotary=rotary))
+    def _forward_cached(self, x: torch.Tensor, cache: BlockCache, rotary=None, bias=None) -> torch.Tensor:
+        x = x + self.drop_path(self.attn(self.norm1(x), cache=cache.attn, rotary=rotary, bias=bias))
         if self.cross_attn is not None:
             x = x + self.drop_path(self.cross_attn(self.norm_cross(x), cache=cache.cross_attn))
         return x + self.drop_path(self.mlp(self.norm2(x)))

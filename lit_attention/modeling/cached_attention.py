@@ -6,8 +6,9 @@ tests prove the cached forward equal to the uncached one.
 
 Keys are cached as attention reads them: qk_norm'd and rotated (RoPE), so a step rotates only its own
 key; an identity key then is no longer its value, and the two get their own buffers. Grouped keys and
-values (kv_heads) are cached with their g heads only. ALiBi's bias is built from the absolute positions
-the cache holds (a row's own positions when rows differ in length).
+values (kv_heads) are cached with their g heads only. A position bias comes from the model
+(AttentionInputs.bias) for the absolute positions the cache holds (a row's own positions when rows differ in
+length); a layer built with ALiBi and used alone builds ALiBi's itself.
 """
 
 from __future__ import annotations
@@ -80,19 +81,19 @@ class CachedDecoding:
             k = self._flat(self._shape(self._split_heads(k), self.k_norm, rotary))
         return q, k, v
 
-    def _forward_cached(self, x: torch.Tensor, cache: KVCache, rotary=None) -> torch.Tensor:
+    def _forward_cached(self, x: torch.Tensor, cache: KVCache, rotary=None, bias=None) -> torch.Tensor:
         if self.cross_attention:
             if cache.pending is not None:
                 self._fill_memory_cache(cache)
             q = self._shape(self._split_heads(self._query(x, self._project_input(x))), self.q_norm, None)
             y = self._attend(q, cache.keys, cache.values, cache.allowed)
         elif cache.row_lengths is None:
-            y = self._extend(x, cache, rotary)
+            y = self._extend(x, cache, rotary, bias)
         else:
-            y = self._extend_rows(x, cache, rotary)
+            y = self._extend_rows(x, cache, rotary, bias)
         return F.dropout(self.out_proj(y), self.dropout, self.training)
 
-    def _extend(self, x: torch.Tensor, cache: KVCache, rotary=None) -> torch.Tensor:
+    def _extend(self, x: torch.Tensor, cache: KVCache, rotary=None, bias=None) -> torch.Tensor:
         """Append positions [length, length + T) in every row and attend from them."""
         q, k, v = self._new_positions(x, rotary)
         start, end = cache.length, cache.length + x.shape[1]
@@ -109,15 +110,16 @@ class CachedDecoding:
             cache.values[:, start:end] = w.to(cache.raw_values.dtype) @ cache.raw_values[:, :end]
         cache.length = end
         mask = None
-        if self.alibi:  # the bias of positions start..end-1 against 0..end-1, causal
+        if bias is not None or self.alibi:  # the bias of positions start..end-1 against 0..end-1, causal
             keys, queries = torch.arange(end, device=x.device), torch.arange(start, end, device=x.device)
-            mask = torch.where(keys <= queries[:, None], alibi_bias(self.alibi_slopes, queries, keys), float("-inf"))
+            bias = alibi_bias(self.alibi_slopes, queries, keys) if bias is None else bias
+            mask = torch.where(keys <= queries[:, None], bias, float("-inf"))
         elif 0 < start and end - start > 1:  # several new queries after a prefix: causal with an offset
             mask = torch.arange(end, device=x.device) <= torch.arange(start, end, device=x.device)[:, None]
         return self._attend(q, cache.keys[:, :end], cache.values[:, :end], mask,
                             is_causal=start == 0 and end > 1 and mask is None)
 
-    def _extend_rows(self, x: torch.Tensor, cache: KVCache, rotary=None) -> torch.Tensor:
+    def _extend_rows(self, x: torch.Tensor, cache: KVCache, rotary=None, bias=None) -> torch.Tensor:
         """Append one position per row at row b's own next position (rows of different lengths)."""
         if x.shape[1] != 1:
             raise ConfigError(f"A cache whose rows differ in length takes one new position at a time, got {x.shape[1]}.")
@@ -136,9 +138,10 @@ class CachedDecoding:
             cache.values[rows, position] = (w[:, None] @ cache.raw_values[:, :end])[:, 0].to(dtype)
         cache.row_lengths, cache.length = position + 1, end
         mask = allowed[:, None, None]
-        if self.alibi:  # row b's query sits at its own position[b]
-            keys = cache.columns[:end].expand(len(position), end)
-            mask = torch.where(mask, alibi_bias(self.alibi_slopes, position[:, None], keys), float("-inf"))
+        if bias is None and self.alibi:  # row b's query sits at its own position[b]
+            bias = alibi_bias(self.alibi_slopes, position[:, None], cache.columns[:end].expand(len(position), end))
+        if bias is not None:
+            mask = torch.where(mask, bias, float("-inf"))
         return self._attend(q, cache.keys[:, :end], cache.values[:, :end], mask)
 
     def _attend(self, q, k, v, mask, is_causal: bool = False) -> torch.Tensor:

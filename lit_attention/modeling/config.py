@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import asdict, dataclass, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from lit_attention.errors import ConfigError
 from lit_attention.limits import check_limit
@@ -24,8 +24,45 @@ GROWABLE = ("vocab_size", "max_len", "max_src_len", "max_tgt_len")
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """The base of each family's frozen dataclass. A dataclass itself, so that jsonargparse reads its
-    subclasses as groups of fields (`--model.net.dim 64`) rather than classes to choose among."""
+    """The base of each family's frozen dataclass, holding the block's fields every family shares (a family
+    sets its own defaults, and narrows `position` to the schemes its kind of stack offers, positions.py).
+    A dataclass itself, so that jsonargparse reads its subclasses as groups of fields (`--model.net.dim 64`)
+    rather than classes to choose among.
+
+    Args:
+        dim: model width d.
+        num_heads: attention heads (must divide dim).
+        mlp_ratio: MLP hidden width as a multiple of dim.
+        norm: layernorm or rmsnorm (weight only, as Llama's), for every norm of the model.
+        mlp: gelu (fc1, GELU, fc2) or swiglu (Llama's gated MLP, SiLU(x W_gate) * x W_up, then W_down).
+        mlp_hidden: the MLP's hidden width; null derives it from mlp_ratio (swiglu: int(2/3 * int(mlp_ratio * dim)),
+            Llama's rule without its rounding up, so it holds about the gelu MLP's parameters).
+        dropout: dropout in embeddings, attention and MLP.
+        drop_path: stochastic depth of the last block (growing linearly from 0 over the blocks).
+        bias: biases in linear layers and LayerNorms (RMSNorm has none).
+        activation: the gelu MLP's GELU, exact (gelu) or GPT-2's tanh approximation (gelu_tanh).
+        norm_eps: the norms' eps.
+        position: how attention knows positions: learned (an embedding per position), rope (rotary queries
+            and keys), alibi (a distance penalty on the scores) or none (the causal mask alone; decoders
+            only); cross-attention is neither rotated nor biased; see docs/DESIGN.md.
+        rope_base: RoPE's base, the longest wavelength's scale (Llama uses 10000).
+        qk_norm: RMSNorm (weight only, eps norm_eps) over each head's queries and keys, before RoPE.
+    """
+
+    dim: int = 256
+    num_heads: int = 4
+    mlp_ratio: float = 4.0
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    mlp: Literal["gelu", "swiglu"] = "gelu"
+    mlp_hidden: int | None = None
+    dropout: float = 0.0
+    drop_path: float = 0.0
+    bias: bool = True
+    activation: Literal["gelu", "gelu_tanh"] = "gelu"
+    norm_eps: float = 1e-5
+    position: str = "learned"
+    rope_base: float = 10000.0
+    qk_norm: bool = False
 
     # The fields `lit-attention` sets from the DataModule's `model_sizes()` (None until then).
     from_data: ClassVar[tuple[str, ...]] = ()
@@ -66,7 +103,8 @@ class ModelConfig:
             return value
         if not isinstance(value, dict):
             raise ConfigError(f"{cls.__name__} must be given as a mapping of its fields, got {type(value).__name__}.")
-        known = [f.name for f in fields(cls)]
+        # The sizes the data sets first, as each family's docstring lists them, then the block's and the family's own.
+        known = [*cls.from_data, *(f.name for f in fields(cls) if f.name not in cls.from_data)]
         unknown = sorted(set(value) - set(known))
         if unknown:
             raise ConfigError(f"{cls.__name__} has no field {unknown[0]!r}; its fields are {', '.join(known)}.")

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 from torch import nn
 
-from lit_attention.modeling.masks import alibi_mask, compute_dtype, warn_if_masked_kernels_unfused
-from lit_attention.modeling.blocks import BlockCache, TransformerBlock, drop_path_rates, make_norm, parameter_counts
+from lit_attention.modeling.attention_inputs import AttentionInputs
+from lit_attention.modeling.masks import warn_if_masked_kernels_unfused
+from lit_attention.modeling.blocks import BlockCache, TransformerBlock, make_norm, parameter_counts
 from lit_attention.modeling.config import ModelConfig
-from lit_attention.modeling.positions import check_position, rotary_tables
+from lit_attention.modeling.positions import CausalPosition, check_position
 from lit_attention.modeling.sampling import check_sampling, next_token
 from lit_attention.modeling.variants import AttentionSpec
 from lit_attention.errors import ConfigError
@@ -20,31 +20,18 @@ from lit_attention.errors import ConfigError
 
 @dataclass(frozen=True)
 class GPTConfig(ModelConfig):
-    """The GPT decoder's architecture.
+    """The GPT decoder's architecture; the block's fields are ModelConfig's.
 
     Args:
         vocab_size: token ids; set from the data (a larger value is allowed, e.g. GPT-2's 50304).
         max_len: positions (and the size of W_A); set from the data (a larger value is allowed).
-        dim: model width d.
         depth: transformer blocks.
-        num_heads: attention heads (must divide dim).
-        mlp_ratio: MLP hidden width as a multiple of dim.
-        norm: layernorm or rmsnorm (weight only, as Llama's), for every norm of the model.
-        mlp: gelu (fc1, GELU, fc2) or swiglu (Llama's gated MLP, SiLU(x W_gate) * x W_up, then W_down).
-        mlp_hidden: the MLP's hidden width; null derives it from mlp_ratio (swiglu: int(2/3 * int(mlp_ratio * dim)),
-            Llama's rule without its rounding up, so it holds about the gelu MLP's parameters).
-        dropout: dropout in embeddings, attention and MLP.
-        drop_path: stochastic depth of the last block.
         bias: biases in linear layers and LayerNorms (GPT-2 has them; RMSNorm has none).
         tie_weights: the output head shares the token embedding.
-        activation: the gelu MLP's GELU, exact (gelu) or GPT-2's tanh approximation (gelu_tanh).
-        norm_eps: the norms' eps.
         init_std: std of the normal initialisation (GPT-2's 0.02).
         position: how attention knows positions: learned (an embedding per position, GPT-2's), rope
             (rotary queries and keys), alibi (a distance penalty on the scores) or none (the causal
             mask alone); see docs/DESIGN.md.
-        rope_base: RoPE's base, the longest wavelength's scale (Llama uses 10000).
-        qk_norm: RMSNorm (eps norm_eps) over each head's queries and keys, before RoPE.
     """
 
     vocab_size: int | None = None
@@ -52,20 +39,10 @@ class GPTConfig(ModelConfig):
     dim: int = 384
     depth: int = 6
     num_heads: int = 6
-    mlp_ratio: float = 4.0
-    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
-    mlp: Literal["gelu", "swiglu"] = "gelu"
-    mlp_hidden: int | None = None
-    dropout: float = 0.0
-    drop_path: float = 0.0
     bias: bool = False
     tie_weights: bool = True
-    activation: Literal["gelu", "gelu_tanh"] = "gelu"
-    norm_eps: float = 1e-5
     init_std: float = 0.02
-    position: Literal["learned", "rope", "alibi", "none"] = "learned"
-    rope_base: float = 10000.0
-    qk_norm: bool = False
+    position: CausalPosition = "learned"
 
     from_data = ("vocab_size", "max_len")
 
@@ -92,13 +69,8 @@ class GPT(nn.Module):
         self.dropout = nn.Dropout(c.dropout)
         if c.position == "alibi":  # every forward attends under a float mask: SDPA's masked kernels only
             warn_if_masked_kernels_unfused("GPT with position alibi", c.dim, c.num_heads)
-        self.blocks = nn.ModuleList(
-            TransformerBlock(c.dim, c.num_heads, attention, max_len=c.max_len, causal=True, mlp_ratio=c.mlp_ratio,
-                             dropout=c.dropout, drop_path=rate, bias=c.bias, activation=c.activation,
-                             norm_eps=c.norm_eps, qk_norm=c.qk_norm, alibi=c.position == "alibi", norm=c.norm,
-                             mlp=c.mlp, mlp_hidden=c.mlp_hidden)
-            for rate in drop_path_rates(c.drop_path, c.depth)
-        )
+        self.inputs = AttentionInputs(c, causal=True)
+        self.blocks = TransformerBlock.stack(c, attention, c.depth, max_len=c.max_len, causal=True)
         self.norm = make_norm(c.norm, c.dim, c.norm_eps, c.bias)
         self.lm_head = nn.Linear(c.dim, c.vocab_size, bias=False)
         if c.tie_weights:
@@ -132,22 +104,11 @@ class GPT(nn.Module):
         if self.pos_embed is not None:
             x = x + self.pos_embed.weight[:t]
         x = self.dropout(x)
-        # One set of position tables per forward, for every block (like a mask).
-        positions = torch.arange(t, device=tokens.device)
-        rotary = self._rotary(positions, x.dtype)
-        mask = None
-        if self.config.position == "alibi":
-            mask = alibi_mask(self.blocks[0].attn.alibi_slopes, t, t, None, causal=True, device=x.device,
-                              dtype=compute_dtype(x))
+        # One set of position tables and one mask per forward, for every block.
+        rotary, mask = self.inputs.rotary(x), self.inputs.self_mask(x, None)
         for block in self.blocks:
             x = block(x, mask=mask, rotary=rotary)
         return self.norm(x)
-
-    def _rotary(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """RoPE's (cos, sin) of `positions` ((T,) shared by every row, or (B, T)), None without RoPE."""
-        if self.config.position != "rope":
-            return None
-        return rotary_tables(positions, self.config.dim // self.config.num_heads, self.config.rope_base, dtype)
 
     def new_cache(self, batch: int) -> list[BlockCache]:
         """One empty key/value cache per block for `batch` rows, each sized to max_len."""
@@ -166,9 +127,10 @@ class GPT(nn.Module):
         if self.pos_embed is not None:
             x = x + self.pos_embed(positions)
         x = self.dropout(x)
-        rotary = self._rotary(positions, x.dtype)
+        rotary = self.inputs.rotary(x, positions)
+        bias = self.inputs.bias(positions, torch.arange(end, device=tokens.device))
         for block, block_cache in zip(self.blocks, cache):
-            x = block(x, cache=block_cache, rotary=rotary)
+            x = block(x, cache=block_cache, rotary=rotary, bias=bias)
         return self.norm(x)
 
     @torch.no_grad()

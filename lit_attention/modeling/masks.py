@@ -1,9 +1,9 @@
 """The masks attention attends under, built once per forward by a model and handed to every layer of a kind:
-`attention_mask` (causality and padding, boolean), `alibi_mask` and `biased_mask` (ALiBi's distance bias as a
+`attention_mask` (causality and padding, boolean), `biased_mask` (a position bias such as ALiBi's as a
 float mask), `padding_or_none` (no mask where nothing is padded, so SDPA may take its flash kernel),
 `compute_dtype` (the dtype a float mask is built in), and the once-a-process warning for head widths that rule
-out SDPA's fused masked kernels. MultiHeadAttention (attention.py) builds its own from the same functions when
-a model hands it none.
+out SDPA's fused masked kernels. A model's AttentionInputs (attention_inputs.py) builds them; MultiHeadAttention
+(attention.py) builds its own from the same functions when a model hands it none.
 """
 
 from __future__ import annotations
@@ -11,19 +11,6 @@ from __future__ import annotations
 import warnings
 
 import torch
-
-from lit_attention.modeling.positions import alibi_bias
-
-
-def alibi_mask(slopes: torch.Tensor, t_q: int, t_k: int, key_padding_mask: torch.Tensor | None, causal: bool,
-               device: torch.device, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """The float mask of a self-attention layer with ALiBi at positions 0..T-1: `attention_mask` with the
-    bias of `slopes` added, in `dtype`. A model builds it once per forward, from float32 slopes and
-    distances, in the dtype attention computes in (compute_dtype), and hands it to every layer, which
-    then has nothing to cast."""
-    allowed = attention_mask(t_q, t_k, key_padding_mask, causal, False, device)
-    bias = alibi_bias(slopes, torch.arange(t_q, device=device), torch.arange(t_k, device=device))
-    return biased_mask(allowed, bias).to(dtype)
 
 
 def compute_dtype(x: torch.Tensor) -> torch.dtype:

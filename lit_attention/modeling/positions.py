@@ -18,31 +18,37 @@ a bias on the scores, so it goes into the attention mask as floats (see attentio
 from __future__ import annotations
 
 import math
+import typing
+from typing import Literal
 
 import torch
 
 from lit_attention.errors import ConfigError
 
 
-# What `position` may be in a model config; a bidirectional model (text encoder, seq2seq) has no `none`.
-POSITIONS = ("learned", "rope", "alibi", "none")
-ORDERED_POSITIONS = ("learned", "rope", "alibi")
+# What `position` may be in each kind of stack: a family's config declares one of these as its field's type,
+# so a new scheme added here reaches every family of that kind (and the tests that enumerate them). A
+# bidirectional stack needs position information, so it has no `none`; a ViT's rope is 2-D axial.
+CausalPosition = Literal["learned", "rope", "alibi", "none"]
+OrderedPosition = Literal["learned", "rope", "alibi"]
+GridPosition = Literal["learned", "rope"]
 
 
-def check_position(config, model: str, causal: bool) -> None:
-    """One sentence when `config.position` is no choice of `model` (a bidirectional one needs position
-    information) or RoPE meets an odd head width. A YAML or command-line `none` arrives as None: it is `none`."""
+def check_position(config, model: str, causal: bool, axial: bool = False) -> None:
+    """One sentence when `config.position` is no choice of `model` (its config's Literal; a bidirectional
+    one needs position information) or RoPE meets a head width it cannot rotate (`axial`: a ViT's 2-D
+    RoPE). A YAML or command-line `none` arrives as None: it is `none`."""
     if config.position is None:
         object.__setattr__(config, "position", "none")  # frozen: set once, as the dataclass would have
+    choices = typing.get_args(typing.get_type_hints(type(config))["position"])
     position, dim, num_heads = config.position, config.dim, config.num_heads
     if position == "none" and not causal:
         raise ConfigError(f"position='none' is invalid for the {model}: without the causal mask of a decoder, "
-                          f"attention cannot tell the order of its tokens; choose {', '.join(ORDERED_POSITIONS)}.")
-    if position not in POSITIONS:
-        choices = POSITIONS if causal else ORDERED_POSITIONS
+                          f"attention cannot tell the order of its tokens; choose {', '.join(choices)}.")
+    if position not in choices:
         raise ConfigError(f"Unknown position {position!r}; valid choices are {', '.join(choices)}.")
     if position == "rope" and isinstance(dim, int) and isinstance(num_heads, int) and num_heads > 0 and dim % num_heads == 0:
-        check_rotary_width(dim // num_heads)
+        (check_axial_width if axial else check_rotary_width)(dim // num_heads)
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -61,6 +67,13 @@ def check_rotary_width(head_dim: int) -> None:
     if head_dim % 2:
         raise ConfigError(f"position=rope needs an even head width, got d_h = dim / num_heads = {head_dim}; "
                           "choose num_heads so that dim / num_heads is even.")
+
+
+def check_axial_width(head_dim: int) -> None:
+    if head_dim % 4:
+        raise ConfigError(f"position=rope in a ViT needs a head width divisible by 4 (two axes, each rotating pairs), "
+                          f"got d_h = dim / num_heads = {head_dim}; choose dim and num_heads so that dim / num_heads "
+                          "is a multiple of 4.")
 
 
 def rotary_tables(positions: torch.Tensor, head_dim: int, base: float = 10000.0,

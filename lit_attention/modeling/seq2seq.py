@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 import torch.distributed as dist
@@ -11,17 +10,18 @@ import torch.nn.functional as F
 from torch import nn
 
 from lit_attention.errors import ConfigError
-from lit_attention.modeling.masks import (alibi_mask, attention_mask, compute_dtype, padding_or_none,
-                                          warn_if_masked_kernels_unfused)
-from lit_attention.modeling.blocks import BlockCache, TransformerBlock, drop_path_rates, make_norm, parameter_counts
+from lit_attention.modeling.attention_inputs import AttentionInputs
+from lit_attention.modeling.masks import padding_or_none, warn_if_masked_kernels_unfused
+from lit_attention.modeling.blocks import BlockCache, TransformerBlock, make_norm, parameter_counts
 from lit_attention.modeling.config import ModelConfig
-from lit_attention.modeling.positions import check_position, rotary_tables
+from lit_attention.modeling.positions import OrderedPosition, check_position
 from lit_attention.modeling.variants import AttentionSpec
 
 
 @dataclass(frozen=True)
 class Seq2SeqConfig(ModelConfig):
-    """The encoder-decoder's architecture (one vocabulary for source and target).
+    """The encoder-decoder's architecture (one vocabulary for source and target); the block's fields are
+    ModelConfig's.
 
     Args:
         vocab_size: token ids of the shared source/target vocabulary; set from the data.
@@ -30,23 +30,12 @@ class Seq2SeqConfig(ModelConfig):
         pad_id: padding id; set from the data.
         bos_id: begin-of-sequence id; set from the data.
         eos_id: end-of-sequence id; set from the data.
-        dim: model width d.
         encoder_depth: encoder blocks.
         decoder_depth: decoder blocks.
-        num_heads: attention heads (must divide dim).
-        mlp_ratio: MLP hidden width as a multiple of dim.
-        norm: layernorm or rmsnorm (weight only, as Llama's), for every norm of the model.
-        mlp: gelu (fc1, GELU, fc2) or swiglu (Llama's gated MLP, SiLU(x W_gate) * x W_up, then W_down).
-        mlp_hidden: the MLP's hidden width; null derives it from mlp_ratio (swiglu: int(2/3 * int(mlp_ratio * dim)),
-            Llama's rule without its rounding up, so it holds about the gelu MLP's parameters).
-        dropout: dropout in embeddings, attention and MLP.
-        drop_path: stochastic depth of the last block.
-        bias: biases in linear layers and LayerNorms (RMSNorm has none).
         tie_weights: the output head shares the target embedding.
         position: how attention knows positions, in both stacks: learned (an embedding per position),
             rope (rotary queries and keys) or alibi (a distance penalty on the scores); self-attention
             only, cross-attention is neither rotated nor biased; see docs/DESIGN.md.
-        rope_base: RoPE's base, the longest wavelength's scale (Llama uses 10000).
         qk_norm: RMSNorm over each head's queries and keys (self- and cross-attention), before RoPE.
     """
 
@@ -56,21 +45,11 @@ class Seq2SeqConfig(ModelConfig):
     pad_id: int | None = None
     bos_id: int | None = None
     eos_id: int | None = None
-    dim: int = 256
     encoder_depth: int = 3
     decoder_depth: int = 3
-    num_heads: int = 4
-    mlp_ratio: float = 4.0
-    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
-    mlp: Literal["gelu", "swiglu"] = "gelu"
-    mlp_hidden: int | None = None
     dropout: float = 0.1
-    drop_path: float = 0.0
-    bias: bool = True
     tie_weights: bool = True
-    position: Literal["learned", "rope", "alibi"] = "learned"
-    rope_base: float = 10000.0
-    qk_norm: bool = False
+    position: OrderedPosition = "learned"
 
     from_data = ("vocab_size", "max_src_len", "max_tgt_len", "pad_id", "bos_id", "eos_id")
 
@@ -97,21 +76,13 @@ class Seq2SeqTransformer(nn.Module):
         self.tgt_embed = nn.Embedding(c.vocab_size, c.dim)
         self.tgt_pos = nn.Embedding(c.max_tgt_len, c.dim) if learned else None
         self.dropout = nn.Dropout(c.dropout)
-        self.encoder = nn.ModuleList(
-            TransformerBlock(c.dim, c.num_heads, attention, max_len=c.max_src_len, mlp_ratio=c.mlp_ratio,
-                             dropout=c.dropout, drop_path=rate, bias=c.bias, qk_norm=c.qk_norm,
-                             alibi=c.position == "alibi", norm=c.norm, mlp=c.mlp, mlp_hidden=c.mlp_hidden)
-            for rate in drop_path_rates(c.drop_path, c.encoder_depth)
-        )
-        self.decoder = nn.ModuleList(
-            TransformerBlock(c.dim, c.num_heads, attention, max_len=c.max_tgt_len, causal=True, mlp_ratio=c.mlp_ratio,
-                             dropout=c.dropout, drop_path=rate, bias=c.bias, cross_attention=True,
-                             memory_max_len=c.max_src_len, qk_norm=c.qk_norm, alibi=c.position == "alibi",
-                             norm=c.norm, mlp=c.mlp, mlp_hidden=c.mlp_hidden)
-            for rate in drop_path_rates(c.drop_path, c.decoder_depth)
-        )
-        self.encoder_norm = make_norm(c.norm, c.dim, bias=c.bias)
-        self.decoder_norm = make_norm(c.norm, c.dim, bias=c.bias)
+        self.encoder_inputs = AttentionInputs(c, causal=False)
+        self.decoder_inputs = AttentionInputs(c, causal=True)
+        self.encoder = TransformerBlock.stack(c, attention, c.encoder_depth, max_len=c.max_src_len)
+        self.decoder = TransformerBlock.stack(c, attention, c.decoder_depth, max_len=c.max_tgt_len, causal=True,
+                                              cross_attention=True, memory_max_len=c.max_src_len)
+        self.encoder_norm = make_norm(c.norm, c.dim, c.norm_eps, c.bias)
+        self.decoder_norm = make_norm(c.norm, c.dim, c.norm_eps, c.bias)
         self.lm_head = nn.Linear(c.dim, c.vocab_size, bias=False)
         if c.tie_weights:
             self.lm_head.weight = self.tgt_embed.weight
@@ -126,13 +97,7 @@ class Seq2SeqTransformer(nn.Module):
         x = self._embed(self.src_embed, self.src_pos, src, 0)
         # Without padding no mask (SDPA may use its flash kernel); with it, one mask for every layer.
         padding = padding_or_none(src_padding_mask, padded)
-        t = x.shape[1]
-        if self.config.position == "alibi":
-            mask = alibi_mask(self.encoder[0].attn.alibi_slopes, t, t, padding, causal=False, device=x.device,
-                              dtype=compute_dtype(x))
-        else:
-            mask = attention_mask(t, t, padding, causal=False, cross_attention=False, device=x.device)
-        rotary = self._rotary(0, t, x)
+        mask, rotary = self.encoder_inputs.self_mask(x, padding), self.encoder_inputs.rotary(x)
         for block in self.encoder:
             x = block(x, padding_mask=padding, mask=mask, rotary=rotary)
         return self.encoder_norm(x)
@@ -143,13 +108,6 @@ class Seq2SeqTransformer(nn.Module):
         if pos is not None:
             x = x + pos.weight[start : start + tokens.shape[1]]
         return self.dropout(x)
-
-    def _rotary(self, start: int, end: int, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """RoPE's (cos, sin) of positions start..end-1, None without RoPE."""
-        if self.config.position != "rope":
-            return None
-        return rotary_tables(torch.arange(start, end, device=x.device), self.config.dim // self.config.num_heads,
-                             self.config.rope_base, x.dtype)
 
     def decode(
         self,
@@ -168,22 +126,16 @@ class Seq2SeqTransformer(nn.Module):
         end = start + tgt_in.shape[1]
         _check_length("target", end, self.max_tgt_len)
         x = self._embed(self.tgt_embed, self.tgt_pos, tgt_in, start)
-        rotary = self._rotary(start, end, x)
+        positions = torch.arange(start, end, device=x.device)
+        rotary = self.decoder_inputs.rotary(x, positions)
         if cache is not None:
+            bias = self.decoder_inputs.bias(positions, torch.arange(end, device=x.device))
             for block, block_cache in zip(self.decoder, cache):
-                x = block(x, cache=block_cache, rotary=rotary)
+                x = block(x, cache=block_cache, rotary=rotary, bias=bias)
             return self.lm_head(self.decoder_norm(x))
         # One mask per kind of attention for every layer, none where there is no padding.
         tgt_padding, src_padding = padding_or_none(tgt_padding_mask, tgt_padded), padding_or_none(src_padding_mask, src_padded)
-        t = x.shape[1]
-        if self.config.position == "alibi":
-            mask = alibi_mask(self.decoder[0].attn.alibi_slopes, t, t, tgt_padding, causal=True, device=x.device,
-                              dtype=compute_dtype(x))
-        elif tgt_padding is not None:
-            mask = attention_mask(t, t, tgt_padding, causal=True, cross_attention=False, device=x.device)
-        else:
-            mask = None
-        memory_mask = attention_mask(1, memory.shape[1], src_padding, causal=False, cross_attention=True, device=x.device)
+        mask, memory_mask = self.decoder_inputs.self_mask(x, tgt_padding), self.decoder_inputs.memory_mask(memory, src_padding)
         for block in self.decoder:
             x = block(x, padding_mask=tgt_padding, memory=memory, memory_padding_mask=src_padding, mask=mask,
                       memory_mask=memory_mask, rotary=rotary)

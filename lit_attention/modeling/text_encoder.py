@@ -9,11 +9,11 @@ import torch
 from torch import nn
 
 from lit_attention.errors import ConfigError
-from lit_attention.modeling.masks import (alibi_mask, attention_mask, compute_dtype, padding_or_none,
-                                          warn_if_masked_kernels_unfused)
-from lit_attention.modeling.blocks import TransformerBlock, drop_path_rates, make_norm, parameter_counts
+from lit_attention.modeling.attention_inputs import AttentionInputs
+from lit_attention.modeling.masks import padding_or_none, warn_if_masked_kernels_unfused
+from lit_attention.modeling.blocks import TransformerBlock, make_norm, parameter_counts
 from lit_attention.modeling.config import ModelConfig
-from lit_attention.modeling.positions import check_position, rotary_tables
+from lit_attention.modeling.positions import OrderedPosition, check_position
 from lit_attention.modeling.variants import AttentionSpec
 
 POOLS = ("cls", "mean")
@@ -21,50 +21,28 @@ POOLS = ("cls", "mean")
 
 @dataclass(frozen=True)
 class TextEncoderConfig(ModelConfig):
-    """The text encoder classifier's architecture.
+    """The text encoder classifier's architecture; the block's fields are ModelConfig's.
 
     Args:
         vocab_size: token ids; set from the data (a larger value is allowed).
         max_len: positions (and the size of W_A); set from the data (a larger value is allowed).
         num_classes: classes; set from the data.
         pad_id: the padding token's id; set from the data.
-        dim: model width d.
         depth: transformer blocks.
-        num_heads: attention heads (must divide dim).
-        mlp_ratio: MLP hidden width as a multiple of dim.
-        norm: layernorm or rmsnorm (weight only, as Llama's), for every norm of the model.
-        mlp: gelu (fc1, GELU, fc2) or swiglu (Llama's gated MLP, SiLU(x W_gate) * x W_up, then W_down).
-        mlp_hidden: the MLP's hidden width; null derives it from mlp_ratio (swiglu: int(2/3 * int(mlp_ratio * dim)),
-            Llama's rule without its rounding up, so it holds about the gelu MLP's parameters).
         pool: cls (a learned CLS token) or mean (masked mean of the real tokens).
-        dropout: dropout in embeddings, attention and MLP.
-        drop_path: stochastic depth of the last block.
-        bias: biases in linear layers and LayerNorms (RMSNorm has none).
         position: how attention knows positions: learned (an embedding per position), rope (rotary
             queries and keys; the CLS token sits at position 0, which is not rotated) or alibi (a
             distance penalty on the scores, both ways); see docs/DESIGN.md.
-        rope_base: RoPE's base, the longest wavelength's scale (Llama uses 10000).
-        qk_norm: RMSNorm over each head's queries and keys, before RoPE.
     """
 
     vocab_size: int | None = None
     max_len: int | None = None
     num_classes: int | None = None
     pad_id: int | None = None
-    dim: int = 256
     depth: int = 4
-    num_heads: int = 4
-    mlp_ratio: float = 4.0
-    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
-    mlp: Literal["gelu", "swiglu"] = "gelu"
-    mlp_hidden: int | None = None
     pool: Literal["cls", "mean"] = "cls"
     dropout: float = 0.1
-    drop_path: float = 0.0
-    bias: bool = True
-    position: Literal["learned", "rope", "alibi"] = "learned"
-    rope_base: float = 10000.0
-    qk_norm: bool = False
+    position: OrderedPosition = "learned"
 
     from_data = ("vocab_size", "max_len", "num_classes", "pad_id")
 
@@ -94,13 +72,9 @@ class TextEncoderClassifier(nn.Module):
         self.cls_token = nn.Parameter(torch.zeros(1, 1, c.dim)) if c.pool == "cls" else None
         self.pos_embed = nn.Embedding(num_positions, c.dim) if c.position == "learned" else None
         self.dropout = nn.Dropout(c.dropout)
-        self.blocks = nn.ModuleList(
-            TransformerBlock(c.dim, c.num_heads, attention, max_len=num_positions, mlp_ratio=c.mlp_ratio,
-                             dropout=c.dropout, drop_path=rate, bias=c.bias, qk_norm=c.qk_norm,
-                             alibi=c.position == "alibi", norm=c.norm, mlp=c.mlp, mlp_hidden=c.mlp_hidden)
-            for rate in drop_path_rates(c.drop_path, c.depth)
-        )
-        self.norm = make_norm(c.norm, c.dim, bias=c.bias)
+        self.inputs = AttentionInputs(c, causal=False)
+        self.blocks = TransformerBlock.stack(c, attention, c.depth, max_len=num_positions)
+        self.norm = make_norm(c.norm, c.dim, c.norm_eps, c.bias)
         self.head = nn.Linear(c.dim, c.num_classes)
         nn.init.normal_(self.token_embed.weight, std=0.02)
         if self.pos_embed is not None:
@@ -125,15 +99,7 @@ class TextEncoderClassifier(nn.Module):
         x = self.dropout(x)
         # Without padding no mask (SDPA may use its flash kernel); with it, one mask for every layer.
         padding = padding_or_none(key_padding_mask, padded)
-        if self.config.position == "alibi":
-            mask = alibi_mask(self.blocks[0].attn.alibi_slopes, t, t, padding, causal=False, device=x.device,
-                              dtype=compute_dtype(x))
-        else:
-            mask = attention_mask(t, t, padding, causal=False, cross_attention=False, device=x.device)
-        rotary = None
-        if self.config.position == "rope":
-            rotary = rotary_tables(torch.arange(t, device=x.device), self.config.dim // self.config.num_heads,
-                                   self.config.rope_base, x.dtype)
+        mask, rotary = self.inputs.self_mask(x, padding), self.inputs.rotary(x)
         for block in self.blocks:
             x = block(x, padding_mask=padding, mask=mask, rotary=rotary)
         x = self.norm(x)

@@ -9,40 +9,30 @@ import torch
 from torch import nn
 
 from lit_attention.errors import ConfigError
-from lit_attention.modeling.axial_rotary import axial_rotary_tables, check_axial_width
-from lit_attention.modeling.blocks import TransformerBlock, drop_path_rates, make_norm, parameter_counts
+from lit_attention.modeling.attention_inputs import AttentionInputs
+from lit_attention.modeling.blocks import TransformerBlock, make_norm, parameter_counts
 from lit_attention.modeling.config import ModelConfig
+from lit_attention.modeling.positions import GridPosition, check_position
 from lit_attention.modeling.variants import AttentionSpec
 
 POOLS = ("cls", "mean")
-POSITIONS = ("learned", "rope")
 
 
 @dataclass(frozen=True)
 class ViTConfig(ModelConfig):
-    """The Vision Transformer's architecture.
+    """The Vision Transformer's architecture; the block's fields are ModelConfig's.
 
     Args:
         num_classes: classes; set from the data.
         image_size: side of the square images; set from the data.
         in_channels: image channels; set from the data.
         patch_size: side of the square patches (4 for 32x32 images, 2 for 8x8).
-        dim: model width d.
         depth: transformer blocks.
-        num_heads: attention heads (must divide dim).
-        mlp_ratio: MLP hidden width as a multiple of dim.
-        norm: layernorm or rmsnorm (weight only, as Llama's), for every norm of the model.
-        mlp: gelu (fc1, GELU, fc2) or swiglu (Llama's gated MLP, SiLU(x W_gate) * x W_up, then W_down).
-        mlp_hidden: the MLP's hidden width; null derives it from mlp_ratio (swiglu: int(2/3 * int(mlp_ratio * dim)),
-            Llama's rule without its rounding up, so it holds about the gelu MLP's parameters).
         pool: cls (a learned CLS token) or mean (mean of the patch tokens).
         position: learned (an absolute embedding added to the tokens) or rope (2-D axial rotary positions over
             the patch grid, the CLS token not rotated; needs dim / num_heads divisible by 4).
         rope_base: the rotary base θ of position=rope (timm's RoPE ViTs call it rope_temperature and use 100).
-        qk_norm: RMSNorm over each head's queries and keys (weight only, eps norm_eps), before the rotation.
         dropout: dropout in attention and MLP.
-        drop_path: stochastic depth of the last block (growing linearly from 0 over the blocks).
-        bias: biases in linear layers and LayerNorms (RMSNorm has none).
         norm_eps: the norms' eps (timm's ViT uses 1e-6).
     """
 
@@ -53,18 +43,9 @@ class ViTConfig(ModelConfig):
     dim: int = 192
     depth: int = 6
     num_heads: int = 3
-    mlp_ratio: float = 4.0
-    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
-    mlp: Literal["gelu", "swiglu"] = "gelu"
-    mlp_hidden: int | None = None
     pool: Literal["cls", "mean"] = "cls"
-    position: Literal["learned", "rope"] = "learned"
-    rope_base: float = 10000.0
-    qk_norm: bool = False
-    dropout: float = 0.0
+    position: GridPosition = "learned"
     drop_path: float = 0.1
-    bias: bool = True
-    norm_eps: float = 1e-5
 
     from_data = ("num_classes", "image_size", "in_channels")
 
@@ -72,10 +53,7 @@ class ViTConfig(ModelConfig):
         super().__post_init__()
         if self.pool not in POOLS:
             raise ConfigError(f"Unknown pool {self.pool!r}; valid choices are {', '.join(POOLS)}.")
-        if self.position not in POSITIONS:
-            raise ConfigError(f"Unknown position {self.position!r}; valid choices are {', '.join(POSITIONS)}.")
-        if self.position == "rope" and self.dim % self.num_heads == 0:
-            check_axial_width(self.dim // self.num_heads)
+        check_position(self, "ViT", causal=False, axial=True)
         if self.image_size is not None and self.image_size % self.patch_size != 0:
             raise ConfigError(
                 f"image_size={self.image_size} is not divisible by patch_size={self.patch_size}; "
@@ -111,12 +89,9 @@ class VisionTransformer(nn.Module):
         # With rope the positions are rotations inside attention, so there is no embedding to add.
         self.pos_embed = nn.Parameter(torch.randn(1, self.num_tokens, c.dim) * 0.02) if c.position == "learned" else None
         self.dropout = nn.Dropout(c.dropout)
-        self.blocks = nn.ModuleList(
-            TransformerBlock(c.dim, c.num_heads, attention, max_len=self.num_tokens, mlp_ratio=c.mlp_ratio,
-                             dropout=c.dropout, drop_path=rate, bias=c.bias, norm_eps=c.norm_eps,
-                             norm=c.norm, mlp=c.mlp, mlp_hidden=c.mlp_hidden, qk_norm=c.qk_norm)
-            for rate in drop_path_rates(c.drop_path, c.depth)
-        )
+        self.inputs = AttentionInputs(c, causal=False, grid=c.image_size // c.patch_size,
+                                      prefix_tokens=int(c.pool == "cls"))
+        self.blocks = TransformerBlock.stack(c, attention, c.depth, max_len=self.num_tokens)
         self.norm = make_norm(c.norm, c.dim, c.norm_eps, c.bias)
         self.head = nn.Linear(c.dim, c.num_classes)
         self.apply(_init_weights)
@@ -125,24 +100,15 @@ class VisionTransformer(nn.Module):
         x = self.patch_embed(images).flatten(2).transpose(1, 2)  # (B, patches, dim)
         if self.cls_token is not None:
             x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
-        rotary = None
         if self.pos_embed is not None:
             x = x + self.pos_embed
-        else:
-            rotary = self.rotary_tables(x)
         x = self.dropout(x)
+        rotary, mask = self.inputs.rotary(x), self.inputs.self_mask(x, None)
         for block in self.blocks:
-            x = block(x, rotary=rotary)
+            x = block(x, mask=mask, rotary=rotary)
         x = self.norm(x)
         pooled = x[:, 0] if self.pool == "cls" else x.mean(dim=1)
         return self.head(pooled)
-
-    def rotary_tables(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(cos, sin) of position=rope for the tokens `x`, the CLS token (first) not rotated."""
-        c = self.config
-        return axial_rotary_tables(c.image_size // c.patch_size, c.dim // c.num_heads, c.rope_base,
-                                   prefix_tokens=int(self.cls_token is not None),
-                                   dtype=torch.float64 if x.dtype == torch.float64 else torch.float32, device=x.device)
 
     def parameter_counts(self) -> dict[str, int]:
         embedding = [p for p in (self.pos_embed, *self.patch_embed.parameters()) if p is not None]
