@@ -42,6 +42,27 @@ def new_preset() -> str:
     return name
 
 
+def copy_tree(tmp_path: Path) -> None:
+    """What the page's commands need, copied into `tmp_path`."""
+    for name in COPIED:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(source, tmp_path / name)
+
+
+def run_page_command(words: list[str], tmp_path: Path, env: dict) -> subprocess.CompletedProcess:
+    """One of the page's `.venv/bin/python ...` commands, run in the copy with this interpreter; it must pass."""
+    assert words[0] == ".venv/bin/python", words
+    argv = [sys.executable, *words[1:]]
+    if words[1:3] == ["-m", "pytest"]:
+        argv += ["-q", "-p", "no:cacheprovider"]
+    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (words, done.stdout[-3000:], done.stderr[-3000:])
+    return done
+
+
 def test_the_example_applies_to_the_registry_as_it_is():
     """The diff's context is in variants.py once (the example still fits the code), and the preset it
     adds is new."""
@@ -56,24 +77,14 @@ def test_the_example_applies_to_the_registry_as_it_is():
 def test_the_example_preset_is_enrolled_by_the_tests(tmp_path):
     """On a copy with the example applied: the tables gain its row, and the page's pytest command, which
     narrows the preset-parametrised tests to it, selects tests and passes."""
-    for name in COPIED:
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        else:
-            shutil.copy2(source, tmp_path / name)
+    copy_tree(tmp_path)
     registry = tmp_path / REGISTRY_FILE
     old, new = example_change()
     registry.write_text(registry.read_text(encoding="utf-8").replace(old, new), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     preset = new_preset()
     for words in page_commands():
-        assert words[0] == ".venv/bin/python", words
-        argv = [sys.executable, *words[1:]]
-        if words[1:3] == ["-m", "pytest"]:
-            argv += ["-q", "-p", "no:cacheprovider"]
-        done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, (words, done.stdout[-3000:], done.stderr[-3000:])
+        done = run_page_command(words, tmp_path, env)
         if words[1:3] == ["-m", "pytest"]:
             assert re.search(r"(\d+) passed", done.stdout), done.stdout[-2000:]
             assert int(re.search(r"(\d+) passed", done.stdout).group(1)) >= 20, done.stdout[-2000:]
@@ -122,23 +133,13 @@ def test_the_block_option_example_fits_the_code_and_touches_three_source_files()
 def test_the_block_option_example_is_enrolled_by_the_tests(tmp_path):
     """On a copy with §4 applied: the options table gains the value in every family whose stack offers it,
     and the page's tests, which run over every value of every option, pass with it."""
-    for name in COPIED:
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        else:
-            shutil.copy2(source, tmp_path / name)
+    copy_tree(tmp_path)
     for path, old, new in block_option_patches():
         target = tmp_path / path
         target.write_text(target.read_text(encoding="utf-8").replace(old, new), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     for words in block_option_commands():
-        assert words[0] == ".venv/bin/python", words
-        argv = [sys.executable, *words[1:]]
-        if words[1:3] == ["-m", "pytest"]:
-            argv += ["-q", "-p", "no:cacheprovider"]
-        done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, (words, done.stdout[-3000:], done.stderr[-3000:])
+        done = run_page_command(words, tmp_path, env)
         if words[1:3] == ["-m", "pytest"]:
             assert int(re.search(r"(\d+) passed", done.stdout).group(1)) >= 20, done.stdout[-2000:]
     design = (tmp_path / "docs" / "DESIGN.md").read_text(encoding="utf-8")

@@ -36,12 +36,15 @@ class GPTConfig(ModelConfig):
 
     vocab_size: int | None = None
     max_len: int | None = None
-    dim: int = 384
+
     depth: int = 6
-    num_heads: int = 6
-    bias: bool = False
     tie_weights: bool = True
     init_std: float = 0.02
+
+    # ModelConfig's block fields, at this family's defaults
+    dim: int = 384
+    num_heads: int = 6
+    bias: bool = False
     position: CausalPosition = "learned"
 
     from_data = ("vocab_size", "max_len")

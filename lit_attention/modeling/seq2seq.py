@@ -45,10 +45,13 @@ class Seq2SeqConfig(ModelConfig):
     pad_id: int | None = None
     bos_id: int | None = None
     eos_id: int | None = None
+
     encoder_depth: int = 3
     decoder_depth: int = 3
-    dropout: float = 0.1
     tie_weights: bool = True
+
+    # ModelConfig's block fields, at this family's defaults
+    dropout: float = 0.1
     position: OrderedPosition = "learned"
 
     from_data = ("vocab_size", "max_src_len", "max_tgt_len", "pad_id", "bos_id", "eos_id")

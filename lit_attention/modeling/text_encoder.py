@@ -39,8 +39,11 @@ class TextEncoderConfig(ModelConfig):
     max_len: int | None = None
     num_classes: int | None = None
     pad_id: int | None = None
+
     depth: int = 4
     pool: Literal["cls", "mean"] = "cls"
+
+    # ModelConfig's block fields, at this family's defaults
     dropout: float = 0.1
     position: OrderedPosition = "learned"
 

@@ -39,13 +39,16 @@ class ViTConfig(ModelConfig):
     num_classes: int | None = None
     image_size: int | None = None
     in_channels: int | None = None
+
     patch_size: int = 4
-    dim: int = 192
     depth: int = 6
-    num_heads: int = 3
     pool: Literal["cls", "mean"] = "cls"
-    position: GridPosition = "learned"
+
+    # ModelConfig's block fields, at this family's defaults
+    dim: int = 192
+    num_heads: int = 3
     drop_path: float = 0.1
+    position: GridPosition = "learned"
 
     from_data = ("num_classes", "image_size", "in_channels")
 
