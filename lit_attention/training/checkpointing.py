@@ -277,6 +277,17 @@ TRAINING_ONLY = {name for name in inspect.signature(TaskModule.__init__).paramet
     "temperature", "top_k", "top_p"}
 
 
+def read_fitting_checkpoint(path: str | Path, model) -> dict:
+    """The checkpoint at `path` (read_checkpoint), refused in one sentence unless it fits `model`, the
+    configured model on the meta device (checkpoint_mismatch)."""
+    saved = read_checkpoint(path)
+    differences = checkpoint_mismatch(saved, model)
+    if differences:
+        raise ConfigError(f"Checkpoint {str(path)!r} does not fit the configured model ({'; '.join(differences)}); "
+                          "configure the model it was trained with, or start without --ckpt_path.")
+    return saved
+
+
 def checkpoint_mismatch(checkpoint: dict[str, Any], model: torch.nn.Module) -> list[str]:
     """How the checkpoint's model differs from `model` (a LightningModule, possibly on the meta
     device), in words; empty when its weights fit. Two variants can have the same weight shapes

@@ -29,9 +29,8 @@ from lit_attention.modeling import CONFIG_FIELDS
 from lit_attention.modeling.variants import resolve_spec
 from lit_attention.training.callbacks import PredictionWriter, default_callbacks
 from lit_attention.training.checkpointing import (
-    checkpoint_mismatch,
     logging_step,
-    read_checkpoint,
+    read_fitting_checkpoint,
     resolve_checkpoint,
     trains_further,
     with_atomic_checkpoints,
@@ -261,15 +260,8 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
             raise ConfigError(f"{type(self.built_datamodule).__name__} has nothing to predict on; pass the files "
                               "with --data.predict_files (images, or text files with one input per line).")
         config.ckpt_path = checkpoint
-        saved = None
-        if checkpoint is not None:  # whatever its name: a truncated `model.pt` is refused here too
-            saved = read_checkpoint(checkpoint)
-            differences = checkpoint_mismatch(saved, meta_model)
-            if differences:
-                raise ConfigError(
-                    f"Checkpoint {str(checkpoint)!r} does not fit the configured model ({'; '.join(differences)}); "
-                    "configure the model it was trained with, or start without --ckpt_path."
-                )
+        # Whatever its name: a truncated `model.pt` is refused here too, as is one of another model.
+        saved = None if checkpoint is None else read_fitting_checkpoint(checkpoint, meta_model)
         if self.subcommand == "fit" and saved is not None:
             self.check_not_finished(base, checkpoint, saved)
         check_writable(config.run.root)
