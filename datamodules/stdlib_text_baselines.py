@@ -35,6 +35,7 @@ from sklearn.naive_bayes import MultinomialNB
 from sklearn.preprocessing import normalize
 
 from lit_attention.errors import ConfigError
+from lit_attention.markdown import markdown_table
 
 from .stdlib_text import HELD_OUT, STDLIB_PACKAGES, WINDOWS_PER_CLASS, WINDOWS_PER_FILE, WindowSplit, stdlib_windows
 
@@ -97,16 +98,14 @@ def baseline_scores(splits: dict[str, WindowSplit]) -> list[Score]:
 def format_scores(scores: list[Score], splits: dict[str, WindowSplit], class_names: list[str]) -> str:
     """A Markdown table: one row per feature set x model, accuracy and macro-F1 per evaluated split."""
     sizes = ", ".join(f"{name} {len(split.labels)}" for name, split in splits.items())
-    lines = [f"classes: {', '.join(class_names)} (chance {1 / len(class_names):.3f}); windows: {sizes}", "",
-             "| features | model | " + " | ".join(f"{s} acc | {s} macro-F1" for s in EVALUATED) + " |",
-             "|---|---|" + "---|---|" * len(EVALUATED)]
-    rows: dict[tuple[str, str], dict[str, Score]] = {}
+    by_row: dict[tuple[str, str], dict[str, Score]] = {}
     for score in scores:
-        rows.setdefault((score.features, score.model), {})[score.split] = score
-    for (features, model), by_split in rows.items():
-        cells = [f"{by_split[s].accuracy:.3f} | {by_split[s].macro_f1:.3f}" for s in EVALUATED]
-        lines.append(f"| {features} | {model} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        by_row.setdefault((score.features, score.model), {})[score.split] = score
+    header = ["features", "model", *(f"{s} {measure}" for s in EVALUATED for measure in ("acc", "macro-F1"))]
+    rows = [[features, model, *(f"{by_split[s].accuracy:.3f}" if measure == "acc" else f"{by_split[s].macro_f1:.3f}"
+                                for s in EVALUATED for measure in ("acc", "macro-F1"))]
+            for (features, model), by_split in by_row.items()]
+    return f"classes: {', '.join(class_names)} (chance {1 / len(class_names):.3f}); windows: {sizes}\n\n" + markdown_table(header, rows)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -8,7 +8,6 @@ special tokens first: pad=0, bos=1, eos=2.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import numpy as np
 from datasets import Dataset
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
+from lit_attention.atomic_files import replace_file
 from lit_attention.errors import ConfigError
 from .hub import download_hub_file
 
@@ -117,10 +117,9 @@ def bpe_tokenizer(path: Path, vocab_size: int, training_texts: Callable[[], Iter
             show_progress=False,
         )
         bpe.train_from_iterator(training_texts(), trainer=trainer)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        bpe.save(str(partial))
-        os.replace(partial, path)  # atomic: a concurrent reader never sees half a file
+        # Whole or not at all: a concurrent reader never sees half a file.
+        text = bpe.to_str(pretty=True)
+        replace_file(path, lambda file: file.write(text.encode("utf-8")))
     loaded = HFTokenizer(Tokenizer.from_file(str(path)), name="bpe")
     if (loaded.pad_id, loaded.bos_id, loaded.eos_id) != (PAD_ID, BOS_ID, EOS_ID) or loaded.vocab_size > vocab_size:
         raise ConfigError(f"Cached tokenizer {str(path)!r} does not match vocab_size={vocab_size}; delete it to retrain.")

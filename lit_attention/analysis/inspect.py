@@ -27,6 +27,7 @@ from lit_attention.analysis.loading import LoadedRun, check_data_known, held_out
 from lit_attention.analysis.measures import LinearCKA
 from lit_attention.analysis.report import mean, pyplot, short, write_report
 from lit_attention.errors import ConfigError
+from lit_attention.markdown import markdown_table
 from lit_attention.training.run_dirs import CHECKPOINTS
 
 DEFAULT_BATCHES = 8
@@ -228,14 +229,14 @@ def comparison_figure(summaries: list[dict], labels: list[str]):
 
 def comparison_markdown(summaries: list[dict], labels: list[str]) -> str:
     lines = ["# inspect: runs side by side", "", "Means over layers and heads of each run's inspect report "
-             "(per layer in compare.png).", "",
-             "| run | variant | entropy / log(keys) | mean distance | diagonal | first token (CLS) | ‖W_A − I‖/‖I‖ |",
-             "|---|---|---|---|---|---|---|"]
+             "(per layer in compare.png).", ""]
+    rows = []
     for summary, label in zip(summaries, labels):
-        cells = []
+        cells = [label, f"`{summary['variant']}`"]
         for panel in ("entropy", "distance", "diagonal", "first", "identity_distance"):
             values = list(layer_means(summary, panel).values())
             cells.append(f"{mean(values):.3f}" if values and not math.isnan(mean(values)) else "–")
-        lines.append(f"| {label} | `{summary['variant']}` | " + " | ".join(cells) + " |")
-    lines += ["", "![compare](compare.png)", ""]
+        rows.append(cells)
+    header = ["run", "variant", "entropy / log(keys)", "mean distance", "diagonal", "first token (CLS)", "‖W_A − I‖/‖I‖"]
+    lines += [markdown_table(header, rows), "", "![compare](compare.png)", ""]
     return "\n".join(lines)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import torch
 
+from lit_attention.markdown import markdown_table
+
 ATTENTION_LABELS = {
     "entropy": "entropy / log(keys)",
     "distance": "mean attention distance",
@@ -265,12 +267,11 @@ def markdown(summary: dict, figures: list[str]) -> str:
              "## Attention patterns", "",
              f"Means over heads (per head in attention.png); distance in {unit}"
              + (", CLS token left out" if summary.get("cls") else "") + ".", "",
-             f"| layer | entropy / log(keys) | mean distance | diagonal | {first_label(summary).removeprefix('weight on the ')} | above the diagonal |",
-             "|---|---|---|---|---|---|"]
-    for layer, report in layers.items():
-        a = report["attention"]
-        lines.append(f"| {layer} | {number(mean(a['entropy']))} | {number(mean(a['distance']), 2)} | {number(mean(a['diagonal']))} "
-                     f"| {number(mean(a['first']))} | {number(mean(a['above_diagonal']))} |")
+             markdown_table(["layer", "entropy / log(keys)", "mean distance", "diagonal",
+                             first_label(summary).removeprefix("weight on the "), "above the diagonal"],
+                            [[layer, number(mean(r["attention"]["entropy"])), number(mean(r["attention"]["distance"]), 2),
+                              number(mean(r["attention"]["diagonal"])), number(mean(r["attention"]["first"])),
+                              number(mean(r["attention"]["above_diagonal"]))] for layer, r in layers.items()])]
     lines += ["", "![attention](attention.png)", "", "![attention maps](attention_maps.png)", ""]
     mixing = {layer: r["value_mix"] for layer, r in layers.items() if r.get("value_mix")}
     if mixing:
@@ -278,17 +279,16 @@ def markdown(summary: dict, figures: list[str]) -> str:
         patch = "patch_band_mass" in next(iter(mixing.values()))
         lines += ["## W_A", "", "W_A as the forward uses it (lower-triangular in a causal layer). Bandedness: share of Σ|W_A| "
                   "within |i − j| ≤ k" + ("; by patch (Chebyshev distance ≤ k: a (2k+1)² neighbourhood, CLS left out)" if patch else "")
-                  + f". Effective rank: singular values above 1% of the largest (of {next(iter(mixing.values()))['size']}).", "",
-                  "| layer | ‖W_A − I‖/‖I‖ | " + " | ".join(f"k≤{k}" for k in widths)
-                  + (" | patches k≤1 | k≤2" if patch else "") + " | above the diagonal | effective rank |",
-                  "|---" * (4 + len(widths) + 2 * patch) + "|"]
+                  + f". Effective rank: singular values above 1% of the largest (of {next(iter(mixing.values()))['size']}).", ""]
+        header = ["layer", "‖W_A − I‖/‖I‖", *(f"k≤{k}" for k in widths), *(["patches k≤1", "k≤2"] if patch else []),
+                  "above the diagonal", "effective rank"]
+        rows = []
         for layer, mix in mixing.items():
-            cells = [number(mix["identity_distance"])] + [number(v) for v in mix["band_mass"].values()]
+            cells = [layer, number(mix["identity_distance"])] + [number(v) for v in mix["band_mass"].values()]
             if patch:
                 cells += [number(mix["patch_band_mass"].get(k, mix["patch_band_mass"].get(str(k)))) for k in (1, 2)]
-            cells += [number(mix["mass_above_diagonal"]), str(mix["effective_rank"])]
-            lines.append(f"| {layer} | " + " | ".join(cells) + " |")
-        lines += ["", "![W_A](value_mix.png)", ""]
+            rows.append(cells + [number(mix["mass_above_diagonal"]), str(mix["effective_rank"])])
+        lines += [markdown_table(header, rows), "", "![W_A](value_mix.png)", ""]
     if "spectra.png" in figures:
         kinds = []
         for report in layers.values():
@@ -297,25 +297,24 @@ def markdown(summary: dict, figures: list[str]) -> str:
         shared = (f" Key/value heads are shared (kv_heads = {', '.join(map(str, grouped))}): W_K and W_V are "
                   "d × kv_heads·d_h, and query head i's products use key/value head i // (heads / kv_heads).") if grouped else ""
         lines += ["## Kept projections", "", "Effective rank (singular values above 1% of the largest) of each matrix, "
-                  f"and per head (mean over heads) of the products; d = {summary['dim']}, d_h = {summary['head_dim']}.{shared}", "",
-                  "| layer | " + " | ".join(kinds) + " |", "|---" * (len(kinds) + 1) + "|"]
+                  f"and per head (mean over heads) of the products; d = {summary['dim']}, d_h = {summary['head_dim']}.{shared}", ""]
+        rows = []
         for layer, report in layers.items():
-            cells = []
+            cells = [layer]
             for kind in kinds:
                 rank = report["projections"].get(kind, {}).get("effective_rank")
                 cells.append("–" if rank is None else number(mean([float(r) for r in rank]), 1) if isinstance(rank, list) else str(rank))
-            lines.append(f"| {layer} | " + " | ".join(cells) + " |")
-        lines += ["", "![spectra](spectra.png)", ""]
+            rows.append(cells)
+        lines += [markdown_table(["layer", *kinds], rows), "", "![spectra](spectra.png)", ""]
     if "query.png" in figures:
         lines += ["## Nonlinear query", "", "‖f(X)‖ / ‖X‖ over the held-out positions (Q = X + f(X)).", "",
-                  "| layer | ‖f(X)‖ / ‖X‖ |", "|---|---|"]
-        lines += [f"| {layer} | {number(r['query_ratio'])} |" for layer, r in layers.items() if r.get("query_ratio") is not None]
-        lines += ["", "![query](query.png)", ""]
+                  markdown_table(["layer", "‖f(X)‖ / ‖X‖"], [[layer, number(r["query_ratio"])] for layer, r in layers.items()
+                                                             if r.get("query_ratio") is not None]),
+                  "", "![query](query.png)", ""]
     if summary.get("cka"):
         cka = summary["cka"]
         lines += ["## Representations", "", f"Linear CKA between this run's block outputs (rows) and those of "
                   f"`{cka['other']}` (columns) on the same held-out positions.", "",
-                  "| layer | " + " | ".join(cka["columns"]) + " |", "|---" * (len(cka["columns"]) + 1) + "|"]
-        lines += [f"| {row} | " + " | ".join(number(v) for v in values) + " |" for row, values in zip(cka["rows"], cka["values"])]
-        lines += ["", "![CKA](cka.png)", ""]
+                  markdown_table(["layer", *cka["columns"]], [[row, *map(number, values)] for row, values in zip(cka["rows"], cka["values"])]),
+                  "", "![CKA](cka.png)", ""]
     return "\n".join(lines)
