@@ -273,9 +273,10 @@ def test_the_traceback_setting_adds_the_traceback_and_changes_nothing_else(in_tm
 @pytest.mark.slow
 def test_an_unknown_model_config_field_names_the_option_the_fields_and_the_closest(given, field, guess, in_tmp, capsys):
     sentence = refused(["fit", "--config", VIT, *given], capsys)
+    # The data's sizes, the block's fields every family shares (ModelConfig's), then the ViT's own.
     assert sentence.startswith(f"error: Unknown option `--model.net.{field}`; the valid fields of ViTConfig are "
-                               "num_classes, image_size, in_channels, patch_size, dim, depth, num_heads, mlp_ratio,")
-    assert sentence.endswith(f"; did you mean `{guess}`?" if guess else "norm_eps.")
+                               "num_classes, image_size, in_channels, dim, num_heads, mlp_ratio,")
+    assert sentence.endswith(f"; did you mean `{guess}`?" if guess else "patch_size, depth, pool.")
     assert "NestedArg" not in sentence
 
 

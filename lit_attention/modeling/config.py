@@ -103,12 +103,17 @@ class ModelConfig:
             return value
         if not isinstance(value, dict):
             raise ConfigError(f"{cls.__name__} must be given as a mapping of its fields, got {type(value).__name__}.")
-        # The sizes the data sets first, as each family's docstring lists them, then the block's and the family's own.
-        known = [*cls.from_data, *(f.name for f in fields(cls) if f.name not in cls.from_data)]
+        known = cls.field_names()
         unknown = sorted(set(value) - set(known))
         if unknown:
             raise ConfigError(f"{cls.__name__} has no field {unknown[0]!r}; its fields are {', '.join(known)}.")
         return cls(**value)
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        """The fields as a sentence lists them: the sizes the data sets first, then the others in the dataclass's
+        order (the block's fields, ModelConfig's, then the family's own)."""
+        return [*cls.from_data, *(f.name for f in fields(cls) if f.name not in cls.from_data)]
 
     def require_data_sizes(self) -> None:
         """Every size the data sets is there (a model cannot be built without them)."""

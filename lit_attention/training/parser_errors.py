@@ -8,7 +8,6 @@ the innermost part: which flag, which value, what is valid.
 from __future__ import annotations
 
 import ast
-import dataclasses
 import difflib
 import importlib
 import re
@@ -95,7 +94,7 @@ def unknown_field_sentence(field: str, config_class: type | None) -> str:
     if field in SPEC_FIELDS:  # query, key, value, value_mix: the variant's axes
         return (f"`{field}` is an axis of the attention variant, not a field of the model config: give it in the variant, "
                 f"as in --model.attention {AXES_EXAMPLE}.")
-    names = [f.name for f in dataclasses.fields(config_class)] if config_class is not None else sorted(CONFIG_FIELDS)
+    names = config_class.field_names() if config_class is not None else sorted(CONFIG_FIELDS)
     owner = f"of {config_class.__name__}" if config_class is not None else "of the model configs"
     close = difflib.get_close_matches(field, names, n=1)
     guess = f"; did you mean `{close[0]}`?" if close else "."
