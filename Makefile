@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast bench clean
+.PHONY: demo test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,8 +28,13 @@ demo: $(STAMP)
 WORKERS ?= auto
 PYTEST  := $(BIN)/python -m pytest -n $(WORKERS) --dist loadfile
 
+# ruff's lint rules (pyproject.toml) first: a lint error fails the suite before any test runs.
 test: $(STAMP)
+	$(BIN)/ruff check .
 	$(PYTEST)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
 
 test-fast: $(STAMP)
 	$(PYTEST) -m "not slow"

@@ -7,7 +7,6 @@ Commands run in this process through `main(argv)` with tiny models; each refusal
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest

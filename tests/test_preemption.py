@@ -59,7 +59,7 @@ PROMPTS = 40  # lines to predict on, 4 per batch: the signal comes after the thi
 
 
 @pytest.fixture(scope="module")
-def preempted(tmp_path_factory, lm_data_dir):
+def preempted(tmp_path_factory, lm_data_dir):  # noqa: F811  (the fixture imported above)
     """A step-based GPT fit sent SIGTERM at step 6 (no checkpoint is due there: only validations and
     epoch ends write one), an uninterrupted fit of the same run, and a predict sent SIGTERM after its
     third batch."""

@@ -169,7 +169,7 @@ class GPT(nn.Module):
         seqs[:, :t] = tokens if lengths is None else _left_to_right(tokens, padding_mask)
         rows = torch.arange(batch, device=tokens.device)
         longest = t if lengths is None else int(lengths.max())
-        cache = None
+        cache = token = None  # the first cached step fills the cache from the prompts; later ones feed `token`
         for i in range(max_new_tokens):
             if use_cache and longest + i <= self.max_len:
                 if cache is None:  # the prompts, in one forward

@@ -29,7 +29,7 @@ def budget_note(plan: Plan, cells: dict, tuned: dict) -> str:
             continue
         found = [late for r in cells[(arm, tuned[arm])].records if (late := late_best(r)) is not None]
         if found:
-            parts.append(f"`{arm}` {sum(l for l, _ in found)}/{len(found)} ({sum(e for _, e in found)}/{len(found)})")
+            parts.append(f"`{arm}` {sum(late for late, _ in found)}/{len(found)} ({sum(e for _, e in found)}/{len(found)})")
     if not parts:
         return ""
     return ("\n**Still improving when training stopped?** Tuned runs whose best validation value came in the last "
