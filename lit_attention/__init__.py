@@ -5,6 +5,10 @@ kept `fit --help`) starts without importing torch."""
 
 from importlib import import_module
 
+# The one place the version is written: pyproject.toml reads it, `lit-attention --version` prints it, every
+# record keeps it (its provenance), and CHANGELOG.md has a section for each release.
+__version__ = "0.1.0"
+
 _WHERE = {
     "PRESETS": "lit_attention.modeling.attention",
     "REGISTRY": "lit_attention.modeling.attention",

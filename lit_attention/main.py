@@ -32,6 +32,7 @@ import yaml
 
 from lit_attention.errors import ConfigError
 from lit_attention.limits import check_run_seed
+from lit_attention.recipe_names import closest_recipes, with_recipe_paths
 from lit_attention.sweep import die_with_parent
 
 TRACEBACK_ENV = "LIT_ATTENTION_TRACEBACK"
@@ -42,11 +43,17 @@ COMMANDS = (*RUN_COMMANDS, "prepare", "compare", "inspect")
 def main(argv: list[str] | None = None) -> None:
     die_with_parent()  # in a process of a run that compare started: it ends with the sweep
     words = list(sys.argv[1:] if argv is None else argv)
+    if words in (["--version"], ["-V"]):
+        import lit_attention
+
+        print(f"lit-attention {lit_attention.__version__}")
+        return
     if words in ([], ["--help"], ["-h"]):  # without loading Lightning, which each command's own --help needs
         print(OVERVIEW, end="")
         if not words:  # a command is needed: a script that lost its arguments must not read success
             sys.exit(2)
         return
+    words = with_recipe_paths(words)  # `--config quickstart/vit_digits`: a shipped recipe by its name
     if len(words) == 2 and words[0] in RUN_COMMANDS and words[1] in ("--help", "-h"):
         print(run_command_help(words[0]), end="")
         return
@@ -121,7 +128,7 @@ commands:
   compare    train a recipe over variants, seeds and a grid of settings, and report paired statistics
   inspect    what a trained run's attention learned (patterns, W_A, spectra, CKA): --ckpt_path <run dir>
 
-`lit-attention <command> --help` lists a command's options.
+`lit-attention <command> --help` lists a command's options; `lit-attention --version` prints the version.
 """
 
 
@@ -226,7 +233,10 @@ def check_command_line(words: list[str]) -> None:
             raise ConfigError(f"Recipe {path!r} is a directory; pass one YAML file in it, such as "
                               "recipes/quickstart/vit_digits.yaml.")
         if not file.is_file():
-            raise ConfigError(f"Recipe {path!r} does not exist; pass a YAML file such as recipes/quickstart/vit_digits.yaml.")
+            close = closest_recipes(path)
+            hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+            raise ConfigError(f"Recipe {path!r} does not exist; pass a YAML file, or the name of a recipe the package "
+                              f"ships, such as quickstart/vit_digits{hint}.")
         recipe = read_recipe(path)
         for key in ("optimizer", "lr_scheduler"):
             if isinstance(recipe, dict) and key in recipe:

@@ -66,7 +66,8 @@ def test_no_import_cycles():
 # Each layer and what it may import from this project; `lit_attention.errors`, `lit_attention.limits`
 # (the limits of every value, which the model configs and the tasks share), `lit_attention.markdown` (the
 # one table writer) and `lit_attention.atomic_files` (the one atomic file writer) are below them all.
-BELOW_ALL = ("lit_attention.errors", "lit_attention.limits", "lit_attention.markdown", "lit_attention.atomic_files")
+BELOW_ALL = ("lit_attention.errors", "lit_attention.limits", "lit_attention.markdown", "lit_attention.atomic_files",
+             "lit_attention.recipe_names")
 LAYERS = {
     "lit_attention.modeling": BELOW_ALL,
     "datamodules": BELOW_ALL,

@@ -12,12 +12,16 @@ that job is gone. One line says so when it happens.
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import socket
 import sys
 import time
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows has no flock: every lock is then the `.held` file
+    fcntl = None
 
 # What flock answers on a file system that does not support it.
 NO_FLOCK = {errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP}
@@ -25,7 +29,9 @@ NO_FLOCK = {errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP}
 
 def try_flock(file, wait: bool = False) -> bool | None:
     """Lock `file` exclusively: True when locked, False when another process holds it (never with `wait`),
-    None when its file system does not support flock."""
+    None when its file system (or its platform) does not support flock."""
+    if fcntl is None:
+        return None
     try:
         fcntl.flock(file, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         return True

@@ -76,8 +76,8 @@ def finished_record(directory: Path, checkpoint: dict[str, Any]) -> dict | None:
 
 
 def provenance(devices: list[str] | None = None) -> dict[str, Any]:
-    """Where a record was produced: the code (commit, whether the tree had uncommitted changes and a hash
-    of them), the library versions and torch's build, the CPU, torch's thread count and the `devices`
+    """Where a record was produced: the code (its version, commit, whether the tree had uncommitted changes
+    and a hash of them), the library versions and torch's build, the CPU, torch's thread count and the `devices`
     the run used. Records written before these fields have fewer (and "commit" may end in "+dirty")."""
     return {**_static_provenance(), "threads": torch.get_num_threads(), "devices": devices}
 
@@ -89,7 +89,9 @@ def _static_provenance() -> dict[str, Any]:
     them: each forked run sets its own."""
     import lightning
 
-    return {**_git_state(), "python": platform.python_version(), "torch": torch.__version__,
+    import lit_attention
+
+    return {**_git_state(), "lit_attention": lit_attention.__version__, "python": platform.python_version(), "torch": torch.__version__,
             "torch_build": _torch_build(), "lightning": lightning.__version__, "cpu": _cpu_model()}
 
 
