@@ -196,7 +196,7 @@ class LanguageModelingDataModule(DataModule):
 
     def setup(self, stage: str | None = None) -> None:
         if stage == "predict":
-            self.tokenizer = self._tokenizer()
+            self.tokenizer = self.text_tokenizer()
             self.predict_set = lines_of(predict_paths(self.hparams.predict_files))
             self.predict_collate = PromptCollate(self.tokenizer, self.hparams.max_len)
             return
@@ -255,7 +255,7 @@ class LanguageModelingDataModule(DataModule):
         return ngram_floors(tokens.pop("train"), tokens, vocab_size)
 
     def decode(self, ids: list[int]) -> str:
-        return self._tokenizer().decode(ids)
+        return self.text_tokenizer().decode(ids)
 
     # ------------------------------------------------------------------ token files
 
@@ -308,8 +308,9 @@ class LanguageModelingDataModule(DataModule):
         text = json.dumps(meta, indent=1)
         replace_file(self._meta_path, lambda file: file.write(text.encode()))  # the meta file marks a complete cache
 
-    def _tokenizer(self) -> TextTokenizer:
-        """The tokenizer of the token files (a BPE must have been trained by an earlier fit)."""
+    def text_tokenizer(self) -> TextTokenizer:
+        """The tokenizer of the token files (a BPE must have been trained by an earlier fit); a run keeps it
+        (training/run_config.py)."""
         if self.tokenizer is None and self.hparams.tokenizer == "bpe":
             path = self._bpe_path()
             if not path.is_file():
@@ -323,7 +324,7 @@ class LanguageModelingDataModule(DataModule):
         splits = self._load_splits()
         tokenizer = self.tokenizer
         if tokenizer is None and self.hparams.tokenizer != "bpe":
-            tokenizer = self._tokenizer()
+            tokenizer = self.text_tokenizer()
         elif tokenizer is None:
             texts = functools.partial(training_texts, splits["train"], [self.hparams.text_column])
             tokenizer = bpe_tokenizer(self._bpe_path(), self.hparams.vocab_size, texts)

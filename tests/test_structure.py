@@ -74,6 +74,8 @@ LAYERS = {
     "lit_attention.training": (*BELOW_ALL, "lit_attention.modeling", "datamodules"),
     "lit_attention.analysis": (*BELOW_ALL, "lit_attention.modeling", "lit_attention.training", "datamodules"),
     "lit_attention.stats": BELOW_ALL,
+    "lit_attention.sharing": (*BELOW_ALL, "lit_attention.modeling", "lit_attention.training", "datamodules",
+                              "lit_attention.analysis"),
     "lit_attention.sweep": (*BELOW_ALL, "lit_attention.modeling", "lit_attention.training", "datamodules",
                             "lit_attention.analysis", "lit_attention.stats"),
     "lit_attention.reports": (*BELOW_ALL, "lit_attention.modeling", "lit_attention.training", "datamodules",

@@ -26,10 +26,11 @@ example:
 
 
 class SentenceParser(argparse.ArgumentParser):
-    """argparse whose errors reach `main` as one sentence (a ConfigError), as every other command's do."""
+    """argparse whose errors reach `main` as one sentence (a ConfigError), as every other command's do
+    (inspect's and export's)."""
 
     def error(self, message: str):
-        raise ConfigError(f"inspect: {message}; `lit-attention inspect --help` lists the options.")
+        raise ConfigError(f"{self.prog.removeprefix('lit-attention ')}: {message}; `{self.prog} --help` lists the options.")
 
 
 def parser() -> argparse.ArgumentParser:

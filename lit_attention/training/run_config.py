@@ -1,4 +1,5 @@
-"""The resolved `config.yaml` of every run, and what a resume with other settings keeps of the old one."""
+"""The resolved `config.yaml` of every run, what a resume with other settings keeps of the old one, and the
+tokenizer the run's text was encoded with (`tokenizer.json`), so that a copied run can still decode text."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ from pathlib import Path
 
 import yaml
 from lightning.pytorch.cli import SaveConfigCallback
+
+from datamodules.text_tokenizers import HFTokenizer
+from lit_attention.atomic_files import replace_file
 
 # Settings whose change on resume is not worth a warning.
 RESUME_IGNORED_SETTINGS = ("ckpt_path", "config")
@@ -32,6 +36,22 @@ class RunConfigSaver(SaveConfigCallback):
         config = self.parser.dump(self.config, skip_none=False)
         keep_config_on_change(run_dir, config)
         (run_dir / self.config_filename).write_text(config)
+        save_tokenizer(run_dir, trainer.datamodule)
+
+
+TOKENIZER_FILE = "tokenizer.json"
+
+
+def save_tokenizer(run_dir: Path, datamodule) -> Path | None:
+    """The data's tokenizer as `run_dir/tokenizer.json` when it is a `tokenizers` file (a trained BPE, a
+    pretrained one), which otherwise lives only in the data folder; the byte tokenizer needs no file. The
+    DataModule has set up by now (Lightning sets it up before the callbacks)."""
+    # A language model's data encodes its files before setup and loads its tokenizer only when asked.
+    tokenizer = datamodule.text_tokenizer() if hasattr(datamodule, "text_tokenizer") else getattr(datamodule, "tokenizer", None)
+    if not isinstance(tokenizer, HFTokenizer):
+        return None
+    text = tokenizer.tokenizer.to_str(pretty=True)
+    return replace_file(run_dir / TOKENIZER_FILE, lambda file: file.write(text.encode("utf-8")))
 
 
 def keep_config_on_change(run_dir: Path, new_config: str) -> Path | None:

@@ -1,0 +1,90 @@
+"""`lit-attention export RUN --to DIR`: a trained run as a folder a user can share and load without this
+suite's runs or data: model.safetensors and config.json (modeling/pretrained.py), the tokenizer the run
+encoded its text with (tokenizer.json, where the run kept one), and README.md, a model card that states
+the variant, the recipe, the data and what the run's record measured (model_card.py).
+
+    lit-attention export runs/quickstart/vit_digits/super/seed_0/version_0 --to exported/vit_digits_super
+
+`--to` is a new or empty folder, or one an earlier export wrote (its files are replaced whole); any other
+folder is refused before anything is read, so no user file is overwritten.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import lit_attention
+from lit_attention.analysis.command import SentenceParser
+from lit_attention.atomic_files import replace_file
+from lit_attention.errors import ConfigError
+from lit_attention.modeling.pretrained import CONFIG_FILE, FORMAT, save_pretrained
+from lit_attention.sharing.model_card import model_card
+from lit_attention.training.run_config import TOKENIZER_FILE
+
+CARD_FILE = "README.md"
+
+
+def parser() -> argparse.ArgumentParser:
+    found = SentenceParser(prog="lit-attention export", description=__doc__.split("\n\n")[0], allow_abbrev=False,
+                           epilog="example:\n  lit-attention export runs/quickstart/vit_digits/super/seed_0/version_0 "
+                                  "--to exported/vit_digits_super", formatter_class=argparse.RawDescriptionHelpFormatter)
+    found.add_argument("run", metavar="RUN_OR_CKPT", help="a trained run's directory (its best checkpoint, else "
+                       "last.ckpt), a seed's directory (its newest run) or a .ckpt file")
+    found.add_argument("--to", required=True, metavar="DIR", help="the folder to write: new, empty, or an earlier export")
+    return found
+
+
+def check_destination(folder: Path) -> None:
+    """A new or empty folder, or an earlier export's; anything else holds files this command must not replace."""
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"--to {str(folder)!r} is a file; give a folder to export into.")
+    if not folder.is_dir() or not any(folder.iterdir()):
+        return
+    try:
+        earlier = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8")).get("format") == FORMAT
+    except (OSError, ValueError, AttributeError):
+        earlier = False
+    if not earlier:
+        raise ConfigError(f"--to {str(folder)!r} holds files that no export wrote; give a new or empty folder (or an "
+                          "earlier export's, whose files are replaced).")
+
+
+def tokenizer_of(run_dir: Path | None, data_arguments: dict, folder: Path) -> str | None:
+    """Copy the run's tokenizer.json into `folder` where it kept one; what the card says of the tokenizer."""
+    kept = None if run_dir is None else run_dir / TOKENIZER_FILE
+    if kept is not None and kept.is_file():
+        text = kept.read_bytes()
+        replace_file(folder / TOKENIZER_FILE, lambda file: file.write(text))
+        return f"`{TOKENIZER_FILE}` (the `tokenizers` file the run encoded its text with)"
+    name = data_arguments.get("tokenizer")
+    if name is None:
+        return None
+    if name == "bytes":
+        return "bytes: ids 0-255 are the bytes of UTF-8 text (no file needed)"
+    return (f"`{name}`, not kept: the run was trained before runs kept their tokenizer; the data's folder holds it "
+            "(data_dir/tokenizers)")
+
+
+def run(argv: list[str]) -> None:
+    from lit_attention.analysis.loading import load_run
+
+    args = parser().parse_args(argv)
+    folder = Path(args.to)
+    check_destination(folder)
+    loaded = load_run(args.run)
+    model = loaded.task.model
+    record_file = None if loaded.run_dir is None else loaded.run_dir / "record.json"
+    record = json.loads(record_file.read_text()) if record_file is not None and record_file.is_file() else None
+    folder.mkdir(parents=True, exist_ok=True)
+    about = {"lit_attention": lit_attention.__version__, "model": type(getattr(model, "_orig_mod", model)).__name__,
+             "variant": loaded.task.spec.name, "task": loaded.hyper_parameters.get("_class_path"),
+             "checkpoint": str(loaded.checkpoint), "step": loaded.step,
+             "data": {"class": loaded.data_class, "arguments": loaded.data_arguments},
+             "tokenizer": tokenizer_of(loaded.run_dir, loaded.data_arguments, folder), "record": record}
+    save_pretrained(model, loaded.task.spec, folder, about)
+    card = model_card(about, loaded.task.config.to_dict(), folder.name)
+    replace_file(folder / CARD_FILE, lambda file: file.write(card.encode("utf-8")))
+    print(f"Exported {loaded.checkpoint} (step {loaded.step}) to {folder}: {', '.join(sorted(p.name for p in folder.iterdir()))}; "
+          f"load it with lit_attention.modeling.pretrained.from_pretrained({str(folder)!r}).", flush=True)
