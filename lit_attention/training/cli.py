@@ -75,7 +75,8 @@ from lit_attention.training.run_dirs import (
 )
 from lit_attention.training.run_config import RunConfigSaver
 from lit_attention.training.quiet import quiet_lightning
-from lit_attention.training.run_logger import hparams_metrics, settings_label
+from lit_attention.training.other_loggers import RunLabels, name_loggers
+from lit_attention.training.run_logger import RunLogger, hparams_metrics, settings_label
 from lit_attention.training.tasks.base import TaskModule
 
 DESCRIPTION = (
@@ -227,6 +228,8 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
             meta_model = instantiate_config(self.run_config.model)
         check_fits_memory(meta_model, self.subcommand == "fit", runs_on_cpu(self.run_config.trainer))
         self._place_run(meta_model)
+        name_loggers(self.run_config.trainer, f"{self.run_name()}/{self.variant_name()}/seed_{self.run_config.seed_everything}",
+                     None if self.place.directory is None else self.place.directory.name)
 
     def prepare_config(self) -> None:
         """Build the DataModule (its __init__ reads nothing), copy its sizes into the model's arguments
@@ -322,6 +325,8 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
             attention_maps=config.run.attention_maps, progress=config.trainer.get("enable_progress_bar") is not False,
             checkpoint_dir=str(self.place.directory / CHECKPOINTS) if self.place.directory is not None else None,
         )
+        if config.trainer.get("logger") not in (None, True, False):  # the user's own: the run's labels too
+            kwargs["callbacks"].append(RunLabels({**self.logger_facts(), **self.logger_details()}, RunLogger))
         if self.subcommand == "predict":  # on every rank: under DDP rank 0 gathers the others' rows
             where = self.place.directory
             kwargs["callbacks"].append(PredictionWriter(None if where is None else where / "predictions.jsonl"))

@@ -23,7 +23,8 @@ SETTING_EXAMPLES = {"kv_heads": "standard,kv_heads=2", "query_scale": "identity_
 # feeds every one the message the installed jsonargparse really gives (pyproject pins the tested range), and
 # fails naming the pattern when one no longer matches, rather than letting the raw report through.
 _KEY = re.compile(r'Parser key "([^"]+)"')
-_CLASS_PATH = re.compile(r"Problem with given class_path '[^']+'")
+_CLASS_PATH = re.compile(r"Problem with given class_path '(?:[\w.]+\.)?(\w+)'")
+_REQUIRED = re.compile(r"^:?\s*the following arguments are required: ([\w, ]+)")
 _LITERAL = re.compile(r"Expected a typing\.Literal\[(.*?)\](?=[. ]|$)")
 _GIVEN = re.compile(r"(?:Given value|Got value): (.+?)(?= Expected a | Given value|$)")
 _TYPE = re.compile(r"Expected a <class '(\w+)'>")
@@ -128,6 +129,11 @@ def parser_error_sentence(message: str, classes: dict[str, list[str]] | None = N
         return (f"--seed_everything {given!r} is invalid; give a whole number from 0 (true, a random seed, is not taken: "
                 "a run is kept, resumed and compared under seed_<n>, so its seed is chosen before it starts).")
     nested = _CLASS_PATH.search(flat)
+    required = _REQUIRED.search(flat[nested.end():]) if nested is not None else None
+    if required:  # a class given without an argument it has no default for (a CSVLogger without save_dir)
+        names = [name.strip() for name in required.group(1).split(",")]
+        return (f"{flag} {nested.group(1)} needs {', '.join(names)}, which it has no default for; add "
+                + " and ".join(f"{flag}.{name} <value>" for name in names) + " (or set it under init_args in the recipe).")
     if nested is not None:  # what follows is about the inner key; the NoneType there is the class's own option
         flat = flat[nested.end():].replace("Expected a <class 'NoneType'>", "")
     literals = _LITERAL.findall(flat)

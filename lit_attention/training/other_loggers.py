@@ -1,0 +1,91 @@
+"""A user's own loggers (`--trainer.logger CSVLogger`, `MLFlowLogger`, `WandbLogger`, ...) keep the run's
+identity, as the run's TensorBoard logger does (run_logger.py):
+
+* a logger the user did not name is named after the run: its recipe (with compare's grid point and arm),
+  variant and seed, and the run's version, so that the runs of a sweep never become `version_0`,
+  `version_1`, ... of one `lightning_logs` (`name_loggers`, before the classes are built);
+* every logger gets the run's labels (variant, seed, recipe, settings, parameter counts, data settings)
+  through `log_hyperparams` (`RunLabels`), beside the module's hyper-parameters Lightning gives it;
+* attention maps go to every logger that takes images, and one line says which ones take none
+  (`log_figure`).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import lightning as L
+
+# Logger class -> (the init argument that names its run, the value that means "not named by the user").
+NAME_ARGUMENTS = {"CSVLogger": ("name", "lightning_logs"), "TensorBoardLogger": ("name", "lightning_logs"),
+                  "MLFlowLogger": ("run_name", None), "WandbLogger": ("name", None), "NeptuneLogger": ("name", None),
+                  "CometLogger": ("name", None)}
+VERSIONED = ("CSVLogger", "TensorBoardLogger")  # loggers whose directory is <save_dir>/<name>/<version>
+
+
+def logger_specs(trainer_config) -> list:
+    """The logger entries of a trainer config that are classes to build (`class_path` and `init_args`)."""
+    given = trainer_config.get("logger")
+    entries = given if isinstance(given, list) else [given]
+    return [entry for entry in entries if hasattr(entry, "get") and entry.get("class_path")]
+
+
+def name_loggers(trainer_config, label: str, version: str | None) -> None:
+    """Name every logger the user left unnamed after the run: `label` (`quickstart/vit_digits/super/seed_0`,
+    compare's grid point and arm included), and a directory logger's version after the run's (`version_0`)."""
+    for spec in logger_specs(trainer_config):
+        kind = spec.class_path.rsplit(".", 1)[-1]
+        if kind not in NAME_ARGUMENTS or spec.get("init_args") is None:
+            continue
+        argument, unnamed = NAME_ARGUMENTS[kind]
+        if spec.init_args.get(argument) == unnamed:
+            spec.init_args[argument] = label if kind in VERSIONED or version is None else f"{label}/{version}"
+        if kind in VERSIONED and version is not None and spec.init_args.get("version") is None:
+            spec.init_args["version"] = version
+
+
+class RunLabels(L.Callback):
+    """Give every logger but the run's own TensorBoard logger (which has them) the run's labels, once the
+    trainer is set up; Lightning then adds the module's hyper-parameters."""
+
+    def __init__(self, labels: dict[str, Any], own_logger: type) -> None:
+        self.labels, self.own_logger = dict(labels), own_logger
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        for logger in trainer.loggers:
+            if not isinstance(logger, self.own_logger):
+                logger.log_hyperparams(self.labels)
+
+
+# The loggers told, once a process, that they take no images.
+NOTED: set[str] = set()
+
+
+def log_figure(logger, tag: str, figure, step: int) -> bool:
+    """Log a matplotlib `figure` as an image where `logger` takes images (TensorBoard's add_figure, W&B's
+    log_image, MLflow's log_figure); otherwise say so in one line, once, and return False."""
+    experiment = logger.experiment
+    if hasattr(experiment, "add_figure"):
+        experiment.add_figure(tag, figure, step)
+    elif hasattr(logger, "log_image"):
+        logger.log_image(key=tag, images=[figure], step=step)
+    elif hasattr(experiment, "log_figure") and getattr(logger, "run_id", None) is not None:
+        experiment.log_figure(logger.run_id, figure, f"{tag}/step_{step}.png")
+    else:
+        kind = type(logger).__name__
+        if kind not in NOTED:
+            NOTED.add(kind)
+            print(f"note: attention maps are not logged to {kind}, which takes no images (TensorBoard, W&B and "
+                  "MLflow loggers do); the run's own TensorBoard logger, when kept, has them.", file=sys.stderr, flush=True)
+        return False
+    return True
+
+
+def log_to_every_logger(loggers, tag: str, figure, step: int) -> None:
+    """`figure` to each of `loggers` that takes images (a line once for each that does not), then closed."""
+    from matplotlib import pyplot  # the figure's maker has chosen the backend
+
+    for logger in loggers:
+        log_figure(logger, tag, figure, step)
+    pyplot.close(figure)
