@@ -252,7 +252,8 @@ def run_sweep(args, argv: list[str], variants: list[str], grid, extra: list[str]
                         equivalence=equivalence, extension_rounds=args.max_extensions if args.extend_edges else None)
     print("\n" + text)
     finished = sum(state.finished for state in states.values())
-    written = "results.md, results.csv, timings.csv and results.png" if finished else "results.md and results.csv"
+    written = ("results.md, results.csv, comparisons.csv, timings.csv and results.png" if finished
+               else "results.md, results.csv and comparisons.csv")
     print(f"Wrote {output}/{written}; curves: tensorboard --logdir {shlex.quote(str(output / 'runs'))}")
     end_sweep(failed, skipped, "the table")
 

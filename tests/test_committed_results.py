@@ -42,6 +42,7 @@ def test_the_committed_gpt_small_records_rebuild_the_committed_results_csv(tmp_p
     except SystemExit as exit_:
         assert exit_.code == 0, capsys.readouterr().err[-2000:]
     assert (output / "results.csv").read_bytes() == (committed / "results.csv").read_bytes()
+    assert (output / "comparisons.csv").read_bytes() == (committed / "comparisons.csv").read_bytes()
     # results.md too, but for its command line (the --output differs): the committed tables, with their
     # pairing status, grid-edge flags and provenance, are what this version's report says.
     rebuilt, kept = ((path / "results.md").read_text().split("\n", 3)[3] for path in (output, committed))

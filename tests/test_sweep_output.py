@@ -140,12 +140,16 @@ def test_ctrl_c_while_waiting_for_the_lock_is_one_sentence(in_tmp, capsys):
 
 
 def finished_states(best: float) -> tuple[Plan, list[RunState]]:
-    plan = Plan(arms=["standard"], points=[()], seeds=[0])
-    plan.runs.append(Run("standard", "standard", (), 0))
-    record = {"monitor": "val/acc", "mode": "max", "curve": [[0, 10, best]], "best": {"epoch": 0, "step": 10, "value": best},
-              "final": best, "test": {"test/acc": best}, "params": {"total": 10, "non_embedding": 8, "attention": 4},
-              "train_seconds": 100 * best}
-    return plan, [RunState(plan.runs[0], record=record)]
+    """One seed of `standard` at `best` and of `super` at 0.6: a comparison whose difference changes with `best`."""
+    plan = Plan(arms=["standard", "super"], points=[()], seeds=[0])
+    states = []
+    for arm, value in (("standard", best), ("super", 0.6)):
+        plan.runs.append(Run(arm, arm, (), 0))
+        record = {"monitor": "val/acc", "mode": "max", "curve": [[0, 10, value]], "best": {"epoch": 0, "step": 10, "value": value},
+                  "final": value, "test": {"test/acc": value}, "params": {"total": 10, "non_embedding": 8, "attention": 4},
+                  "train_seconds": 100 * value}
+        states.append(RunState(plan.runs[-1], record=record))
+    return plan, states
 
 
 @pytest.mark.slow

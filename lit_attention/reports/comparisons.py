@@ -73,8 +73,39 @@ def wanted_comparisons(plan: Plan, baseline: str, primary: list[tuple[str, str]]
     return wanted + [pair for pair in primary or [] if pair not in wanted]
 
 
-def comparison_table(comparisons: list[Comparison], baseline: str, primary, metric: str, mode: str, where: str) -> str:
-    """The pairing lines, the note on what the columns mean, the table, and the warnings under it."""
+# comparisons.csv's columns, in order: what every table of results.md says of a comparison, at full precision.
+# A table over seeds fills the first block, one over seeds and test items the second (reports/item_comparisons.py).
+CSV_FIELDS = ["table", "metric", "arm", "reference", "paired", "seeds", "seeds_reference", "difference", "low", "high",
+              "bootstrap_low", "bootstrap_high", "simultaneous_low", "simultaneous_high", "p", "p_holm", "p_exact",
+              "p_exact_holm", "p_exact_monte_carlo", "primary", "verdict",
+              "test_items", "seeds_only_low", "seeds_only_high", "two_way_low", "two_way_high", "item_test"]
+
+
+def comparison_records(comparisons: list[Comparison], table: str, metric: str, mode: str) -> list[dict]:
+    """One row of comparisons.csv per comparison of a table over seeds: the numbers its markdown row shows,
+    unrounded (NaN where it shows n/a), and its verdict in the table's words."""
+    found = []
+    for c in comparisons:
+        row = {"table": table, "metric": metric, "arm": c.arm, "reference": c.reference}
+        d = c.difference
+        if d is None:
+            found.append({**row, "verdict": "not compared: other data"})
+            continue
+        found.append({**row, "paired": d.paired, "seeds": d.n, "seeds_reference": d.n_baseline, "difference": d.mean,
+                      "low": d.low, "high": d.high, "bootstrap_low": d.boot_low, "bootstrap_high": d.boot_high,
+                      "simultaneous_low": d.joint_low, "simultaneous_high": d.joint_high, "p": d.p, "p_holm": d.p_holm,
+                      "p_exact": d.p_exact, "p_exact_holm": c.p_exact_holm,
+                      "p_exact_monte_carlo": d.p_exact_monte_carlo or c.p_exact_holm_monte_carlo, "primary": d.primary,
+                      "verdict": verdict(d, mode)})
+    return found
+
+
+def comparison_table(comparisons: list[Comparison], baseline: str, primary, metric: str, mode: str, where: str,
+                     rows: list[dict] | None = None, table: str = "") -> str:
+    """The pairing lines, the note on what the columns mean, the table, and the warnings under it; the
+    comparisons' rows of comparisons.csv are added to `rows` (their `table` named by `table`)."""
+    if rows is not None:
+        rows.extend(comparison_records(comparisons, table, metric, mode))
     differences = [c.difference for c in comparisons if c.difference is not None]
     tested = sum(d.primary and not math.isnan(d.p) for d in differences)  # what the corrections count
     pairings = {}

@@ -24,24 +24,26 @@ EXTENDED = ("Candidates: every point each arm ran, the grid's and those `--exten
 
 
 def cross_fit_section(plan: Plan, cells: dict, baseline: str, primary, monitor: str, mode: str, has_test: bool,
-                      value) -> str:
+                      value, csv_rows: list[dict] | None = None) -> str:
     """The strict cross-fitted table and, when some arm has points past the grid, the extended one.
-    `value`: a record's scored value (its test value, or its best validation value without --test)."""
+    `value`: a record's scored value (its test value, or its best validation value without --test);
+    `csv_rows`: gets the comparisons' rows of comparisons.csv."""
     metric = monitor.replace("val/", "test/") if has_test else f"best {monitor}"
     title = "## Cross-fitted tuning: chosen on half of the seeds, scored on the other half\n\n"
     strict = {arm: [p for p in plan.points if (arm, p) in cells] for arm in plan.arms}
-    section = cross_fit_tables(plan, cells, strict, STRICT, baseline, primary, metric, mode, value)
+    section = cross_fit_tables(plan, cells, strict, STRICT, baseline, primary, metric, mode, value, csv_rows, "cross-fit")
     if section is None:
         return title + "Needs two or more seeds.\n"
     if not any(plan.extensions.get(arm) for arm in plan.arms):
         return title + section
     every = {arm: [p for p in plan.points_of(arm) if (arm, p) in cells] for arm in plan.arms}
     return (title + section + "\n## Cross-fitted tuning over every point each arm ran, extensions included\n\n"
-            + cross_fit_tables(plan, cells, every, EXTENDED, baseline, primary, metric, mode, value))
+            + cross_fit_tables(plan, cells, every, EXTENDED, baseline, primary, metric, mode, value, csv_rows,
+                               "cross-fit over every point"))
 
 
 def cross_fit_tables(plan: Plan, cells: dict, candidates: dict[str, list[tuple]], what: str, baseline: str, primary,
-                     metric: str, mode: str, value) -> str | None:
+                     metric: str, mode: str, value, csv_rows: list[dict] | None = None, name: str = "") -> str | None:
     """The halves, `what` the candidates are, each arm's two choices among its `candidates` ({arm: points})
     with its values at the other half's choice, and the comparison table at those choices; None when no
     arm can be cross-fitted."""
@@ -71,6 +73,7 @@ def cross_fit_tables(plan: Plan, cells: dict, candidates: dict[str, list[tuple]]
                         (("first", f.chosen_on_first, f.tied_on_first), ("second", f.chosen_on_second, f.tied_on_second))},
                        point_label)
     comparisons = compare_arms(chosen, wanted_comparisons(plan, baseline, primary), primary)
-    text = comparison_table(comparisons, baseline, primary, metric, mode, " at the other half's choice") if comparisons else ""
+    text = (comparison_table(comparisons, baseline, primary, metric, mode, " at the other half's choice", csv_rows, name)
+            if comparisons else "")
     return (f"Selection and scoring never share a seed: {halves}. Each seed's value is its run at the point the other "
             f"half chose. {what}\n\n" + table + ("\n" + text if text else ""))

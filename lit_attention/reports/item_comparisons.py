@@ -76,9 +76,11 @@ def matrices(arm: dict[int, dict], reference: dict[int, dict], measure: str) -> 
 
 
 def item_section(comparisons: list[Comparison], records: dict[str, dict[int, dict]],
-                 places: dict[str, dict[int, Path]], metric: str, primary, baseline: str) -> str:
+                 places: dict[str, dict[int, Path]], metric: str, primary, baseline: str,
+                 csv_rows: list[dict] | None = None, table: str = "") -> str:
     """The section under the comparison table of `metric` ("test/acc", "test/loss", ...): `records`
-    {arm: {seed: record}} at the compared points, `places` {arm: {seed: the run's directory}}."""
+    {arm: {seed: record}} at the compared points, `places` {arm: {seed: the run's directory}}. Its rows of
+    comparisons.csv go to `csv_rows`, as `table` over seeds and test items."""
     split, _, name = metric.partition("/")
     compared = [c for c in comparisons if c.difference is not None]
     outcomes = {arm: {seed: found for seed, record in by_seed.items()
@@ -101,6 +103,8 @@ def item_section(comparisons: list[Comparison], records: dict[str, dict[int, dic
     corrected = dict(zip((id(c) for c, _ in tested), holm([row["p"] for _, row in tested])))
     rows = []
     for c, row in found:
+        if csv_rows is not None:
+            csv_rows.append(item_record(c, row, corrected.get(id(c), math.nan), f"{table} over seeds and test items", metric))
         if isinstance(row, str):
             rows.append([label(c, baseline), "-", *["n/a"] * 5, row if row.startswith("n/a") else f"n/a: {row}"])
             continue
@@ -111,6 +115,20 @@ def item_section(comparisons: list[Comparison], records: dict[str, dict[int, dic
     header = ["arm", "seeds × test items", "difference", "over seeds only (bootstrap 95%)",
               "over seeds and test items (bootstrap 95%)", "paired test over items", "p", "p (Holm)"]
     return "\n### Over seeds and test items\n\n" + lead(measure, primary, len(tested)) + markdown(header, rows)
+
+
+def item_record(c: Comparison, row: dict | str, p_holm: float, table: str, metric: str) -> dict:
+    """One row of comparisons.csv for a comparison over seeds and test items (`row`: item_row's numbers, or
+    why there are none)."""
+    found = {"table": table, "metric": metric, "arm": c.arm, "reference": c.reference}
+    if isinstance(row, str):
+        return {**found, "verdict": row if row.startswith("n/a") else f"n/a: {row}"}
+    return {**found, "paired": True, "seeds": row["seeds"], "test_items": row["items"], "difference": row["mean"],
+            "seeds_only_low": row["seeds_only"][0], "seeds_only_high": row["seeds_only"][1],
+            "two_way_low": row["two_way"][0], "two_way_high": row["two_way"][1], "item_test": row["test"],
+            "p": row["p"], "p_holm": p_holm if c.difference.primary else math.nan,
+            "p_exact_monte_carlo": row["monte_carlo"], "primary": c.difference.primary,
+            "verdict": "" if c.difference.primary else "exploratory"}
 
 
 def item_row(variant: np.ndarray, reference: np.ndarray, weights, seeds: list[int], counts) -> dict:

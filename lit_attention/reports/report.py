@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import statistics
 from pathlib import Path
 
 from lit_attention.training.records import TIMING_FIELDS
 from lit_attention.sweep.report_files import write_atomically
 from lit_attention.reports.budget import budget_note
+from lit_attention.reports.comparisons import CSV_FIELDS as COMPARISON_FIELDS
 from lit_attention.reports.comparisons import compare_arms, comparison_table, equivalence_note, wanted_comparisons
 from lit_attention.reports.cross_fits import cross_fit_section
 from lit_attention.reports.floors import floors_line
@@ -72,7 +74,7 @@ def write_report(plan: Plan, states: list[RunState], output: Path, command: str,
                  success_threshold: float | None, primary: list[tuple[str, str]] | None = None,
                  cross_fitted: bool = False, extension_rounds: int | None = None,
                  common_point: tuple | None = None, equivalence: dict | None = None) -> str:
-    """Write results.csv, timings.csv, results.md and results.png into `output`; returns the markdown.
+    """Write results.csv, timings.csv, comparisons.csv, results.md and results.png into `output`; returns the markdown.
     `primary`: the (arm, reference) comparisons declared confirmatory (None: every arm against the
     baseline); `cross_fitted`: add the cross-fitted tuned table; `extension_rounds`: how many rounds of
     --extend-edges were allowed (None: not asked for); `common_point`: a grid point to compare every arm
@@ -88,6 +90,7 @@ def write_report(plan: Plan, states: list[RunState], output: Path, command: str,
             text += "\n## Failed runs\n\n" + markdown(["arm", "point", "seed", "error"], [
                 [s.run.arm, point_label(s.run.point), str(s.run.seed), s.failure.get("message", "").replace("|", "/")]
                 for s in sorted(failed, key=lambda s: (s.run.arm, s.run.point, s.run.seed))])
+        write_comparisons(output / "comparisons.csv", [])
         write_atomically(output / "results.md", text)
         return text
     monitor, mode = finished[0]["monitor"], finished[0]["mode"]
@@ -110,13 +113,15 @@ def write_report(plan: Plan, states: list[RunState], output: Path, command: str,
               for arm, point in tuned.items()}
     places = {arm: {s.run.seed: s.directory for s in cells[(arm, point)].states if s.record is not None}
               for arm, point in tuned.items()}
+    csv_rows: list[dict] = []  # comparisons.csv: every comparison of every table below, unrounded
     table, smallest_effect = comparison_section(plan, chosen, baseline, primary, monitor, mode, has_test, grid, places,
-                                                equivalence or {})
+                                                equivalence or {}, csv_rows)
     sections.append(table)
     if common_point is not None:
-        sections.append(common_point_section(plan, cells, common_point, baseline, primary, monitor, mode, has_test))
+        sections.append(common_point_section(plan, cells, common_point, baseline, primary, monitor, mode, has_test,
+                                             csv_rows))
     if cross_fitted and grid:
-        sections.append(cross_fit_section(plan, cells, baseline, primary, monitor, mode, has_test, value))
+        sections.append(cross_fit_section(plan, cells, baseline, primary, monitor, mode, has_test, value, csv_rows))
     if success_threshold is not None:
         sections.append(success_section(plan, cells, tuned, success_threshold, monitor, mode))
     sections.append(verification_section(plan, states, output, smallest_effect))
@@ -126,9 +131,20 @@ def write_report(plan: Plan, states: list[RunState], output: Path, command: str,
                     + markdown(["what", "values (runs)"], provenance_rows(finished)))
     sections.append("![curves](results.png)\n")
     text = "\n".join(section for section in sections if section)
+    write_comparisons(output / "comparisons.csv", csv_rows)
     write_atomically(output / "results.md", text)
     plot(output / "results.png", plan, cells, tuned, monitor, baseline)
     return text
+
+
+def write_comparisons(path: Path, rows: list[dict]) -> None:
+    """comparisons.csv: a row per comparison of results.md's tables (COMPARISON_FIELDS), numbers unrounded,
+    NaN where the markdown says n/a; a program reads the differences, intervals, p values and verdicts here."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=COMPARISON_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows([{k: ("nan" if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()} for row in rows])
+    write_atomically(path, buffer.getvalue())
 
 
 
@@ -243,8 +259,8 @@ def edges_note(plan: Plan, tuned: dict, extension_rounds: int | None) -> str:
 
 
 def comparison_section(plan: Plan, chosen: dict, baseline: str, primary, monitor: str, mode: str, has_test: bool,
-                       grid: bool, places: dict | None = None,
-                       equivalence: dict | None = None) -> tuple[str, float | None]:
+                       grid: bool, places: dict | None = None, equivalence: dict | None = None,
+                       csv_rows: list[dict] | None = None) -> tuple[str, float | None]:
     """The comparison table and the smallest difference it claims (a "better" or "worse" verdict), for the
     re-run check; None when it claims none. With test values, the comparison over seeds and test items
     follows the table (item_comparisons.py; `places`: {arm: {seed: its run's directory}})."""
@@ -263,11 +279,12 @@ def comparison_section(plan: Plan, chosen: dict, baseline: str, primary, monitor
         title += ("**Optimistic:** without --test these are the validation values that chose each grid point, "
                   "so the differences are biased toward the tuned arms; rerun with --test for held-out ones.\n\n")
     where = " at each arm's tuned grid point" if grid else ""
-    text = comparison_table(comparisons, baseline, primary, metric, mode, where)
+    name = "tuned" if grid else "main"
+    text = comparison_table(comparisons, baseline, primary, metric, mode, where, csv_rows, name)
     text += equivalence_note(comparisons, equivalence or {}, baseline)
     if has_test:
         text += item_section(comparisons, {arm: records for arm, (records, _) in chosen.items()}, places or {},
-                             metric, primary, baseline)
+                             metric, primary, baseline, csv_rows, name)
     # The smallest effect the table claims: a difference whose corrected test rejects equality.
     effects = [abs(c.difference.mean) for c in comparisons
                if c.difference is not None and c.difference.primary and c.difference.p_holm < ALPHA]
@@ -275,7 +292,7 @@ def comparison_section(plan: Plan, chosen: dict, baseline: str, primary, monitor
 
 
 def common_point_section(plan: Plan, cells: dict, point: tuple, baseline: str, primary, monitor: str, mode: str,
-                         has_test: bool) -> str:
+                         has_test: bool, csv_rows: list[dict] | None = None) -> str:
     """The comparison again with every arm at one grid point instead of its tuned one (compare --at): what
     is left of a difference when no arm gets a setting of its own, e.g. at a common, conservative rate."""
     value = test_value if has_test else best_value
@@ -291,7 +308,8 @@ def common_point_section(plan: Plan, cells: dict, point: tuple, baseline: str, p
             "much of a tuned difference comes from the setting each arm chose. Corrected as a family of its own, "
             "not together with the table above, so across both tables a false verdict is up to twice as likely "
             "as either table's 5%.\n\n"
-            + comparison_table(comparisons, baseline, primary, metric, mode, f" at {point_label(point)}"))
+            + comparison_table(comparisons, baseline, primary, metric, mode, f" at {point_label(point)}", csv_rows,
+                               f"at {point_label(point)}"))
 
 
 def success_section(plan: Plan, cells: dict, tuned: dict, threshold: float, monitor: str, mode: str) -> str:

@@ -1,6 +1,6 @@
 """Writing a report file whole or not at all: the new bytes go to a hidden temporary file beside it,
 which is synced and renamed over the old one, so a sweep killed while it writes leaves the previous
-results.md, results.csv, timings.csv or results.png, never a truncated one. A file that cannot be
+results.md, results.csv, timings.csv, comparisons.csv or results.png, never a truncated one. A file that cannot be
 written is one sentence (a ConfigError), not a traceback."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 from lit_attention.errors import ConfigError, brief
 from lit_attention.atomic_files import replace_file
 
-REPORT_FILES = ("results.md", "results.csv", "timings.csv", "results.png")
+REPORT_FILES = ("results.md", "results.csv", "timings.csv", "comparisons.csv", "results.png")
 TEMPORARY = re.compile(r"\.(" + "|".join(map(re.escape, REPORT_FILES)) + r")\.\d+\.tmp")
 
 
