@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import random
 import re
 import sys
 import tempfile
@@ -32,7 +33,7 @@ from pathlib import Path
 import yaml
 
 from lit_attention.errors import ConfigError
-from lit_attention.limits import check_run_seed
+from lit_attention.limits import SEED_MAX, check_run_seed
 from lit_attention.recipe_names import closest_recipes, with_recipe_paths
 from lit_attention.sweep import die_with_parent
 
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
         if not words:  # a command is needed: a script that lost its arguments must not read success
             sys.exit(2)
         return
-    words = with_recipe_paths(words)  # `--config quickstart/vit_digits`: a shipped recipe by its name
+    words = with_drawn_seed(with_recipe_paths(words))  # a shipped recipe by its name; `--seed_everything true`
     if len(words) == 2 and words[0] in RUN_COMMANDS and words[1] in ("--help", "-h"):
         print(run_command_help(words[0]), end="")
         return
@@ -308,6 +309,33 @@ _NO_OPTIMIZER = (
     "schedule from its own settings; change them with --model.lr, --model.weight_decay, --model.betas, "
     "--model.warmup_steps and --model.min_lr_ratio."
 )
+
+
+DRAWN_SEED = "LIT_ATTENTION_DRAWN_SEED"  # the seed drawn for `--seed_everything true`, for the ranks Lightning starts
+
+
+def with_drawn_seed(words: list[str]) -> list[str]:
+    """Lightning's `fit --seed_everything true` (a random seed), accepted: the seed is drawn here and said in
+    one line, so that the run is kept, resumed and compared under its seed_<n> like any other. The ranks
+    Lightning starts re-run this command and take the same seed from the environment; under a launcher that
+    starts every rank itself (torchrun, srun) no seed is drawn, and the parser's sentence asks for a number."""
+    if not words or words[0] != "fit":
+        return words
+    found = list(words)
+    for i, word in enumerate(found):
+        option, equals, value = word.partition("=")
+        index = i if equals else i + 1
+        if option != "--seed_everything" or index >= len(found) or (value if equals else found[index]).lower() != "true":
+            continue
+        seed = os.environ.get(DRAWN_SEED)
+        if seed is None:
+            if int(os.environ.get("WORLD_SIZE") or 1) > 1 or int(os.environ.get("SLURM_NTASKS") or 1) > 1:
+                return found
+            seed = os.environ[DRAWN_SEED] = str(random.SystemRandom().randrange(SEED_MAX + 1))
+            print(f"--seed_everything true: seed {seed}, drawn at random; the run is seed_{seed}, and "
+                  f"--seed_everything {seed} repeats or resumes it.", flush=True)
+        found[index] = f"--seed_everything={seed}" if equals else seed
+    return found
 
 
 def config_files(words: list[str]) -> list[str]:

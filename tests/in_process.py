@@ -18,7 +18,8 @@ import torch
 
 # What a `lit-attention` run (Lightning's seed_everything, --trainer.deterministic, the CLI) sets in
 # the process: left over, it would change the next test's run.
-RUN_VARIABLES = ("PL_GLOBAL_SEED", "PL_SEED_WORKERS", "LIT_ATTENTION_TRACEBACK", "CUBLAS_WORKSPACE_CONFIG")
+RUN_VARIABLES = ("PL_GLOBAL_SEED", "PL_SEED_WORKERS", "LIT_ATTENTION_TRACEBACK", "CUBLAS_WORKSPACE_CONFIG",
+                 "LIT_ATTENTION_DRAWN_SEED")
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 PYTEST_VARIABLE = "PYTEST_CURRENT_TEST"  # pytest's own, updated between setup, call and teardown
 

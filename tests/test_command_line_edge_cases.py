@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import re
 import os
 import shutil
 from pathlib import Path
@@ -300,12 +301,30 @@ def test_a_recipe_key_given_twice_is_named_with_both_lines(tmp_path, capsys):
     assert not (tmp_path / "runs").exists()
 
 
-@pytest.mark.parametrize("given", [["--seed_everything", "true"], ["--seed_everything=false"]])
 @pytest.mark.slow
-def test_seed_everything_true_or_false_is_refused(given, tmp_path, capsys):
-    sentence = refused(["fit", "--config", VIT, *TINY, "--run.root", str(tmp_path / "runs"), *given], capsys)
+def test_seed_everything_false_is_refused(tmp_path, capsys):
+    sentence = refused(["fit", "--config", VIT, *TINY, "--run.root", str(tmp_path / "runs"), "--seed_everything=false"],
+                       capsys)
     assert "--seed_everything" in sentence and "whole number" in sentence
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("given", [["--seed_everything", "true"], ["--seed_everything=True"]])
+@pytest.mark.slow
+def test_seed_everything_true_on_the_command_line_draws_a_seed_the_run_is_named_by(given, tmp_path, capsys, monkeypatch):
+    """Lightning's random seed, accepted: drawn before the run starts, said in one line, and the run's folder and
+    record carry it, so `--seed_everything <n>` repeats or resumes it."""
+    from lit_attention.main import DRAWN_SEED
+
+    monkeypatch.delenv(DRAWN_SEED, raising=False)
+    status, out, err = lit_attention(["fit", "--config", VIT, *TINY, "--trainer.max_steps=1", "--trainer.limit_val_batches=0",
+                                      "--run.root", str(tmp_path / "runs"), *given], capsys)
+    assert status == 0, err[-2000:]
+    [seed] = re.findall(r"--seed_everything true: seed (\d+), drawn at random; the run is seed_\1,", out)
+    [run] = (tmp_path / "runs").glob("*/*/standard/seed_*/version_0")
+    assert run.parent.name == f"seed_{seed}"
+    assert json.loads((run / "record.json").read_text())["seed"] == int(seed)
+    monkeypatch.delenv(DRAWN_SEED)  # the next command draws its own
 
 
 @pytest.mark.slow

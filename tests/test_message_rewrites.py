@@ -58,8 +58,9 @@ CASES = {
     "a seed that is not a number": (
         ["fit", "--config", VIT, "--seed_everything", "true"],
         ["the parser key", "the given value"],
-        "--seed_everything 'True' is invalid; give a whole number from 0 (true, a random seed, is not taken: a run is "
-        "kept, resumed and compared under seed_<n>, so its seed is chosen before it starts)."),
+        "--seed_everything 'True' is invalid; give a whole number from 0 (a run is kept, resumed and compared under "
+        "seed_<n>, so its seed is chosen before it starts: `fit --seed_everything true` on the command line draws one, a "
+        "recipe or a run whose ranks torchrun or srun start gives the number)."),
 }
 
 

@@ -126,8 +126,9 @@ def parser_error_sentence(message: str, classes: dict[str, list[str]] | None = N
         return f"{flag} {missing_class.group(1)!r} is not one of this suite's classes; valid choices are {choices}."
     given = _leaf(_given_value(flat), flag.lstrip("-").split(".")[1:])
     if flag == "--seed_everything":
-        return (f"--seed_everything {given!r} is invalid; give a whole number from 0 (true, a random seed, is not taken: "
-                "a run is kept, resumed and compared under seed_<n>, so its seed is chosen before it starts).")
+        return (f"--seed_everything {given!r} is invalid; give a whole number from 0 (a run is kept, resumed and compared "
+                "under seed_<n>, so its seed is chosen before it starts: `fit --seed_everything true` on the command "
+                "line draws one, a recipe or a run whose ranks torchrun or srun start gives the number).")
     nested = _CLASS_PATH.search(flat)
     required = _REQUIRED.search(flat[nested.end():]) if nested is not None else None
     if required:  # a class given without an argument it has no default for (a CSVLogger without save_dir)
