@@ -39,6 +39,9 @@ def files_of(folder: Path) -> dict[str, str]:
 def test_an_exported_vit_loads_with_identical_logits_and_its_card_quotes_the_record(in_tmp, capsys):
     run = trained(["--config", VIT, "--trainer.max_epochs=1", "--trainer.limit_train_batches=4",
                    "--trainer.limit_val_batches=2", "--run.test=true", "--trainer.limit_test_batches=2", *TINY], "super")
+    assert run_main(["export", str(run), "--to", "exported/vit_super", "--transformers"]) == 2  # no GPT-2 counterpart
+    assert "Only a GPT has a transformers counterpart" in capsys.readouterr().err
+    assert not (in_tmp / "exported").exists()  # refused before anything was written
     assert run_main(["export", str(run), "--to", "exported/vit_super"]) == 0
     assert "Exported" in capsys.readouterr().out
     folder = in_tmp / "exported" / "vit_super"
@@ -67,7 +70,13 @@ def test_a_gpt_run_keeps_its_tokenizer_and_the_export_carries_it_and_loads_from_
     [trained_bpe] = (in_tmp / "data" / "tokenizers").iterdir()  # the data folder's cached tokenizer
     assert (run / "tokenizer.json").read_text() == Tokenizer.from_file(str(trained_bpe)).to_str(pretty=True)
     folder = in_tmp / "exported"
-    assert run_main(["export", str(run), "--to", str(folder)]) == 0
+    assert run_main(["export", str(run), "--to", str(folder), "--transformers"]) == 0
+    from transformers import GPT2LMHeadModel  # the recipe's GPT has GPT-2's shape: transformers computes it too
+
+    gpt2 = GPT2LMHeadModel.from_pretrained(folder / "transformers").eval()
+    tokens = torch.randint(0, 300, (2, 16))
+    torch.testing.assert_close(gpt2(tokens).logits, load_run(run).task.model(tokens), rtol=1e-4, atol=1e-5)
+    assert (folder / "transformers" / "tokenizer.json").is_file()
     text = "def answer():\n    return 42\n"
     assert Tokenizer.from_file(str(folder / "tokenizer.json")).encode(text).ids == \
         Tokenizer.from_file(str(trained_bpe)).encode(text).ids
@@ -81,7 +90,6 @@ def test_a_gpt_run_keeps_its_tokenizer_and_the_export_carries_it_and_loads_from_
     (cache / "models--someone--tiny-gpt" / "refs" / "main").write_text(commit)
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(cache))
-    tokens = torch.randint(0, 300, (2, 16))
     assert torch.equal(from_pretrained("someone/tiny-gpt")(tokens), load_run(run).task.model(tokens))
     with pytest.raises(ConfigError, match="'someone/elsewhere' could not be fetched"):
         from_pretrained("someone/elsewhere")

@@ -24,6 +24,7 @@ from lit_attention.sharing.model_card import model_card
 from lit_attention.training.run_config import TOKENIZER_FILE
 
 CARD_FILE = "README.md"
+TRANSFORMERS = "transformers"  # the GPT-2 copy of --transformers
 
 
 def parser() -> argparse.ArgumentParser:
@@ -33,6 +34,9 @@ def parser() -> argparse.ArgumentParser:
     found.add_argument("run", metavar="RUN_OR_CKPT", help="a trained run's directory (its best checkpoint, else "
                        "last.ckpt), a seed's directory (its newest run) or a .ckpt file")
     found.add_argument("--to", required=True, metavar="DIR", help="the folder to write: new, empty, or an earlier export")
+    found.add_argument("--transformers", action="store_true", help="also write DIR/transformers/, the model as "
+                       "transformers' GPT2LMHeadModel (a GPT with GPT-2's shape: standard attention, learned positions, "
+                       "LayerNorm, the GELU MLP, a tied head)")
     return found
 
 
@@ -74,11 +78,16 @@ def run(argv: list[str]) -> None:
     folder = Path(args.to)
     check_destination(folder)
     loaded = load_run(args.run)
-    model = loaded.task.model
+    model = getattr(loaded.task.model, "_orig_mod", loaded.task.model)
+    reference = None
+    if args.transformers:  # refused before anything is written when the model has no GPT-2 counterpart
+        from lit_attention.modeling.gpt2_export import to_gpt2
+
+        reference = to_gpt2(model)
     record_file = None if loaded.run_dir is None else loaded.run_dir / "record.json"
     record = json.loads(record_file.read_text()) if record_file is not None and record_file.is_file() else None
     folder.mkdir(parents=True, exist_ok=True)
-    about = {"lit_attention": lit_attention.__version__, "model": type(getattr(model, "_orig_mod", model)).__name__,
+    about = {"lit_attention": lit_attention.__version__, "model": type(model).__name__,
              "variant": loaded.task.spec.name, "task": loaded.hyper_parameters.get("_class_path"),
              "checkpoint": str(loaded.checkpoint), "step": loaded.step,
              "data": {"class": loaded.data_class, "arguments": loaded.data_arguments},
@@ -86,5 +95,9 @@ def run(argv: list[str]) -> None:
     save_pretrained(model, loaded.task.spec, folder, about)
     card = model_card(about, loaded.task.config.to_dict(), folder.name)
     replace_file(folder / CARD_FILE, lambda file: file.write(card.encode("utf-8")))
+    if reference is not None:
+        reference.save_pretrained(folder / TRANSFORMERS)  # transformers' own files: config.json, model.safetensors
+        if (folder / TOKENIZER_FILE).is_file():
+            replace_file(folder / TRANSFORMERS / TOKENIZER_FILE, lambda file: file.write((folder / TOKENIZER_FILE).read_bytes()))
     print(f"Exported {loaded.checkpoint} (step {loaded.step}) to {folder}: {', '.join(sorted(p.name for p in folder.iterdir()))}; "
           f"load it with lit_attention.modeling.pretrained.from_pretrained({str(folder)!r}).", flush=True)
