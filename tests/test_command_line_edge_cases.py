@@ -542,14 +542,18 @@ def test_a_csv_logger_keeps_checkpoints_record_and_resume_in_the_run_directory(t
     assert len(list((run_dir / "checkpoints").glob("best-*.ckpt"))) == 1
     assert (run_dir / "config.yaml").is_file() and (run_dir / "record.json").is_file()
     assert not list(run_dir.glob("events.out.tfevents.*"))  # the user's logger replaces TensorBoard
-    metrics = tmp_path / "csvlogs" / "lightning_logs" / "version_0" / "metrics.csv"
-    assert "val/acc" in metrics.read_text().splitlines()[0]  # the logger writes where it likes...
+    # The logger writes under its own save_dir, named after the run (training/other_loggers.py)...
+    metrics = tmp_path / "csvlogs" / RUN / "metrics.csv"
+    assert "val/acc" in metrics.read_text().splitlines()[0]
+    first_metrics = metrics.read_text()
     assert not list((tmp_path / "csvlogs").rglob("*.ckpt")) and not (tmp_path / "csvlogs" / "config.yaml").exists()
     # ... and `--ckpt_path last` continues the run in its directory.
     status, _, err = lit_attention(["fit", "--config", VIT, *TINY, *csv_logger, "--trainer.max_epochs=2",
                                     "--ckpt_path=last"], capsys)
     assert status == 0, err[-2000:]
     assert [p.name for p in run_dir.parent.iterdir()] == ["version_0"]
+    # The logger's first version is kept whole; the resumed fit logs into its next one.
+    assert metrics.read_text() == first_metrics and (metrics.parent.parent / "version_1" / "metrics.csv").is_file()
     record = json.loads((run_dir / "record.json").read_text())
     assert record["optimizer_steps"] == 4 and len(record["curve"]) == 2
 

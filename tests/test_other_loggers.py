@@ -66,5 +66,5 @@ def test_a_logger_the_user_named_keeps_its_name():
     unnamed = Namespace(class_path="lightning.pytorch.loggers.MLFlowLogger", init_args=Namespace(run_name=None))
     trainer = Namespace(logger=[mine, unnamed])
     name_loggers(trainer, "default/efficient/seed_1", "version_2")
-    assert (mine.init_args.name, mine.init_args.version) == ("mine", "version_2")
+    assert (mine.init_args.name, mine.init_args.version) == ("mine", None)  # its own versions: a resume gets the next
     assert unnamed.init_args.run_name == "default/efficient/seed_1/version_2"

@@ -2,8 +2,10 @@
 identity, as the run's TensorBoard logger does (run_logger.py):
 
 * a logger the user did not name is named after the run: its recipe (with compare's grid point and arm),
-  variant and seed, and the run's version, so that the runs of a sweep never become `version_0`,
-  `version_1`, ... of one `lightning_logs` (`name_loggers`, before the classes are built);
+  variant and seed, so that the runs of a sweep never become `version_0`, `version_1`, ... of one
+  `lightning_logs` (`name_loggers`, before the classes are built). A directory logger keeps its own
+  versions under that name: a resumed run gets the next one rather than writing over the first's files
+  (CSVLogger rewrites a version's metrics.csv);
 * every logger gets the run's labels (variant, seed, recipe, settings, parameter counts, data settings)
   through `log_hyperparams` (`RunLabels`), beside the module's hyper-parameters Lightning gives it;
 * attention maps go to every logger that takes images, and one line says which ones take none
@@ -21,7 +23,7 @@ import lightning as L
 NAME_ARGUMENTS = {"CSVLogger": ("name", "lightning_logs"), "TensorBoardLogger": ("name", "lightning_logs"),
                   "MLFlowLogger": ("run_name", None), "WandbLogger": ("name", None), "NeptuneLogger": ("name", None),
                   "CometLogger": ("name", None)}
-VERSIONED = ("CSVLogger", "TensorBoardLogger")  # loggers whose directory is <save_dir>/<name>/<version>
+VERSIONED = ("CSVLogger", "TensorBoardLogger")  # loggers whose directory is <save_dir>/<name>/version_<k>
 
 
 def logger_specs(trainer_config) -> list:
@@ -33,7 +35,7 @@ def logger_specs(trainer_config) -> list:
 
 def name_loggers(trainer_config, label: str, version: str | None) -> None:
     """Name every logger the user left unnamed after the run: `label` (`quickstart/vit_digits/super/seed_0`,
-    compare's grid point and arm included), and a directory logger's version after the run's (`version_0`)."""
+    compare's grid point and arm included); a logger without versions of its own also by the run's `version`."""
     for spec in logger_specs(trainer_config):
         kind = spec.class_path.rsplit(".", 1)[-1]
         if kind not in NAME_ARGUMENTS or spec.get("init_args") is None:
@@ -41,8 +43,6 @@ def name_loggers(trainer_config, label: str, version: str | None) -> None:
         argument, unnamed = NAME_ARGUMENTS[kind]
         if spec.init_args.get(argument) == unnamed:
             spec.init_args[argument] = label if kind in VERSIONED or version is None else f"{label}/{version}"
-        if kind in VERSIONED and version is not None and spec.init_args.get("version") is None:
-            spec.init_args["version"] = version
 
 
 class RunLabels(L.Callback):
