@@ -333,7 +333,7 @@ def with_drawn_seed(words: list[str]) -> list[str]:
                 return found
             seed = os.environ[DRAWN_SEED] = str(random.SystemRandom().randrange(SEED_MAX + 1))
             print(f"--seed_everything true: seed {seed}, drawn at random; the run is seed_{seed}, and "
-                  f"--seed_everything {seed} repeats or resumes it.", flush=True)
+                  f"--seed_everything {seed} repeats or resumes it.", file=sys.stderr, flush=True)  # stdout may be a config
         found[index] = f"--seed_everything={seed}" if equals else seed
     return found
 

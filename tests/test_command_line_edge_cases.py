@@ -320,7 +320,7 @@ def test_seed_everything_true_on_the_command_line_draws_a_seed_the_run_is_named_
     status, out, err = lit_attention(["fit", "--config", VIT, *TINY, "--trainer.max_steps=1", "--trainer.limit_val_batches=0",
                                       "--run.root", str(tmp_path / "runs"), *given], capsys)
     assert status == 0, err[-2000:]
-    [seed] = re.findall(r"--seed_everything true: seed (\d+), drawn at random; the run is seed_\1,", out)
+    [seed] = re.findall(r"--seed_everything true: seed (\d+), drawn at random; the run is seed_\1,", err)
     [run] = (tmp_path / "runs").glob("*/*/standard/seed_*/version_0")
     assert run.parent.name == f"seed_{seed}"
     assert json.loads((run / "record.json").read_text())["seed"] == int(seed)

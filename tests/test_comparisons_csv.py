@@ -45,13 +45,13 @@ def seeds_cells(row: dict) -> list[str]:
         return ["-", *["n/a"] * 8, row["verdict"]]
     mean = number(row["difference"])
     seeds = row["seeds"] if row["paired"] == "True" else f"{row['seeds']} + {row['seeds_reference']} (unpaired)"
-    mc = row["p_exact_monte_carlo"] == "True"
+    mc, mc_holm = row["p_exact_monte_carlo"] == "True", row["p_exact_holm_monte_carlo"] == "True"
     return [seeds, "n/a" if math.isnan(mean) else f"{mean:+.4f}",
             interval(number(row["low"]), number(row["high"])),
             interval(number(row["bootstrap_low"]), number(row["bootstrap_high"])),
             interval(number(row["simultaneous_low"]), number(row["simultaneous_high"])),
             p_value(number(row["p"])), p_value(number(row["p_holm"])),
-            marked(number(row["p_exact"]), mc), marked(number(row["p_exact_holm"]), mc), row["verdict"]]
+            marked(number(row["p_exact"]), mc), marked(number(row["p_exact_holm"]), mc_holm), row["verdict"]]
 
 
 def items_cells(row: dict) -> list[str]:
@@ -60,7 +60,7 @@ def items_cells(row: dict) -> list[str]:
     return [f"{row['seeds']} × {row['test_items']}", f"{number(row['difference']):+.4f}",
             interval(number(row["seeds_only_low"]), number(row["seeds_only_high"])),
             interval(number(row["two_way_low"]), number(row["two_way_high"])), row["item_test"],
-            marked(number(row["p"]), row["p_exact_monte_carlo"] == "True"),
+            marked(number(row["p"]), row["item_p_monte_carlo"] == "True"),
             p_value(number(row["p_holm"])) if row["primary"] == "True" else "exploratory"]
 
 

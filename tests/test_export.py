@@ -53,10 +53,11 @@ def test_an_exported_vit_loads_with_identical_logits_and_its_card_quotes_the_rec
     assert torch.equal(model(images), original(images))  # the same weights, the same math: bit for bit
     record = json.loads((run / "record.json").read_text())
     card = (folder / "README.md").read_text()
+    assert 'from_pretrained("exported/vit_super")' in card and "the best checkpoint, test split" in card
     assert "`super`" in card and "`quickstart/vit_digits`" in card and "ImageDataModule" in card
     assert f"{record['best']['value']:.6g}" in card and f"{record['test']['test/acc']:.6g}" in card
     before = files_of(folder)
-    assert run_main(["export", str(run), "--to", str(folder)]) == 0  # an earlier export's folder: replaced whole
+    assert run_main(["export", str(run), "--to", "exported/vit_super"]) == 0  # an earlier export's folder: replaced
     assert files_of(folder) == before
 
 
@@ -77,6 +78,8 @@ def test_a_gpt_run_keeps_its_tokenizer_and_the_export_carries_it_and_loads_from_
     tokens = torch.randint(0, 300, (2, 16))
     torch.testing.assert_close(gpt2(tokens).logits, load_run(run).task.model(tokens), rtol=1e-4, atol=1e-5)
     assert (folder / "transformers" / "tokenizer.json").is_file()
+    assert run_main(["export", str(run), "--to", str(folder)]) == 0  # again, without --transformers:
+    assert not (folder / "transformers").exists() and (folder / "tokenizer.json").is_file()  # no stale copy left
     text = "def answer():\n    return 42\n"
     assert Tokenizer.from_file(str(folder / "tokenizer.json")).encode(text).ids == \
         Tokenizer.from_file(str(trained_bpe)).encode(text).ids
@@ -108,3 +111,5 @@ def test_export_refuses_a_folder_it_did_not_write_and_from_pretrained_a_folder_w
         from_pretrained(mine)
     with pytest.raises(ConfigError, match="is neither a folder nor a Hub repository's id"):
         from_pretrained(tmp_path / "nowhere")
+    with pytest.raises(ConfigError, match="is neither a folder nor a valid Hub repository's id"):
+        from_pretrained("exported/my run")  # a missing folder that is no repository id either

@@ -21,7 +21,10 @@ CSV = ["--trainer.logger", "CSVLogger", "--trainer.logger.save_dir", "logs"]
 
 
 @pytest.mark.slow  # trains a run
-def test_a_csv_logger_is_named_after_the_run_and_given_its_labels(in_tmp, capsys):
+def test_a_csv_logger_is_named_after_the_run_and_given_its_labels(in_tmp, capsys, monkeypatch):
+    from lit_attention.training import other_loggers
+
+    monkeypatch.setattr(other_loggers, "NOTED", set())  # the note is once a process: this test's own
     # As the recipe ships (progress bar, clipping, checkpoints), with two validations that draw attention maps.
     assert run_main(["fit", "--config", VIT, *CSV, *TINY, "--trainer.max_steps=4", "--trainer.val_check_interval=2",
                      "--run.attention_maps=true", "--model.attention=super"]) == 0

@@ -54,6 +54,15 @@ def test_a_shipped_recipe_is_taken_by_its_name_and_a_file_stays_a_file(tmp_path,
     assert with_recipe_paths(["--config", "nowhere/at_all"]) == ["--config", "nowhere/at_all"]
 
 
+def test_a_shipped_recipe_named_by_its_path_names_its_runs_as_in_the_clone():
+    """The run's name starts after the last `recipes` of the path: a package installed under a folder that is
+    itself called recipes still names its runs quickstart/vit_digits."""
+    from lit_attention.training.run_dirs import recipe_name
+
+    assert recipe_name(["/home/u/recipes/env/lib/site-packages/recipes/quickstart/vit_digits.yaml"]) == "quickstart/vit_digits"
+    assert recipe_name(["recipes/quickstart/vit_digits.yaml", "recipes/trainer/ddp.yaml"]) == "quickstart/vit_digits"
+
+
 def test_an_unknown_recipe_name_gets_one_sentence_with_the_closest_names(in_tmp, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["fit", "--config", "quickstart/vit_digit"])

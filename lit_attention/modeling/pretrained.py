@@ -112,11 +112,14 @@ def _folder_of(source: str | os.PathLike) -> Path:
         raise ConfigError(f"{text!r} is neither a folder nor a Hub repository's id (user/name); give the folder "
                           "`lit-attention export` wrote, or the repository it was pushed to.")
     import huggingface_hub
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+    from huggingface_hub.errors import HfHubHTTPError, HFValidationError, LocalEntryNotFoundError
 
     try:
         return Path(huggingface_hub.snapshot_download(text, allow_patterns=[CONFIG_FILE, WEIGHTS_FILE, "tokenizer.json",
                                                                             "README.md"]))
+    except HFValidationError:
+        raise ConfigError(f"{text!r} is neither a folder nor a valid Hub repository's id (user/name); give the folder "
+                          "`lit-attention export` wrote, or the repository it was pushed to.") from None
     except (LocalEntryNotFoundError, HfHubHTTPError, OSError) as error:
         raise ConfigError(f"Hub repository {text!r} could not be fetched ({type(error).__name__}), and it is not in "
                           "the Hub's local cache; check the name, or go online once (HF_HUB_OFFLINE unset).") from None

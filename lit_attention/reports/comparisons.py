@@ -77,8 +77,9 @@ def wanted_comparisons(plan: Plan, baseline: str, primary: list[tuple[str, str]]
 # A table over seeds fills the first block, one over seeds and test items the second (reports/item_comparisons.py).
 CSV_FIELDS = ["table", "metric", "arm", "reference", "paired", "seeds", "seeds_reference", "difference", "low", "high",
               "bootstrap_low", "bootstrap_high", "simultaneous_low", "simultaneous_high", "p", "p_holm", "p_exact",
-              "p_exact_holm", "p_exact_monte_carlo", "primary", "verdict",
-              "test_items", "seeds_only_low", "seeds_only_high", "two_way_low", "two_way_high", "item_test"]
+              "p_exact_holm", "p_exact_monte_carlo", "p_exact_holm_monte_carlo", "primary", "verdict",
+              "test_items", "seeds_only_low", "seeds_only_high", "two_way_low", "two_way_high", "item_test",
+              "item_p_monte_carlo"]
 
 
 def comparison_records(comparisons: list[Comparison], table: str, metric: str, mode: str) -> list[dict]:
@@ -95,7 +96,8 @@ def comparison_records(comparisons: list[Comparison], table: str, metric: str, m
                       "low": d.low, "high": d.high, "bootstrap_low": d.boot_low, "bootstrap_high": d.boot_high,
                       "simultaneous_low": d.joint_low, "simultaneous_high": d.joint_high, "p": d.p, "p_holm": d.p_holm,
                       "p_exact": d.p_exact, "p_exact_holm": c.p_exact_holm,
-                      "p_exact_monte_carlo": d.p_exact_monte_carlo or c.p_exact_holm_monte_carlo, "primary": d.primary,
+                      "p_exact_monte_carlo": d.p_exact_monte_carlo, "p_exact_holm_monte_carlo": c.p_exact_holm_monte_carlo,
+                      "primary": d.primary,
                       "verdict": verdict(d, mode)})
     return found
 

@@ -127,7 +127,7 @@ def item_record(c: Comparison, row: dict | str, p_holm: float, table: str, metri
             "seeds_only_low": row["seeds_only"][0], "seeds_only_high": row["seeds_only"][1],
             "two_way_low": row["two_way"][0], "two_way_high": row["two_way"][1], "item_test": row["test"],
             "p": row["p"], "p_holm": p_holm if c.difference.primary else math.nan,
-            "p_exact_monte_carlo": row["monte_carlo"], "primary": c.difference.primary,
+            "item_p_monte_carlo": row["monte_carlo"], "primary": c.difference.primary,
             "verdict": "" if c.difference.primary else "exploratory"}
 
 

@@ -5,14 +5,16 @@ the variant, the recipe, the data and what the run's record measured (model_card
 
     lit-attention export runs/quickstart/vit_digits/super/seed_0/version_0 --to exported/vit_digits_super
 
-`--to` is a new or empty folder, or one an earlier export wrote (its files are replaced whole); any other
-folder is refused before anything is read, so no user file is overwritten.
+`--to` is a new or empty folder, or one an earlier export wrote (its files are replaced, and those this export
+does not write again removed); any other folder is refused before anything is read, so no user file is
+overwritten.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 from pathlib import Path
 
 import lit_attention
@@ -86,14 +88,19 @@ def run(argv: list[str]) -> None:
         reference = to_gpt2(model)
     record_file = None if loaded.run_dir is None else loaded.run_dir / "record.json"
     record = json.loads(record_file.read_text()) if record_file is not None and record_file.is_file() else None
+    if record is not None and record.get("optimizer_steps") != loaded.step:
+        record = None  # the record describes the run's end, not the checkpoint exported
     folder.mkdir(parents=True, exist_ok=True)
+    # An earlier export's files that this one may not write again go first: a folder never mixes two models.
+    (folder / TOKENIZER_FILE).unlink(missing_ok=True)
+    shutil.rmtree(folder / TRANSFORMERS, ignore_errors=True)
     about = {"lit_attention": lit_attention.__version__, "model": type(model).__name__,
              "variant": loaded.task.spec.name, "task": loaded.hyper_parameters.get("_class_path"),
              "checkpoint": str(loaded.checkpoint), "step": loaded.step,
              "data": {"class": loaded.data_class, "arguments": loaded.data_arguments},
              "tokenizer": tokenizer_of(loaded.run_dir, loaded.data_arguments, folder), "record": record}
     save_pretrained(model, loaded.task.spec, folder, about)
-    card = model_card(about, loaded.task.config.to_dict(), folder.name)
+    card = model_card(about, loaded.task.config.to_dict(), str(folder))
     replace_file(folder / CARD_FILE, lambda file: file.write(card.encode("utf-8")))
     if reference is not None:
         reference.save_pretrained(folder / TRANSFORMERS)  # transformers' own files: config.json, model.safetensors

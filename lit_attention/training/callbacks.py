@@ -27,7 +27,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lit_attention.errors import ConfigError
 from lit_attention.modeling.attention import MultiHeadAttention
 from lit_attention.training.checkpointing import ExactResume, LastCheckpoint, last_checkpoint
-from lit_attention.training.other_loggers import log_to_every_logger
+from lit_attention.training.other_loggers import image_loggers, log_figure
 from lit_attention.training.lightning_internals import computed_metrics, validation_follows
 from lit_attention.training.per_example import PerExampleOutcomes
 from lit_attention.training.recorder import RunRecorder
@@ -281,10 +281,11 @@ class AttentionMapLogger(L.Callback):
             self.sample = apply_to_collection(batch, torch.Tensor, lambda t: t[:1].detach().clone())
 
     def on_validation_end(self, trainer, pl_module) -> None:
-        if trainer.sanity_checking or self.sample is None or not trainer.loggers:
+        loggers = image_loggers(trainer.loggers)  # a line for each that takes none
+        if trainer.sanity_checking or self.sample is None or not loggers:
             return
         for name, weights in attention_maps(pl_module, self.sample).items():
-            log_to_every_logger(trainer.loggers, f"attention/{name}", attention_figure(weights, name), trainer.global_step)
+            log_figure(loggers, f"attention/{name}", attention_figure(weights, name), trainer.global_step)
 
 
 def attention_figure(weights: torch.Tensor, title: str):

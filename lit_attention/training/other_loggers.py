@@ -9,7 +9,7 @@ identity, as the run's TensorBoard logger does (run_logger.py):
 * every logger gets the run's labels (variant, seed, recipe, settings, parameter counts, data settings)
   through `log_hyperparams` (`RunLabels`), beside the module's hyper-parameters Lightning gives it;
 * attention maps go to every logger that takes images, and one line says which ones take none
-  (`log_figure`).
+  (`image_loggers`, `log_figure`); with none that does, they are not drawn at all.
 """
 
 from __future__ import annotations
@@ -62,30 +62,34 @@ class RunLabels(L.Callback):
 NOTED: set[str] = set()
 
 
-def log_figure(logger, tag: str, figure, step: int) -> bool:
-    """Log a matplotlib `figure` as an image where `logger` takes images (TensorBoard's add_figure, W&B's
-    log_image, MLflow's log_figure); otherwise say so in one line, once, and return False."""
+def takes_images(logger) -> bool:
+    """Whether `logger` takes images: TensorBoard's add_figure, W&B's log_image, MLflow's log_figure."""
     experiment = logger.experiment
-    if hasattr(experiment, "add_figure"):
-        experiment.add_figure(tag, figure, step)
-    elif hasattr(logger, "log_image"):
-        logger.log_image(key=tag, images=[figure], step=step)
-    elif hasattr(experiment, "log_figure") and getattr(logger, "run_id", None) is not None:
-        experiment.log_figure(logger.run_id, figure, f"{tag}/step_{step}.png")
-    else:
+    return (hasattr(experiment, "add_figure") or hasattr(logger, "log_image")
+            or (hasattr(experiment, "log_figure") and getattr(logger, "run_id", None) is not None))
+
+
+def image_loggers(loggers) -> list:
+    """Those of `loggers` that take images; for each kind that does not, one line, once a process."""
+    for logger in loggers:
         kind = type(logger).__name__
-        if kind not in NOTED:
+        if not takes_images(logger) and kind not in NOTED:
             NOTED.add(kind)
             print(f"note: attention maps are not logged to {kind}, which takes no images (TensorBoard, W&B and "
-                  "MLflow loggers do); the run's own TensorBoard logger, when kept, has them.", file=sys.stderr, flush=True)
-        return False
-    return True
+                  "MLflow loggers do); keep a TensorBoardLogger beside it to have them.", file=sys.stderr, flush=True)
+    return [logger for logger in loggers if takes_images(logger)]
 
 
-def log_to_every_logger(loggers, tag: str, figure, step: int) -> None:
-    """`figure` to each of `loggers` that takes images (a line once for each that does not), then closed."""
+def log_figure(loggers, tag: str, figure, step: int) -> None:
+    """A matplotlib `figure` to each of `loggers` (each one that takes images: image_loggers), then closed."""
     from matplotlib import pyplot  # the figure's maker has chosen the backend
 
     for logger in loggers:
-        log_figure(logger, tag, figure, step)
+        experiment = logger.experiment
+        if hasattr(experiment, "add_figure"):
+            experiment.add_figure(tag, figure, step)
+        elif hasattr(logger, "log_image"):
+            logger.log_image(key=tag, images=[figure], step=step)
+        else:
+            experiment.log_figure(logger.run_id, figure, f"{tag}/step_{step}.png")
     pyplot.close(figure)

@@ -104,7 +104,10 @@ def recipe_name(config_paths) -> str:
         if path.parent.name == "trainer":
             continue
         parts = path.with_suffix("").parts
-        return "/".join(parts[parts.index("recipes") + 1 :]) if "recipes" in parts else path.stem
+        if "recipes" not in parts:
+            return path.stem
+        last = len(parts) - 1 - parts[::-1].index("recipes")  # a shipped recipe's path may hold another `recipes`
+        return "/".join(parts[last + 1 :])
     return "default"
 
 
