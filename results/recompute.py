@@ -9,7 +9,8 @@ record.json under results/<section>/runs/, replays the tuning (the grid point wi
 value, ties within 1e-6 relative to the lower setting, --extend-edges rounds as far as their runs are on
 disk), recomputes the tuned table and every comparison table (the main one, --at's and the cross-fitted
 one), parses the same tables out of results.md and prints each number that differs beyond its printed
-rounding. A scaled sweep (`compare --scale`) is checked size by size the same way (sizes/<size>/results.md
+rounding; where the report wrote comparisons.csv, each of those comparisons is checked there too, unrounded
+(to float rounding, section_check.check_comparison_values). A scaled sweep (`compare --scale`) is checked size by size the same way (sizes/<size>/results.md
 against runs/<size>/), then its table of sizes and budgets, its laws refitted, its multipliers and its
 tuned-rate trend (scaled_check.py). Where the runs kept per-example outcomes, the table over seeds and test
 items is rebuilt from those files, each checked against the sha256 its record keeps (item_check.py): the

@@ -101,6 +101,32 @@ def test_a_misprinted_number_of_the_cross_fit_over_every_point_is_named(tmp_path
     assert f"MISMATCH {SECTION} extended cross-fit comparison, super, difference: printed '+0.0199'" in out
 
 
+def test_a_wrong_number_of_comparisons_csv_is_named(tmp_path, capsys, recompute_modules):
+    """comparisons.csv is checked unrounded: super's difference in the tuned table moved in its tenth digit, and
+    its p in the cross-fitted one, are each named (the markdown, unchanged, agrees)."""
+    import csv
+
+    printed_numbers, section_check = recompute_modules
+    copy, text = section_copy(tmp_path)
+    (copy / "results.md").write_text(text, encoding="utf-8")
+    with (RESULTS / SECTION / "comparisons.csv").open(newline="") as file:
+        rows = list(csv.DictReader(file))
+    tuned = next(r for r in rows if r["table"] == "tuned" and r["arm"] == "super")
+    tuned["difference"] = repr(float(tuned["difference"]) * (1 + 1e-8))
+    fitted = next(r for r in rows if r["table"] == "cross-fit" and r["arm"] == "super")
+    fitted["p"] = repr(float(fitted["p"]) * 1.001)
+    with (copy / "comparisons.csv").open("w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    checker = printed_numbers.Checker()
+    section_check.check_section(copy, checker)
+    out = capsys.readouterr().out
+    assert checker.total_mismatches == 2, out
+    assert f"MISMATCH {SECTION} comparison (comparisons.csv), super vs standard, difference" in out
+    assert f"MISMATCH {SECTION} cross-fit comparison (comparisons.csv), super vs standard, p" in out
+
+
 # A scaled sweep built from synthetic records, reported by the project itself: on L = 2 + 30·N^(-0.5), four
 # sizes (so each law fits its floor E), the baseline, its parameter control (1.125x the parameters) and an
 # arm that does at N what the baseline does at 1.3·N, two rates (the better one falls with size, so the

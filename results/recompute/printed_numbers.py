@@ -82,6 +82,17 @@ class Checker:
         if len(printed) != len(values) or not all(agrees(p, v, significant, slack) for p, v in zip(printed, values)):
             self.mismatch(where, cell, ", ".join(f"{v:.6g}" for v in values))
 
+    def close(self, where: str, given: str, value: float, relative: float = 1e-9) -> None:
+        """An unrounded number of comparisons.csv against `value`: equal to float rounding ("nan" against NaN)."""
+        self.checked += 1
+        written = float(given) if given not in ("", "nan") else math.nan
+        if math.isnan(written) or math.isnan(value):
+            if not (math.isnan(written) and math.isnan(value)):
+                self.mismatch(where, given, f"{value!r}")
+            return
+        if not math.isclose(written, value, rel_tol=relative, abs_tol=1e-12):
+            self.mismatch(where, given, f"{value!r}")
+
     def count(self, where: str, cell: str, value: float) -> None:
         """A count printed as 6.44k or 2.17T against `value`, to its 3 significant digits."""
         self.checked += 1

@@ -3,6 +3,7 @@ its results.md prints."""
 
 from __future__ import annotations
 
+import csv
 import math
 from pathlib import Path
 
@@ -45,6 +46,10 @@ def check_section(directory: Path, checker: Checker, runs: Path | None = None, n
     rows = compare(chosen, sweep.arms, sweep.baseline, sweep.primary, sweep.mode)
     heading = f"Against `{sweep.baseline}`: differences in {metric}"
     check_comparisons(rows, sweep.mode, table_under(report, heading, 0, name, checker), f"{name} comparison", checker)
+    written = comparison_csv(directory)  # the same comparisons, unrounded, where the report wrote the file
+    grid = len({p for points in sweep.points.values() for p in points}) > 1
+    if written:
+        check_comparison_values(rows, sweep.mode, written.get("tuned" if grid else "main"), f"{name} comparison", checker)
     items = item_table(report.get(heading, ""))
     if items is not None:
         places = {arm: sweep.places.get((arm, point), {}) for arm, (point, _) in choices.items()}
@@ -55,16 +60,20 @@ def check_section(directory: Path, checker: Checker, runs: Path | None = None, n
         heading = f"Every arm at {label(sweep.at)}: differences in {metric}"
         check_comparisons(at_rows, sweep.mode, table_under(report, heading, 0, name, checker),
                           f"{name} at {label(sweep.at)}", checker)
+        if written:
+            check_comparison_values(at_rows, sweep.mode, written.get(f"at {label(sweep.at)}"),
+                                    f"{name} at {label(sweep.at)}", checker)
     fits = extended_fits = {}
     extended = any(p not in sweep.grid for points in sweep.points.values() for p in points)
     if sweep.cross_fit:
         # The strict table chooses among the grid's own points; where --extend-edges added some, a second
         # table chooses among every point each arm ran, its comparisons a family of their own.
         fits = check_cross_fit_tables(sweep, lambda arm: sweep.grid, value, report, CROSS_FIT, name,
-                                      "cross-fit", checker)
+                                      "cross-fit", checker, written, "cross-fit")
         if extended:
             extended_fits = check_cross_fit_tables(sweep, lambda arm: sweep.points[arm], value, report,
-                                                   CROSS_FIT_EXTENDED, name, "extended cross-fit", checker)
+                                                   CROSS_FIT_EXTENDED, name, "extended cross-fit", checker, written,
+                                                   "cross-fit over every point")
     if CROSS_FIT_EXTENDED in report and not (sweep.cross_fit and extended):
         checker.mismatch(name, f"a table under '## {CROSS_FIT_EXTENDED}'",
                          "none (no --cross-fit, or no point past the grid)")
@@ -72,7 +81,7 @@ def check_section(directory: Path, checker: Checker, runs: Path | None = None, n
 
 
 def check_cross_fit_tables(sweep: Sweep, candidates, value, report: dict, heading: str, name: str, scope: str,
-                           checker: Checker) -> dict:
+                           checker: Checker, written: dict | None = None, table: str = "") -> dict:
     """A cross-fitted section: each half's choice among `candidates(arm)`, the values at the other half's
     choice, and the comparisons at those choices; returns the fits."""
     fits, fit_chosen = cross_fitted(sweep, value, candidates)
@@ -80,6 +89,8 @@ def check_cross_fit_tables(sweep: Sweep, candidates, value, report: dict, headin
     fit_rows = compare(fit_chosen, sweep.arms, sweep.baseline, sweep.primary, sweep.mode)
     check_comparisons(fit_rows, sweep.mode, table_under(report, heading, 1, name, checker),
                       f"{name} {scope} comparison", checker)
+    if written:  # comparisons.csv, where the report wrote one
+        check_comparison_values(fit_rows, sweep.mode, written.get(table), f"{name} {scope} comparison", checker)
     return fits
 
 
@@ -130,6 +141,49 @@ def check_tuned(sweep: Sweep, choices: dict, table: list[dict], where: str, chec
 
 def p_text(p: float) -> str:
     return "n/a" if math.isnan(p) else f"{p:.3g}"
+
+
+def comparison_csv(directory: Path) -> dict[str, dict[tuple[str, str], dict]]:
+    """comparisons.csv beside a report, by table and (arm, reference); {} where a report has none (older)."""
+    path = directory / "comparisons.csv"
+    if not path.is_file():
+        return {}
+    found: dict[str, dict[tuple[str, str], dict]] = {}
+    with path.open(newline="", encoding="utf-8") as file:
+        for row in csv.DictReader(file):
+            found.setdefault(row["table"], {})[(row["arm"], row["reference"])] = row
+    return found
+
+
+def check_comparison_values(rows: list[Row], mode: str, written: dict[tuple[str, str], dict] | None, where: str,
+                            checker: Checker) -> None:
+    """The comparisons of one table against their rows of comparisons.csv, unrounded: the same pairs, and each
+    number equal to float rounding (the bootstrap and Monte Carlo p, randomised, skipped as in the markdown)."""
+    if written is None:
+        checker.mismatch(f"{where} (comparisons.csv)", "no such table", "its comparisons")
+        return
+    mine = {row.pair: row for row in rows}
+    for pair in mine.keys() ^ written.keys():
+        checker.mismatch(f"{where} (comparisons.csv), {pair[0]} vs {pair[1]}", "row" if pair in written else "no row",
+                         "a row" if pair in mine else "no comparison")
+    for pair in mine.keys() & written.keys():
+        r, row, at = mine[pair].result, written[pair], f"{where} (comparisons.csv), {pair[0]} vs {pair[1]}"
+        if r is None:
+            checker.text(f"{at}, verdict", row["verdict"], "not compared: other data")
+            continue
+        checker.text(f"{at}, seeds", f"{row['seeds']}/{row['seeds_reference']}/{row['paired']}",
+                     f"{r.n}/{r.n_reference}/{r.paired}")
+        for column, value in (("difference", r.mean), ("low", r.low), ("high", r.high), ("p", r.p), ("p_holm", r.p_holm),
+                              ("simultaneous_low", r.joint_low), ("simultaneous_high", r.joint_high)):
+            checker.close(f"{at}, {column}", row[column], value)
+        for column, value, flag in (("p_exact", r.p_exact, "p_exact_monte_carlo"),
+                                    ("p_exact_holm", r.p_exact_holm, "p_exact_holm_monte_carlo")):
+            if row[flag] == "True":
+                checker.skip()
+            else:
+                checker.close(f"{at}, {column}", row[column], value)
+        checker.skip(2)  # the bootstrap interval: 10,000 random resamples
+        checker.text(f"{at}, verdict", row["verdict"], stats.verdict(r, mode))
 
 
 def check_comparisons(rows: list[Row], mode: str, table: list[dict], where: str, checker: Checker) -> None:
