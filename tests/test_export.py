@@ -40,7 +40,7 @@ def test_an_exported_vit_loads_with_identical_logits_and_its_card_quotes_the_rec
     run = trained(["--config", VIT, "--trainer.max_epochs=1", "--trainer.limit_train_batches=4",
                    "--trainer.limit_val_batches=2", "--run.test=true", "--trainer.limit_test_batches=2", *TINY], "super")
     assert run_main(["export", str(run), "--to", "exported/vit_super", "--transformers"]) == 2  # no GPT-2 counterpart
-    assert "Only a GPT has a transformers counterpart" in capsys.readouterr().err
+    assert "Only a GPT has a transformers counterpart (GPT-2, Llama, Qwen3)" in capsys.readouterr().err
     assert not (in_tmp / "exported").exists()  # refused before anything was written
     assert run_main(["export", str(run), "--to", "exported/vit_super"]) == 0
     assert "Exported" in capsys.readouterr().out
@@ -96,6 +96,24 @@ def test_a_gpt_run_keeps_its_tokenizer_and_the_export_carries_it_and_loads_from_
     assert torch.equal(from_pretrained("someone/tiny-gpt")(tokens), load_run(run).task.model(tokens))
     with pytest.raises(ConfigError, match="'someone/elsewhere' could not be fetched"):
         from_pretrained("someone/elsewhere")
+
+
+@pytest.mark.slow  # trains a run
+def test_a_llama_shaped_run_exports_to_transformers_llama_with_the_same_logits(in_tmp):
+    """The Llama-style quickstart (rope, rmsnorm, swiglu, grouped keys and values) as transformers'
+    LlamaForCausalLM: loaded back by transformers, it computes the GPT's logits (to float32 rounding: transformers
+    computes RoPE's frequencies in float32)."""
+    from transformers import LlamaForCausalLM
+
+    llama = str(ROOT / "recipes/quickstart/gpt_llama_stdlib.yaml")
+    run = trained(["--config", llama, "--trainer.max_steps=2", "--trainer.val_check_interval=2", "--data.max_files=60",
+                   "--data.val_fraction=0.2", "--data.val_windows=4", "--data.max_len=16", "--model.net.dim=16",
+                   "--model.net.num_heads=4", "--model.net.depth=1", *QUIET], "standard,kv_heads=2")
+    assert run_main(["export", str(run), "--to", "exported", "--transformers"]) == 0
+    reference = LlamaForCausalLM.from_pretrained(in_tmp / "exported" / "transformers").eval()
+    assert reference.config.num_key_value_heads == 2 and reference.config.num_attention_heads == 4
+    tokens = torch.randint(0, 256, (2, 16))
+    torch.testing.assert_close(reference(tokens).logits, load_run(run).task.model(tokens), rtol=1e-4, atol=1e-5)
 
 
 def test_export_refuses_a_folder_it_did_not_write_and_from_pretrained_a_folder_without_a_model(tmp_path, capsys):

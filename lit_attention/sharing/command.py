@@ -26,7 +26,7 @@ from lit_attention.sharing.model_card import model_card
 from lit_attention.training.run_config import TOKENIZER_FILE
 
 CARD_FILE = "README.md"
-TRANSFORMERS = "transformers"  # the GPT-2 copy of --transformers
+TRANSFORMERS = "transformers"  # the transformers copy of --transformers
 
 
 def parser() -> argparse.ArgumentParser:
@@ -37,8 +37,9 @@ def parser() -> argparse.ArgumentParser:
                        "last.ckpt), a seed's directory (its newest run) or a .ckpt file")
     found.add_argument("--to", required=True, metavar="DIR", help="the folder to write: new, empty, or an earlier export")
     found.add_argument("--transformers", action="store_true", help="also write DIR/transformers/, the model as "
-                       "transformers' GPT2LMHeadModel (a GPT with GPT-2's shape: standard attention, learned positions, "
-                       "LayerNorm, the GELU MLP, a tied head)")
+                       "transformers' GPT2LMHeadModel (a GPT of GPT-2's shape: standard attention, learned positions, "
+                       "LayerNorm, the GELU MLP, a tied head) or LlamaForCausalLM (Llama's: rope, rmsnorm, swiglu, no "
+                       "biases; Qwen3ForCausalLM with qk_norm)")
     return found
 
 
@@ -83,9 +84,9 @@ def run(argv: list[str]) -> None:
     model = getattr(loaded.task.model, "_orig_mod", loaded.task.model)
     reference = None
     if args.transformers:  # refused before anything is written when the model has no GPT-2 counterpart
-        from lit_attention.modeling.gpt2_export import to_gpt2
+        from lit_attention.modeling.transformers_export import to_transformers
 
-        reference = to_gpt2(model)
+        reference = to_transformers(model)
     record_file = None if loaded.run_dir is None else loaded.run_dir / "record.json"
     record = json.loads(record_file.read_text()) if record_file is not None and record_file.is_file() else None
     if record is not None and record.get("optimizer_steps") != loaded.step:
