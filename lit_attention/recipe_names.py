@@ -24,19 +24,23 @@ def shipped_recipes() -> list[str]:
     return sorted(path.relative_to(SHIPPED).with_suffix("").as_posix() for path in SHIPPED.rglob("*.yaml"))
 
 
+def shipped_name(value: str) -> str:
+    """A recipe's name as the shipped ones are named: without `recipes/` in front or `.yaml` behind."""
+    return value.removeprefix("recipes/").removesuffix(".yaml")
+
+
 def recipe_path(value: str) -> str:
     """`value` itself when it names a file (or nothing shipped), else the path of the shipped recipe it names."""
     if Path(value).exists():
         return value
-    name = value.removeprefix("recipes/").removesuffix(".yaml")
+    name = shipped_name(value)
     shipped = SHIPPED / f"{name}.yaml"
     return str(shipped) if name and shipped.is_file() else value
 
 
 def closest_recipes(value: str) -> list[str]:
     """The shipped recipe name closest to `value`, if one is close (for the sentence that refuses it)."""
-    name = value.removeprefix("recipes/").removesuffix(".yaml")
-    return difflib.get_close_matches(name, shipped_recipes(), n=1)
+    return difflib.get_close_matches(shipped_name(value), shipped_recipes(), n=1)
 
 
 def with_recipe_paths(words: list[str]) -> list[str]:

@@ -21,16 +21,18 @@ from torch import nn
 
 from lit_attention.atomic_files import replace_file
 from lit_attention.errors import ConfigError
-from lit_attention.modeling.gpt import GPT
-from lit_attention.modeling.seq2seq import Seq2SeqTransformer
-from lit_attention.modeling.text_encoder import TextEncoderClassifier
+from lit_attention.modeling.gpt import GPT, GPTConfig
+from lit_attention.modeling.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
+from lit_attention.modeling.text_encoder import TextEncoderClassifier, TextEncoderConfig
 from lit_attention.modeling.variants import AttentionSpec, resolve_spec
-from lit_attention.modeling.vit import VisionTransformer
+from lit_attention.modeling.vit import ViTConfig, VisionTransformer
 
 FORMAT = "lit-attention"
 CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.safetensors"
-# The model classes a folder may hold, by the name config.json gives.
-MODELS = {cls.__name__: cls for cls in (GPT, TextEncoderClassifier, Seq2SeqTransformer, VisionTransformer)}
+# The model classes a folder may hold, by the name config.json gives, each with its config class.
+MODELS = {model.__name__: (model, config) for model, config in (
+    (GPT, GPTConfig), (TextEncoderClassifier, TextEncoderConfig), (Seq2SeqTransformer, Seq2SeqConfig),
+    (VisionTransformer, ViTConfig))}
 
 
 def save_pretrained(model: nn.Module, attention: str | dict | AttentionSpec, folder: str | os.PathLike,
@@ -56,11 +58,16 @@ def distinct_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
     under the first name that holds it, as safetensors stores no tensor twice; the model ties it again."""
     found, seen = {}, set()
     for name, tensor in model.state_dict().items():
-        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
+        key = storage_key(tensor)
         if key not in seen:
             seen.add(key)
             found[name] = tensor.detach().contiguous().cpu()
     return found
+
+
+def storage_key(tensor: torch.Tensor) -> tuple:
+    """What two names of one tied tensor share: its storage, where in it the tensor starts, and its shape."""
+    return tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape)
 
 
 def from_pretrained(source: str | os.PathLike, device: str | torch.device = "cpu") -> nn.Module:
@@ -77,29 +84,18 @@ def from_pretrained(source: str | os.PathLike, device: str | torch.device = "cpu
     if config.get("format") != FORMAT or config.get("model") not in MODELS:
         raise ConfigError(f"{str(folder / CONFIG_FILE)!r} is not a lit-attention model's config (format "
                           f"{config.get('format')!r}, model {config.get('model')!r}); models are {', '.join(MODELS)}.")
-    model_class = MODELS[config["model"]]
-    model = model_class(_config_class(model_class).of(config["config"]), config["attention"])
+    model_class, config_class = MODELS[config["model"]]
+    model = model_class(config_class.of(config["config"]), config["attention"])
     state = load_file(str(folder / WEIGHTS_FILE))
     missing, unexpected = model.load_state_dict(state, strict=False)
-    tied = {name for name in missing if _is_tied(model, name, state)}
+    # A name the file leaves out is fine where the model ties it to one the file holds (distinct_tensors).
+    own = model.state_dict()
+    held = {storage_key(own[name]) for name in state if name in own}
+    tied = {name for name in missing if storage_key(own[name]) in held}
     if set(missing) - tied or unexpected:
         raise ConfigError(f"{str(folder / WEIGHTS_FILE)!r} does not fit {config['model']} with its config.json "
                           f"(missing {sorted(set(missing) - tied)[:3]}, unexpected {sorted(unexpected)[:3]}).")
     return model.to(device).eval()
-
-
-def _config_class(model_class: type[nn.Module]) -> type:
-    from lit_attention.modeling import GPTConfig, Seq2SeqConfig, TextEncoderConfig, ViTConfig
-
-    return {GPT: GPTConfig, TextEncoderClassifier: TextEncoderConfig, Seq2SeqTransformer: Seq2SeqConfig,
-            VisionTransformer: ViTConfig}[model_class]
-
-
-def _is_tied(model: nn.Module, name: str, state: dict[str, torch.Tensor]) -> bool:
-    """Whether `name`, absent from the file, is a tensor the model ties to one the file holds."""
-    tensor = model.state_dict()[name]
-    return any(other in state and model.state_dict()[other].data_ptr() == tensor.data_ptr()
-               for other in model.state_dict() if other != name)
 
 
 def _folder_of(source: str | os.PathLike) -> Path:

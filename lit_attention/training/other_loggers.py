@@ -62,22 +62,28 @@ class RunLabels(L.Callback):
 NOTED: set[str] = set()
 
 
-def takes_images(logger) -> bool:
-    """Whether `logger` takes images: TensorBoard's add_figure, W&B's log_image, MLflow's log_figure."""
+def image_writer(logger):
+    """How `logger` takes a matplotlib figure: a function of (tag, figure, step), or None when it takes no images
+    (TensorBoard's add_figure, W&B's log_image, MLflow's log_figure take them)."""
     experiment = logger.experiment
-    return (hasattr(experiment, "add_figure") or hasattr(logger, "log_image")
-            or (hasattr(experiment, "log_figure") and getattr(logger, "run_id", None) is not None))
+    if hasattr(experiment, "add_figure"):
+        return experiment.add_figure
+    if hasattr(logger, "log_image"):
+        return lambda tag, figure, step: logger.log_image(key=tag, images=[figure], step=step)
+    if hasattr(experiment, "log_figure") and getattr(logger, "run_id", None) is not None:
+        return lambda tag, figure, step: experiment.log_figure(logger.run_id, figure, f"{tag}/step_{step}.png")
+    return None
 
 
 def image_loggers(loggers) -> list:
     """Those of `loggers` that take images; for each kind that does not, one line, once a process."""
     for logger in loggers:
         kind = type(logger).__name__
-        if not takes_images(logger) and kind not in NOTED:
+        if image_writer(logger) is None and kind not in NOTED:
             NOTED.add(kind)
             print(f"note: attention maps are not logged to {kind}, which takes no images (TensorBoard, W&B and "
                   "MLflow loggers do); keep a TensorBoardLogger beside it to have them.", file=sys.stderr, flush=True)
-    return [logger for logger in loggers if takes_images(logger)]
+    return [logger for logger in loggers if image_writer(logger) is not None]
 
 
 def log_figure(loggers, tag: str, figure, step: int) -> None:
@@ -85,11 +91,5 @@ def log_figure(loggers, tag: str, figure, step: int) -> None:
     from matplotlib import pyplot  # the figure's maker has chosen the backend
 
     for logger in loggers:
-        experiment = logger.experiment
-        if hasattr(experiment, "add_figure"):
-            experiment.add_figure(tag, figure, step)
-        elif hasattr(logger, "log_image"):
-            logger.log_image(key=tag, images=[figure], step=step)
-        else:
-            experiment.log_figure(logger.run_id, figure, f"{tag}/step_{step}.png")
+        image_writer(logger)(tag, figure, step)
     pyplot.close(figure)
