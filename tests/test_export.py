@@ -117,6 +117,11 @@ def test_a_llama_shaped_run_exports_to_transformers_llama_with_the_same_logits(i
 
 
 def test_export_refuses_a_folder_it_did_not_write_and_from_pretrained_a_folder_without_a_model(tmp_path, capsys):
+    from lit_attention.sharing.command import run as export
+
+    with pytest.raises(ConfigError, match="^export: 'nowhere' does not exist; pass a trained run's directory"):
+        export(["nowhere", "--to", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("keep me")

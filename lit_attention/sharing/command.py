@@ -79,6 +79,9 @@ def run(argv: list[str]) -> None:
 
     args = parser().parse_args(argv)
     folder = Path(args.to)
+    if not Path(args.run).exists():  # said here in export's words (load_run's name inspect's --ckpt_path)
+        raise ConfigError(f"export: {args.run!r} does not exist; pass a trained run's directory "
+                          "(runs/<recipe>/<variant>/seed_<n>/version_<k>), a seed's directory or a .ckpt file.")
     check_destination(folder)
     loaded = load_run(args.run)
     model = getattr(loaded.task.model, "_orig_mod", loaded.task.model)
