@@ -63,8 +63,7 @@ def benchmark(batch, seq_len, dim, heads, causal, dtype, device, warmup, steps, 
     saved = {name: saved_for_backward_bytes(layer, x) for name, layer in layers.items()}
     peak = {name: peak_step_bytes(step, device) for name, step in steps_by_name.items()}
     return [
-        (name, times[name], times[name] / times["standard"], flops[name] / flops["standard"],
-         saved[name], peak[name])
+        (name, times[name], times[name] / times["standard"], flops[name] / flops["standard"], saved[name], peak[name])
         for name in layers
     ]
 
@@ -89,17 +88,23 @@ def main() -> None:
     print()
     mib = 2.0**20
     gpu = device.type == "cuda"
-    print("| B | T | d | h | variant | ms / call | time ratio | FLOP ratio | saved for backward MiB |"
-          + (" peak MiB |" if gpu else ""))
+    print(
+        "| B | T | d | h | variant | ms / call | time ratio | FLOP ratio | saved for backward MiB |"
+        + (" peak MiB |" if gpu else "")
+    )
     print("|---|---|---|---|---|---|---|---|---|" + ("---|" if gpu else ""))
     for dim in args.dims:
         for seq_len in args.seq_lens:
-            rows = benchmark(args.batch, seq_len, dim, args.heads, args.causal, dtype, device,
-                             args.warmup, args.steps, args.repeats)
+            rows = benchmark(
+                args.batch, seq_len, dim, args.heads, args.causal, dtype, device, args.warmup, args.steps, args.repeats
+            )
             for name, seconds, ratio, flop_ratio, saved, peak in rows:
-                print(f"| {args.batch} | {seq_len} | {dim} | {args.heads} | {name} | "
-                      f"{seconds * 1e3:.2f} | {ratio:.2f} | {flop_ratio:.2f} | {saved / mib:.1f} |"
-                      + (f" {peak / mib:.1f} |" if gpu else ""), flush=True)
+                print(
+                    f"| {args.batch} | {seq_len} | {dim} | {args.heads} | {name} | "
+                    f"{seconds * 1e3:.2f} | {ratio:.2f} | {flop_ratio:.2f} | {saved / mib:.1f} |"
+                    + (f" {peak / mib:.1f} |" if gpu else ""),
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

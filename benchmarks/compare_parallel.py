@@ -27,9 +27,25 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def sweep(output: Path, parallel: int, variants: str, seeds: int, extra: list[str], fresh: bool = False) -> float:
-    command = [sys.executable, "-m", "lit_attention", "compare", "--config", str(ROOT / "recipes/quickstart/vit_digits.yaml"),
-               "--variants", variants, "--seeds", str(seeds), "--test", "--parallel", str(parallel), "--output", str(output),
-               *(["--fresh-processes"] if fresh else []), *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "lit_attention",
+        "compare",
+        "--config",
+        str(ROOT / "recipes/quickstart/vit_digits.yaml"),
+        "--variants",
+        variants,
+        "--seeds",
+        str(seeds),
+        "--test",
+        "--parallel",
+        str(parallel),
+        "--output",
+        str(output),
+        *(["--fresh-processes"] if fresh else []),
+        *extra,
+    ]
     start = time.perf_counter()
     subprocess.run(command, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
     return time.perf_counter() - start
@@ -40,8 +56,9 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, default=2)
     parser.add_argument("--variants", default="all", help="as compare takes them (default: all, every preset)")
     parser.add_argument("--seeds", type=int, default=2)
-    parser.add_argument("--skip-fresh", action="store_true",
-                        help="leave out the --fresh-processes sweep (a quick check that the script runs)")
+    parser.add_argument(
+        "--skip-fresh", action="store_true", help="leave out the --fresh-processes sweep (a quick check that the script runs)"
+    )
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="arguments for every fit")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
@@ -53,7 +70,8 @@ def main() -> None:
         serial_csv = (Path(folder) / "serial/results.csv").read_text()
         same = serial_csv == (Path(folder) / "parallel/results.csv").read_text()
         same_fresh = fresh is not None and (
-            (Path(folder) / "parallel/results.csv").read_text() == (Path(folder) / "fresh/results.csv").read_text())
+            (Path(folder) / "parallel/results.csv").read_text() == (Path(folder) / "fresh/results.csv").read_text()
+        )
     runs = len(list(csv.DictReader(io.StringIO(serial_csv))))  # one row per run
     print(f"{runs} runs on {os.cpu_count()} cores; load average at the end {os.getloadavg()[0]:.2f}")
     print()
@@ -68,8 +86,7 @@ def main() -> None:
     if fresh is not None:
         print(f"forked runs / fresh processes at --parallel {args.parallel}: {parallel / fresh:.2f}")
         print(f"results.csv identical, warm and fresh: {same_fresh}")
-    print(f"results.csv identical, serial and parallel: {same} (another thread count may change float sums in the "
-          "last bits)")
+    print(f"results.csv identical, serial and parallel: {same} (another thread count may change float sums in the last bits)")
 
 
 if __name__ == "__main__":

@@ -35,7 +35,11 @@ CONFIGURATIONS = (("eager", "float32"), ("compiled", "float32"), ("eager", "bflo
 
 
 def vit_task(args, device):
-    model = VisionTransformer(ViTConfig(image_size=8, patch_size=2, in_channels=1, num_classes=10, dim=args.vit_dim, depth=4, num_heads=4, mlp_ratio=2.0))
+    model = VisionTransformer(
+        ViTConfig(
+            image_size=8, patch_size=2, in_channels=1, num_classes=10, dim=args.vit_dim, depth=4, num_heads=4, mlp_ratio=2.0
+        )
+    )
     images = torch.randn(args.vit_batch, 1, 8, 8, device=device)
     labels = torch.randint(0, 10, (args.vit_batch,), device=device)
     return "ViT (quickstart vit_digits)", model, lambda m: F.cross_entropy(m(images).float(), labels)
@@ -45,8 +49,7 @@ def gpt_task(args, device):
     model = GPT(GPTConfig(vocab_size=256, max_len=args.context, dim=args.gpt_dim, depth=4, num_heads=4))
     tokens = torch.randint(0, 256, (args.gpt_batch, args.context + 1), device=device)
     inputs, targets = tokens[:, :-1], tokens[:, 1:]
-    return "GPT (quickstart gpt_stdlib)", model, lambda m: F.cross_entropy(m(inputs).float().flatten(0, 1),
-                                                                         targets.flatten())
+    return "GPT (quickstart gpt_stdlib)", model, lambda m: F.cross_entropy(m(inputs).float().flatten(0, 1), targets.flatten())
 
 
 def train_step(model, loss_of, dtype, device):
@@ -75,8 +78,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
     parser.add_argument("--backend", default="inductor", help="torch.compile backend (the smoke test uses eager)")
-    parser.add_argument("--warm-compile-cache", action="store_true",
-                        help="keep inductor's on-disk cache (default: an empty one, so compilation costs what a first run pays)")
+    parser.add_argument(
+        "--warm-compile-cache",
+        action="store_true",
+        help="keep inductor's on-disk cache (default: an empty one, so compilation costs what a first run pays)",
+    )
     args = parser.parse_args()
     if not args.warm_compile_cache:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor-")
@@ -84,8 +90,10 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"# training steps (forward + loss + backward + AdamW), on {hardware(device)}")
-    print(f"# torch {torch.__version__}, torch.compile backend {args.backend}; median of {args.repeats} interleaved "
-          f"repeats x {args.calls} steps; compilation = the first {args.compile_steps} compiled steps, excluded")
+    print(
+        f"# torch {torch.__version__}, torch.compile backend {args.backend}; median of {args.repeats} interleaved "
+        f"repeats x {args.calls} steps; compilation = the first {args.compile_steps} compiled steps, excluded"
+    )
     print()
     print("| model | configuration | steps/s | vs eager float32 | compilation s |")
     print("|---|---|---|---|---|")

@@ -39,13 +39,36 @@ def build_models(args):
     logging.set_verbosity_error()  # generate() itself trips a deprecation notice on every call
 
     max_len = args.prompt + max(args.new_tokens)
-    config = GPT2Config(vocab_size=args.vocab, n_positions=max_len, n_embd=args.dim, n_layer=args.depth,
-                        n_head=args.heads, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=True,
-                        bos_token_id=0, eos_token_id=None, pad_token_id=0, attn_implementation="sdpa")
+    config = GPT2Config(
+        vocab_size=args.vocab,
+        n_positions=max_len,
+        n_embd=args.dim,
+        n_layer=args.depth,
+        n_head=args.heads,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        tie_word_embeddings=True,
+        bos_token_id=0,
+        eos_token_id=None,
+        pad_token_id=0,
+        attn_implementation="sdpa",
+    )
     reference = GPT2LMHeadModel(config).eval()
     reference.generation_config.eos_token_id = None  # generate exactly max_new_tokens, as ours does
     ours = GPT.from_gpt2(reference.state_dict(), num_heads=args.heads).eval()
-    sup = GPT(GPTConfig(vocab_size=args.vocab, max_len=max_len, dim=args.dim, depth=args.depth, num_heads=args.heads, bias=True, activation="gelu_tanh"), attention="super").eval()
+    sup = GPT(
+        GPTConfig(
+            vocab_size=args.vocab,
+            max_len=max_len,
+            dim=args.dim,
+            depth=args.depth,
+            num_heads=args.heads,
+            bias=True,
+            activation="gelu_tanh",
+        ),
+        attention="super",
+    ).eval()
     return reference, ours, sup
 
 
@@ -86,13 +109,18 @@ def main() -> None:
     import transformers
 
     print(f"# greedy generation, batch 1, prompt {args.prompt}, float32, on {hardware(device)}")
-    print(f"# torch {torch.__version__}, transformers {transformers.__version__}; median of {args.repeats} "
-          "interleaved repeats; ms per new token (whole generate call / new tokens)")
-    print(f"# d={args.dim}, {args.depth} layers, {args.heads} heads, vocab {args.vocab}, max_len {ours.max_len}; "
-          f"prompt logits agree with transformers (max |difference| {difference:.1e})")
+    print(
+        f"# torch {torch.__version__}, transformers {transformers.__version__}; median of {args.repeats} "
+        "interleaved repeats; ms per new token (whole generate call / new tokens)"
+    )
+    print(
+        f"# d={args.dim}, {args.depth} layers, {args.heads} heads, vocab {args.vocab}, max_len {ours.max_len}; "
+        f"prompt logits agree with transformers (max |difference| {difference:.1e})"
+    )
     print()
     print("| new tokens | path | ms / token | vs transformers generate | vs transformers forward loop |")
     print("|---|---|---|---|---|")
+
     def paths(n: int) -> dict:
         return {
             "transformers generate": lambda: reference.generate(prompt, max_new_tokens=n, do_sample=False, use_cache=True),
@@ -108,25 +136,33 @@ def main() -> None:
         with torch.no_grad():
             for step in paths(min(new_tokens, 16)).values():  # warm-up, short
                 step()
-            outputs = {name: steps[name]() for name in ("transformers generate", "transformers forward loop",
-                                                        "ours standard, cached")}
+            outputs = {
+                name: steps[name]() for name in ("transformers generate", "transformers forward loop", "ours standard, cached")
+            }
             seconds = median_interleaved(steps, warmup=0, calls=1, repeats=args.repeats, device=device)
         ms = {name: 1e3 * s / new_tokens for name, s in seconds.items()}
         for name, value in ms.items():
-            print(f"| {new_tokens} | {name} | {value:.3f} | {value / ms['transformers generate']:.2f} | "
-                  f"{value / ms['transformers forward loop']:.2f} |", flush=True)
+            print(
+                f"| {new_tokens} | {name} | {value:.3f} | {value / ms['transformers generate']:.2f} | "
+                f"{value / ms['transformers forward loop']:.2f} |",
+                flush=True,
+            )
         same = all(torch.equal(out, outputs["ours standard, cached"]) for out in outputs.values())
         summary.append((new_tokens, ms, same))
 
     print()
-    print("| new tokens | ours cached / transformers generate (target ≤ 1.0) | ours cached / transformers loop | "
-          "uncached / cached | super / standard, both cached (target ≤ 1.2) | same greedy tokens as transformers |")
+    print(
+        "| new tokens | ours cached / transformers generate (target ≤ 1.0) | ours cached / transformers loop | "
+        "uncached / cached | super / standard, both cached (target ≤ 1.2) | same greedy tokens as transformers |"
+    )
     print("|---|---|---|---|---|---|")
     for new_tokens, ms, same in summary:
         cached = ms["ours standard, cached"]
-        print(f"| {new_tokens} | {cached / ms['transformers generate']:.2f} | "
-              f"{cached / ms['transformers forward loop']:.2f} | {ms['ours standard, uncached'] / cached:.1f} | "
-              f"{ms['ours super, cached'] / cached:.2f} | {'yes' if same else 'no'} |")
+        print(
+            f"| {new_tokens} | {cached / ms['transformers generate']:.2f} | "
+            f"{cached / ms['transformers forward loop']:.2f} | {ms['ours standard, uncached'] / cached:.1f} | "
+            f"{ms['ours super, cached'] / cached:.2f} | {'yes' if same else 'no'} |"
+        )
     print()
     print(f"# load average (1, 5, 15 min) before: {before}; after: {load_average()}")
 

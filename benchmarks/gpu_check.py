@@ -38,37 +38,82 @@ from gpu_check_fits import Sizes, check_cli_fit, check_exact_resume, check_host_
 from timing import hardware, median_interleaved, synchronize  # noqa: E402
 
 from lit_attention.modeling import (  # noqa: E402
-    GPT, GPTConfig, Seq2SeqConfig, Seq2SeqTransformer, TextEncoderClassifier, TextEncoderConfig, ViTConfig,
+    GPT,
+    GPTConfig,
+    Seq2SeqConfig,
+    Seq2SeqTransformer,
+    TextEncoderClassifier,
+    TextEncoderConfig,
+    ViTConfig,
     VisionTransformer,
 )
 from lit_attention.modeling.attention import list_presets  # noqa: E402
 from lit_attention.modeling.block_options import family_options  # noqa: E402
 
 # The SDPA backends as the profiler names their aten ops.
-BACKENDS = {"_scaled_dot_product_flash_attention_for_cpu": "flash (cpu)", "_scaled_dot_product_flash_attention": "flash",
-            "_scaled_dot_product_efficient_attention": "mem-efficient", "_scaled_dot_product_cudnn_attention": "cudnn",
-            "_scaled_dot_product_attention_math": "math", "_scaled_dot_product_fused_attention_overrideable": "fused"}
+BACKENDS = {
+    "_scaled_dot_product_flash_attention_for_cpu": "flash (cpu)",
+    "_scaled_dot_product_flash_attention": "flash",
+    "_scaled_dot_product_efficient_attention": "mem-efficient",
+    "_scaled_dot_product_cudnn_attention": "cudnn",
+    "_scaled_dot_product_attention_math": "math",
+    "_scaled_dot_product_fused_attention_overrideable": "fused",
+}
 KERNEL_WORDS = ("flash", "fmha", "sdpa", "attention", "cudnn")
 
 
-GPU_SIZES = Sizes(batch=8, seq=256, dim=512, heads=8, depth=2, vocab=512, new_tokens=64, compile_steps=20,
-                  compile_variants=("standard", "super"), fit_steps=100, fit_overrides=())
-DRY_SIZES = Sizes(batch=2, seq=16, dim=32, heads=2, depth=1, vocab=64, new_tokens=4, compile_steps=2,
-                  compile_variants=("super",), fit_steps=4,
-                  fit_overrides=("--data.max_files=40", "--data.val_fraction=0.2", "--data.val_windows=4",
-                                 "--data.max_len=16", "--data.batch_size=4", "--model.net.dim=16",
-                                 "--model.net.num_heads=2", "--model.net.depth=1"))
+GPU_SIZES = Sizes(
+    batch=8,
+    seq=256,
+    dim=512,
+    heads=8,
+    depth=2,
+    vocab=512,
+    new_tokens=64,
+    compile_steps=20,
+    compile_variants=("standard", "super"),
+    fit_steps=100,
+    fit_overrides=(),
+)
+DRY_SIZES = Sizes(
+    batch=2,
+    seq=16,
+    dim=32,
+    heads=2,
+    depth=1,
+    vocab=64,
+    new_tokens=4,
+    compile_steps=2,
+    compile_variants=("super",),
+    fit_steps=4,
+    fit_overrides=(
+        "--data.max_files=40",
+        "--data.val_fraction=0.2",
+        "--data.val_windows=4",
+        "--data.max_len=16",
+        "--data.batch_size=4",
+        "--model.net.dim=16",
+        "--model.net.num_heads=2",
+        "--model.net.depth=1",
+    ),
+)
 
 
 # ---------------------------------------------------------------------------------------- models
 
 
 # The block options that change what attention is handed, each with `standard`: (label, variant, config fields).
-OPTION_ROWS = (("standard, rope", "standard", {"position": "rope"}), ("standard, alibi", "standard", {"position": "alibi"}),
-               ("standard, qk_norm", "standard", {"qk_norm": True}), ("standard,kv_heads=2", "standard,kv_heads=2", {}))
+OPTION_ROWS = (
+    ("standard, rope", "standard", {"position": "rope"}),
+    ("standard, alibi", "standard", {"position": "alibi"}),
+    ("standard, qk_norm", "standard", {"qk_norm": True}),
+    ("standard,kv_heads=2", "standard,kv_heads=2", {}),
+)
 
 
-def families(s: Sizes, variant: str, device: torch.device, options: dict | None = None) -> dict[str, tuple[torch.nn.Module, tuple]]:
+def families(
+    s: Sizes, variant: str, device: torch.device, options: dict | None = None
+) -> dict[str, tuple[torch.nn.Module, tuple]]:
     """Each model family at size `s` with the config fields `options`, with an input batch: the text encoder
     with and without padding, the encoder-decoder with padded sources and targets. A family whose config
     does not offer those options (block_options.family_options: the ViT's positions are learned or rope) is
@@ -78,23 +123,41 @@ def families(s: Sizes, variant: str, device: torch.device, options: dict | None 
     tokens = torch.randint(3, s.vocab, (s.batch, s.seq), generator=g)
     lengths = torch.linspace(s.seq, max(1, s.seq // 4), s.batch).long()
     padding = torch.arange(s.seq)[None] >= lengths[:, None]
-    side = int(s.seq ** 0.5) * 2  # patches of 2 x 2: about seq tokens
+    side = int(s.seq**0.5) * 2  # patches of 2 x 2: about seq tokens
     common = dict(dim=s.dim, num_heads=s.heads, dropout=0.0, **options)
     models = {}
     if all(value in family_options(ViTConfig).get(name, ()) for name, value in options.items()):
-        models["vit"] = (VisionTransformer(ViTConfig(image_size=side, patch_size=2, in_channels=3, num_classes=10,
-                                                     depth=s.depth, **common), attention=variant),
-                         (torch.randn(s.batch, 3, side, side, generator=g),))
-    text = TextEncoderClassifier(TextEncoderConfig(pad_id=0, vocab_size=s.vocab, max_len=s.seq, num_classes=4,
-                                                   depth=s.depth, **common), attention=variant)
+        models["vit"] = (
+            VisionTransformer(
+                ViTConfig(image_size=side, patch_size=2, in_channels=3, num_classes=10, depth=s.depth, **common),
+                attention=variant,
+            ),
+            (torch.randn(s.batch, 3, side, side, generator=g),),
+        )
+    text = TextEncoderClassifier(
+        TextEncoderConfig(pad_id=0, vocab_size=s.vocab, max_len=s.seq, num_classes=4, depth=s.depth, **common), attention=variant
+    )
     models |= {
         "text, no padding": (text, (tokens, torch.zeros_like(padding))),
         "text, padded": (text, (tokens.masked_fill(padding, 0), padding)),
         "gpt": (GPT(GPTConfig(vocab_size=s.vocab, max_len=s.seq, depth=s.depth, **common), attention=variant), (tokens,)),
-        "seq2seq, padded": (Seq2SeqTransformer(Seq2SeqConfig(pad_id=0, bos_id=1, eos_id=2, vocab_size=s.vocab, max_src_len=s.seq,
-                                                             max_tgt_len=s.seq, encoder_depth=s.depth, decoder_depth=s.depth,
-                                                             **common), attention=variant),
-                            (tokens.masked_fill(padding, 0), tokens.flip(0), padding, padding.flip(0))),
+        "seq2seq, padded": (
+            Seq2SeqTransformer(
+                Seq2SeqConfig(
+                    pad_id=0,
+                    bos_id=1,
+                    eos_id=2,
+                    vocab_size=s.vocab,
+                    max_src_len=s.seq,
+                    max_tgt_len=s.seq,
+                    encoder_depth=s.depth,
+                    decoder_depth=s.depth,
+                    **common,
+                ),
+                attention=variant,
+            ),
+            (tokens.masked_fill(padding, 0), tokens.flip(0), padding, padding.flip(0)),
+        ),
     }
     return {name: (model.to(device).eval(), tuple(t.to(device) for t in inputs)) for name, (model, inputs) in models.items()}
 
@@ -113,8 +176,13 @@ def sdpa_kernels(run, device: torch.device) -> tuple[str, str]:
         synchronize(device)
     names = {event.key for event in profile.key_averages()}
     backends = sorted({label for op, label in BACKENDS.items() if f"aten::{op}" in names})
-    kernels = sorted({name[:40] for name in names if not name.startswith("aten::")
-                      and any(word in name.lower() for word in KERNEL_WORDS)}) if device.type == "cuda" else []
+    kernels = (
+        sorted(
+            {name[:40] for name in names if not name.startswith("aten::") and any(word in name.lower() for word in KERNEL_WORDS)}
+        )
+        if device.type == "cuda"
+        else []
+    )
     return ", ".join(backends) or "none", ", ".join(kernels) or "-"
 
 
@@ -143,7 +211,9 @@ def check_kernels(s: Sizes, device: torch.device) -> None:
 
 def check_ragged_generation(s: Sizes, device: torch.device) -> None:
     section("bf16 generation from prompts of different lengths")
-    say(f"{s.batch} left-padded prompts of {s.seq // 8}..{s.seq // 2} tokens, {s.new_tokens} greedy tokens, on {hardware(device)}")
+    say(
+        f"{s.batch} left-padded prompts of {s.seq // 8}..{s.seq // 2} tokens, {s.new_tokens} greedy tokens, on {hardware(device)}"
+    )
     say("| variant | fp32 s | bf16 s | bf16 / fp32 time | first token as in fp32 |")
     say("|---|---|---|---|---|")
     lengths = torch.linspace(s.seq // 2, max(1, s.seq // 8), s.batch).long()
@@ -151,8 +221,14 @@ def check_ragged_generation(s: Sizes, device: torch.device) -> None:
     padding = (torch.arange(width)[None] < (width - lengths)[:, None]).to(device)
     for variant in list_presets():
         torch.manual_seed(0)
-        model = GPT(GPTConfig(vocab_size=s.vocab, max_len=width + s.new_tokens, dim=s.dim, depth=s.depth, num_heads=s.heads),
-                    attention=variant).to(device).eval()
+        model = (
+            GPT(
+                GPTConfig(vocab_size=s.vocab, max_len=width + s.new_tokens, dim=s.dim, depth=s.depth, num_heads=s.heads),
+                attention=variant,
+            )
+            .to(device)
+            .eval()
+        )
         prompts = torch.randint(0, s.vocab, (s.batch, width), device=device)
         outputs, seconds = {}, {}
         for precision in ("fp32", "bf16"):
@@ -165,8 +241,10 @@ def check_ragged_generation(s: Sizes, device: torch.device) -> None:
                 synchronize(device)
                 seconds[precision] = time.perf_counter() - start
         first = (outputs["bf16"][:, width] == outputs["fp32"][:, width]).float().mean()
-        say(f"| {variant} | {seconds['fp32']:.3f} | {seconds['bf16']:.3f} | {seconds['bf16'] / seconds['fp32']:.2f} "
-            f"| {first:.0%} |")
+        say(
+            f"| {variant} | {seconds['fp32']:.3f} | {seconds['bf16']:.3f} | {seconds['bf16'] / seconds['fp32']:.2f} "
+            f"| {first:.0%} |"
+        )
 
 
 # ---------------------------------------------------------------------------------------- compile
@@ -180,6 +258,7 @@ def training_step(model: GPT, optimizer: torch.optim.Optimizer, tokens: torch.Te
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+
     return step
 
 
@@ -205,14 +284,18 @@ def check_compile(s: Sizes, device: torch.device) -> None:
         torch._dynamo.reset()
         counters.clear()
         compiled_forward = torch.compile(compiled, backend=backend)
-        steps = {"eager": training_step(eager, torch.optim.AdamW(eager.parameters(), lr=1e-4), tokens, device),
-                 "compiled": training_step(compiled_forward, torch.optim.AdamW(compiled.parameters(), lr=1e-4), tokens, device)}
+        steps = {
+            "eager": training_step(eager, torch.optim.AdamW(eager.parameters(), lr=1e-4), tokens, device),
+            "compiled": training_step(compiled_forward, torch.optim.AdamW(compiled.parameters(), lr=1e-4), tokens, device),
+        }
         with counting_recompiles() as recompiles:
             steps["compiled"]()  # compiles here, outside the timing
             times = median_interleaved(steps, warmup=2, calls=s.compile_steps, repeats=3, device=device)
         frames = counters["frames"]["ok"]
-        say(f"| {variant} | {times['eager'] * 1e3:.2f} | {times['compiled'] * 1e3:.2f} | "
-            f"{times['eager'] / times['compiled']:.2f} | {frames} | {len(recompiles)} |")
+        say(
+            f"| {variant} | {times['eager'] * 1e3:.2f} | {times['compiled'] * 1e3:.2f} | "
+            f"{times['eager'] / times['compiled']:.2f} | {frames} | {len(recompiles)} |"
+        )
 
 
 @contextlib.contextmanager
@@ -257,8 +340,12 @@ def over_budget(signum, frame) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dry", action="store_true", help="CPU, toy sizes, under a minute")
-    parser.add_argument("--budget", type=float, default=None,
-                        help="seconds: no section starts past it, and an alarm ends the run 30 s later (450 on a GPU)")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds: no section starts past it, and an alarm ends the run 30 s later (450 on a GPU)",
+    )
     args = parser.parse_args(argv)
     if not args.dry and not torch.cuda.is_available():
         parser.error("no CUDA device here; run with --dry for the CPU rehearsal")
@@ -272,14 +359,21 @@ def main(argv: list[str] | None = None) -> None:
         BUDGET["ends"] = started + budget
         signal.signal(signal.SIGALRM, over_budget)
         signal.alarm(int(budget) + 30)
-    say(f"# GPU check{' (dry)' if args.dry else ''} on {hardware(device)}; torch {torch.__version__}"
-        + (f"; budget {budget:.0f} s" if budget is not None else ""))
+    say(
+        f"# GPU check{' (dry)' if args.dry else ''} on {hardware(device)}; torch {torch.__version__}"
+        + (f"; budget {budget:.0f} s" if budget is not None else "")
+    )
     try:
         with tempfile.TemporaryDirectory(prefix="gpu_check_") as work:
             work = Path(work)
-            sections = [lambda: check_kernels(sizes, device), lambda: check_ragged_generation(sizes, device),
-                        lambda: check_compile(sizes, device), lambda: check_cli_fit(sizes, device, work),
-                        lambda: check_host_syncs(sizes, device, work), lambda: check_exact_resume(sizes, device, work)]
+            sections = [
+                lambda: check_kernels(sizes, device),
+                lambda: check_ragged_generation(sizes, device),
+                lambda: check_compile(sizes, device),
+                lambda: check_cli_fit(sizes, device, work),
+                lambda: check_host_syncs(sizes, device, work),
+                lambda: check_exact_resume(sizes, device, work),
+            ]
             names = ["SDPA kernels", "ragged generation", "torch.compile", "CLI fit", "host syncs", "exact resume"]
             for name, run_section in zip(names, sections):
                 if out_of_time(f"section {name!r}"):

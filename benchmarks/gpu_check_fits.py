@@ -62,9 +62,19 @@ def fit(where: Path, s: Sizes, device: torch.device, *extra: str) -> int:
     from lit_attention.main import main
 
     preset = ["--config", str(GPU_PRESET)] if device.type == "cuda" else []
-    args = ["fit", "--config", str(GPT_RECIPE), *preset, f"--trainer.max_steps={s.fit_steps}",
-            "--trainer.val_check_interval=null", "--trainer.limit_val_batches=0", "--trainer.enable_progress_bar=false",
-            f"--data.data_dir={where.parent / 'data'}", *s.fit_overrides, *extra]
+    args = [
+        "fit",
+        "--config",
+        str(GPT_RECIPE),
+        *preset,
+        f"--trainer.max_steps={s.fit_steps}",
+        "--trainer.val_check_interval=null",
+        "--trainer.limit_val_batches=0",
+        "--trainer.enable_progress_bar=false",
+        f"--data.data_dir={where.parent / 'data'}",
+        *s.fit_overrides,
+        *extra,
+    ]
     cwd = os.getcwd()
     os.chdir(where)
     try:
@@ -104,14 +114,19 @@ def check_cli_fit(s: Sizes, device: torch.device, work: Path) -> None:
     record = json.loads((run / "record.json").read_text())
     seconds = record["train_seconds"]
     tokens = f", tokens/s {record['tokens_seen'] / seconds:.0f}" if record.get("tokens_seen") and seconds else ""
-    say(f"optimizer steps {record['optimizer_steps']}, train seconds {seconds}, "
-        f"samples/s {record['train_samples_per_second']}{tokens}")
+    say(
+        f"optimizer steps {record['optimizer_steps']}, train seconds {seconds}, "
+        f"samples/s {record['train_samples_per_second']}{tokens}"
+    )
     if record.get("train_flops"):
         say(f"achieved {record['train_flops'] / seconds / 1e12:.2f} TFLOP/s (torch's FLOP count of every training batch)")
     scalars = tensorboard_scalars(run)
     mfu = {tag: value for tag, value in scalars.items() if "mfu" in tag}
-    say(f"MFU logged: {', '.join(f'{t} {v:.3f}' for t, v in mfu.items())}" if mfu
-        else "MFU: not logged (no peak FLOP/s is known for this device and precision: training/peak_flops.py)")
+    say(
+        f"MFU logged: {', '.join(f'{t} {v:.3f}' for t, v in mfu.items())}"
+        if mfu
+        else "MFU: not logged (no peak FLOP/s is known for this device and precision: training/peak_flops.py)"
+    )
 
 
 def check_host_syncs(s: Sizes, device: torch.device, work: Path) -> None:
@@ -133,8 +148,9 @@ def check_host_syncs(s: Sizes, device: torch.device, work: Path) -> None:
         if status:
             say(f"the {n}-step fit failed with exit status {status}")
             return
-        counts.append(collections.Counter(f"{Path(w.filename).name}:{w.lineno}" for w in caught
-                                          if "synchroniz" in str(w.message)))
+        counts.append(
+            collections.Counter(f"{Path(w.filename).name}:{w.lineno}" for w in caught if "synchroniz" in str(w.message))
+        )
     per_step = counts[1] - counts[0]
     total = sum(per_step.values()) / (steps[1] - steps[0])
     say(f"{total:.1f} syncs per optimizer step; where, per step:")
@@ -151,16 +167,21 @@ def check_exact_resume(s: Sizes, device: torch.device, work: Path) -> None:
     straight, resumed = work / "straight", work / "resumed"
     straight.mkdir()
     resumed.mkdir()
-    statuses = [fit(straight, s, device, *dropout),
-                fit(resumed, s, device, *dropout, "--trainer.callbacks+=gpu_check_fits.StopAt", f"--trainer.callbacks.step={half}"),
-                fit(resumed, s, device, *dropout, "--ckpt_path=last")]
+    statuses = [
+        fit(straight, s, device, *dropout),
+        fit(resumed, s, device, *dropout, "--trainer.callbacks+=gpu_check_fits.StopAt", f"--trainer.callbacks.step={half}"),
+        fit(resumed, s, device, *dropout, "--ckpt_path=last"),
+    ]
     if any(statuses):
         say(f"a fit failed: exit statuses {statuses}")
         return
     a, b = (torch.load(one_run(w) / "checkpoints/last.ckpt", map_location="cpu", weights_only=True) for w in (straight, resumed))
-    differences = {name: float((a["state_dict"][name].float() - b["state_dict"][name].float()).abs().max())
-                   for name in a["state_dict"]}
+    differences = {
+        name: float((a["state_dict"][name].float() - b["state_dict"][name].float()).abs().max()) for name in a["state_dict"]
+    }
     worst = max(differences, key=differences.get)
     same = all(value == 0.0 for value in differences.values())
-    say(f"steps {a['global_step']} and {b['global_step']}; weights {'identical' if same else 'DIFFER'} "
-        f"(largest difference {differences[worst]:.3e}, in {worst})")
+    say(
+        f"steps {a['global_step']} and {b['global_step']}; weights {'identical' if same else 'DIFFER'} "
+        f"(largest difference {differences[worst]:.3e}, in {worst})"
+    )

@@ -26,12 +26,14 @@ from lit_attention.training.tasks import CausalLanguageModel
 
 def make_module(args) -> CausalLanguageModel:
     torch.manual_seed(0)
-    return CausalLanguageModel(net=dict(vocab_size=args.vocab, max_len=args.context, dim=args.dim, depth=args.depth, num_heads=args.heads), warmup_steps=10)
+    return CausalLanguageModel(
+        net=dict(vocab_size=args.vocab, max_len=args.context, dim=args.dim, depth=args.depth, num_heads=args.heads),
+        warmup_steps=10,
+    )
 
 
 def loader(args) -> DataLoader:
-    tokens = torch.randint(0, args.vocab, (args.steps * args.batch, args.context + 1),
-                           generator=torch.Generator().manual_seed(0))
+    tokens = torch.randint(0, args.vocab, (args.steps * args.batch, args.context + 1), generator=torch.Generator().manual_seed(0))
     return DataLoader(TensorDataset(tokens[:, :-1], tokens[:, 1:]), batch_size=args.batch)
 
 
@@ -55,9 +57,17 @@ def plain_loop(args, device) -> float:
 
 def lightning_fit(args, device) -> float:
     module = make_module(args)
-    trainer = L.Trainer(accelerator=device.type, devices=1, max_steps=args.steps, logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                        limit_val_batches=0, num_sanity_val_steps=0)
+    trainer = L.Trainer(
+        accelerator=device.type,
+        devices=1,
+        max_steps=args.steps,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+    )
     start = time.perf_counter()
     trainer.fit(module, loader(args))
     synchronize(device)
@@ -83,8 +93,10 @@ def main() -> None:
         plain.append(plain_loop(args, device))
         fit.append(lightning_fit(args, device))
     plain_s, fit_s = statistics.median(plain), statistics.median(fit)
-    print(f"# Trainer.fit vs plain loop, {args.steps} steps of GPT d={args.dim} depth={args.depth} "
-          f"T={args.context} B={args.batch}, on {hardware(device)}; median of {args.repeats}")
+    print(
+        f"# Trainer.fit vs plain loop, {args.steps} steps of GPT d={args.dim} depth={args.depth} "
+        f"T={args.context} B={args.batch}, on {hardware(device)}; median of {args.repeats}"
+    )
     print()
     print("| path | seconds | steps/s | throughput vs plain loop |")
     print("|---|---|---|---|")

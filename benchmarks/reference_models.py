@@ -73,16 +73,34 @@ def language_model_losses(args, device, dtype):
 def gpt_pair(args, device, dtype):
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    config = GPT2Config(vocab_size=args.vocab, n_positions=args.context, n_embd=args.gpt_dim,
-                        n_layer=args.gpt_depth, n_head=args.gpt_heads, resid_pdrop=0.0, embd_pdrop=0.0,
-                        attn_pdrop=0.0, tie_word_embeddings=True, bos_token_id=0, eos_token_id=0,
-                        attn_implementation="sdpa")
+    config = GPT2Config(
+        vocab_size=args.vocab,
+        n_positions=args.context,
+        n_embd=args.gpt_dim,
+        n_layer=args.gpt_depth,
+        n_head=args.gpt_heads,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        tie_word_embeddings=True,
+        bos_token_id=0,
+        eos_token_id=0,
+        attn_implementation="sdpa",
+    )
     reference = GPT2LMHeadModel(config)
     assert reference.config._attn_implementation == "sdpa"
     ours = GPT.from_gpt2(reference.state_dict(), num_heads=args.gpt_heads)
     ours_forward, reference_forward = language_model_losses(args, device, dtype)
-    return ("GPT", "transformers GPT2LMHeadModel", ours, reference, ours_forward, reference_forward,
-            args.batch * args.context, "tokens/s")
+    return (
+        "GPT",
+        "transformers GPT2LMHeadModel",
+        ours,
+        reference,
+        ours_forward,
+        reference_forward,
+        args.batch * args.context,
+        "tokens/s",
+    )
 
 
 def llama_pair(args, device, dtype):
@@ -90,26 +108,64 @@ def llama_pair(args, device, dtype):
 
     from lit_attention.modeling.blocks import mlp_hidden_width
 
-    config = LlamaConfig(vocab_size=args.vocab, hidden_size=args.gpt_dim, num_hidden_layers=args.gpt_depth,
-                         intermediate_size=mlp_hidden_width(args.gpt_dim, 4.0, "swiglu"),
-                         num_attention_heads=args.gpt_heads, num_key_value_heads=args.llama_kv_heads,
-                         max_position_embeddings=args.context, tie_word_embeddings=False, bos_token_id=0,
-                         eos_token_id=0, attn_implementation="sdpa")
+    config = LlamaConfig(
+        vocab_size=args.vocab,
+        hidden_size=args.gpt_dim,
+        num_hidden_layers=args.gpt_depth,
+        intermediate_size=mlp_hidden_width(args.gpt_dim, 4.0, "swiglu"),
+        num_attention_heads=args.gpt_heads,
+        num_key_value_heads=args.llama_kv_heads,
+        max_position_embeddings=args.context,
+        tie_word_embeddings=False,
+        bos_token_id=0,
+        eos_token_id=0,
+        attn_implementation="sdpa",
+    )
     reference = LlamaForCausalLM(config)
     assert reference.config._attn_implementation == "sdpa"
     ours = GPT.from_llama(reference)
     ours_forward, reference_forward = language_model_losses(args, device, dtype)
-    return ("Llama-style GPT", "transformers LlamaForCausalLM", ours, reference, ours_forward, reference_forward,
-            args.batch * args.context, "tokens/s")
+    return (
+        "Llama-style GPT",
+        "transformers LlamaForCausalLM",
+        ours,
+        reference,
+        ours_forward,
+        reference_forward,
+        args.batch * args.context,
+        "tokens/s",
+    )
 
 
 def vit_pair(args, device, dtype):
     from timm.models.vision_transformer import VisionTransformer as TimmViT
 
-    reference = TimmViT(img_size=32, patch_size=4, in_chans=3, num_classes=args.classes, embed_dim=args.vit_dim,
-                        depth=args.vit_depth, num_heads=args.vit_heads, mlp_ratio=4.0, qkv_bias=True,
-                        class_token=True, global_pool="token")
-    ours = VisionTransformer(ViTConfig(image_size=32, patch_size=4, in_channels=3, num_classes=args.classes, dim=args.vit_dim, depth=args.vit_depth, num_heads=args.vit_heads, drop_path=0.0, norm_eps=1e-6))
+    reference = TimmViT(
+        img_size=32,
+        patch_size=4,
+        in_chans=3,
+        num_classes=args.classes,
+        embed_dim=args.vit_dim,
+        depth=args.vit_depth,
+        num_heads=args.vit_heads,
+        mlp_ratio=4.0,
+        qkv_bias=True,
+        class_token=True,
+        global_pool="token",
+    )
+    ours = VisionTransformer(
+        ViTConfig(
+            image_size=32,
+            patch_size=4,
+            in_channels=3,
+            num_classes=args.classes,
+            dim=args.vit_dim,
+            depth=args.vit_depth,
+            num_heads=args.vit_heads,
+            drop_path=0.0,
+            norm_eps=1e-6,
+        )
+    )
     ours.load_state_dict(timm_vit_state_dict(reference.state_dict()))
     images = torch.randn(args.batch, 3, 32, 32, device=device)
     labels = torch.randint(0, args.classes, (args.batch,), device=device)
@@ -163,8 +219,11 @@ def main() -> None:
             steps[key] = train_step(model, optimizer, forward)
         times = median_interleaved(steps, args.warmup, args.calls, args.repeats, device)
         ours_rate, ref_rate = items / times["ours"], items / times["reference"]
-        print(f"| {name} vs {ref_name} | {count(ours):,} | {count(reference):,} | {ours_rate:,.0f} {unit} | "
-              f"{ref_rate:,.0f} {unit} | {ours_rate / ref_rate:.2f} |", flush=True)
+        print(
+            f"| {name} vs {ref_name} | {count(ours):,} | {count(reference):,} | {ours_rate:,.0f} {unit} | "
+            f"{ref_rate:,.0f} {unit} | {ours_rate / ref_rate:.2f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -36,8 +36,9 @@ def seconds_per_call(step: Callable[[], object], calls: int, device: torch.devic
     return (time.perf_counter() - start) / calls
 
 
-def median_interleaved(steps: dict[str, Callable[[], object]], warmup: int, calls: int, repeats: int,
-                       device: torch.device) -> dict[str, float]:
+def median_interleaved(
+    steps: dict[str, Callable[[], object]], warmup: int, calls: int, repeats: int, device: torch.device
+) -> dict[str, float]:
     """Median seconds per call of each step; repeats alternate between steps so that drift in
     machine load (a shared CPU, GPU clocks) hits all of them alike."""
     for step in steps.values():
@@ -51,5 +52,7 @@ def median_interleaved(steps: dict[str, Callable[[], object]], warmup: int, call
 
 
 def header(title: str, device: torch.device, dtype: str, repeats: int, calls: int) -> str:
-    return (f"# {title}, {dtype}, on {hardware(device)}\n"
-            f"# torch {torch.__version__}; median of {repeats} interleaved repeats x {calls} calls")
+    return (
+        f"# {title}, {dtype}, on {hardware(device)}\n"
+        f"# torch {torch.__version__}; median of {repeats} interleaved repeats x {calls} calls"
+    )

@@ -110,9 +110,15 @@ class DataModule(L.LightningDataModule):
         if data is None:
             raise RuntimeError(f"Call setup() before asking for the {split} DataLoader.")
         sampler = self.training_sampler() if shuffle else None
-        return make_loader(data, batch_size=self.hparams.batch_size, num_workers=self.hparams.num_workers,
-                           shuffle=shuffle and sampler is None, sampler=sampler, collate_fn=collate or self.collate,
-                           seed=self.hparams.data_seed)
+        return make_loader(
+            data,
+            batch_size=self.hparams.batch_size,
+            num_workers=self.hparams.num_workers,
+            shuffle=shuffle and sampler is None,
+            sampler=sampler,
+            collate_fn=collate or self.collate,
+            seed=self.hparams.data_seed,
+        )
 
 
 def predict_paths(patterns: str | list[str], extensions: tuple[str, ...] | None = None) -> list[str]:
@@ -122,8 +128,12 @@ def predict_paths(patterns: str | list[str], extensions: tuple[str, ...] | None 
     for pattern in [patterns] if isinstance(patterns, str) else list(patterns):
         pattern = os.path.expanduser(pattern)
         if os.path.isdir(pattern) and extensions:
-            matches = [os.path.join(folder, name) for folder, _, names in os.walk(pattern) for name in names
-                       if name.lower().endswith(extensions)]
+            matches = [
+                os.path.join(folder, name)
+                for folder, _, names in os.walk(pattern)
+                for name in names
+                if name.lower().endswith(extensions)
+            ]
         else:
             matches = [path for path in glob.glob(pattern) if os.path.isfile(path)]
         if not matches:
@@ -144,11 +154,15 @@ def lines_of(paths: list[str]) -> list[str]:
             text = data.decode("utf-8")
         except UnicodeDecodeError as error:
             line = data[: error.start].count(b"\n") + 1
-            raise ConfigError(f"predict_files {path!r} is not UTF-8 text (byte 0x{data[error.start]:02x} at line {line}); "
-                              "give text files with one input per line.") from None
+            raise ConfigError(
+                f"predict_files {path!r} is not UTF-8 text (byte 0x{data[error.start]:02x} at line {line}); "
+                "give text files with one input per line."
+            ) from None
         if "\x00" in text:
-            raise ConfigError(f"predict_files {path!r} holds NUL bytes, so it is a binary file, not text; "
-                              "give text files with one input per line.")
+            raise ConfigError(
+                f"predict_files {path!r} holds NUL bytes, so it is a binary file, not text; "
+                "give text files with one input per line."
+            )
         # the lines a file opened as text gives (universal newlines: \n, \r\n and \r end a line)
         lines += [line for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n") if line.strip()]
     if not lines:

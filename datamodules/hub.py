@@ -109,9 +109,7 @@ def load_hub_dataset(name: str, config: str | None, hf_cache_dir: str | None) ->
             f"({_OFFLINE_HINT})."
         ) from None
     except ValueError as error:  # e.g. an unknown config name; the message lists the valid ones
-        raise ConfigError(
-            f"Dataset {label} could not be loaded ({brief(error)}); check the dataset and config names."
-        ) from None
+        raise ConfigError(f"Dataset {label} could not be loaded ({brief(error)}); check the dataset and config names.") from None
     if not isinstance(loaded, DatasetDict):
         raise ConfigError(f"Dataset {label} did not load as named splits; {_LOCAL_HINT} instead.")
     return loaded
@@ -186,9 +184,7 @@ def check_local_files(data_files: dict[str, list[str]]) -> None:
         for pattern in patterns:
             matches = glob.glob(os.path.expanduser(pattern))
             if not matches:
-                raise ConfigError(
-                    f"Data file {pattern!r} (split {split!r}) does not exist; check the path in data_files."
-                )
+                raise ConfigError(f"Data file {pattern!r} (split {split!r}) does not exist; check the path in data_files.")
             for path in matches:
                 if os.path.isfile(path) and os.path.getsize(path) == 0:
                     raise ConfigError(
@@ -256,8 +252,7 @@ def source_slug(dataset: str | None, data_files: DataFiles | None) -> str:
 def require_train(splits: Mapping[str, Dataset], source: str) -> Dataset:
     if "train" not in splits:
         raise ConfigError(
-            f"{source} has no 'train' split (it has {sorted(splits)}); name the training files "
-            f"with data_files={{'train': ...}}."
+            f"{source} has no 'train' split (it has {sorted(splits)}); name the training files with data_files={{'train': ...}}."
         )
     return splits["train"]
 
@@ -286,8 +281,15 @@ def source_fingerprints(splits: Mapping[str, Dataset]) -> dict[str, str]:
     return {name: data._fingerprint for name, data in splits.items()}  # no public accessor
 
 
-def split_fingerprints(sources: Mapping[str, str], data_files: DataFiles | None, *, val_fraction: float, seed: int,
-                       test_split: str = "test", view: object = None) -> dict[str, str]:
+def split_fingerprints(
+    sources: Mapping[str, str],
+    data_files: DataFiles | None,
+    *,
+    val_fraction: float,
+    seed: int,
+    test_split: str = "test",
+    view: object = None,
+) -> dict[str, str]:
     """The fingerprints of the training, validation and test sets train_val_test makes of a source.
 
     `sources`: source_fingerprints of the loaded splits; local files count by their bytes instead
@@ -297,20 +299,28 @@ def split_fingerprints(sources: Mapping[str, str], data_files: DataFiles | None,
     """
     identity = dict(sources)
     if data_files is not None:
-        identity = {split: fingerprint(sorted(file_sha256(f) for pattern in patterns
-                                              for f in glob.glob(os.path.expanduser(pattern))))
-                    for split, patterns in normalize_data_files(data_files).items()}
+        identity = {
+            split: fingerprint(sorted(file_sha256(f) for pattern in patterns for f in glob.glob(os.path.expanduser(pattern))))
+            for split, patterns in normalize_data_files(data_files).items()
+        }
     test = test_split if test_split in identity else None
     validation = "validation" if "validation" in identity and test_split != "validation" else None
     carving = None
     if test is None or validation is None:  # what makes the rows left in train and the carved ones
-        carving = {"val_fraction": val_fraction, "test_carved": test is None,
-                   "validation_seed": seed if validation is None else None}
-    return {"train": fingerprint(identity["train"], "train", carving, view),
-            "validation": fingerprint(identity[validation], validation, None, view) if validation
-            else fingerprint(identity["train"], "validation carved from train", carving, view),
-            "test": fingerprint(identity[test], test, None, view) if test
-            else fingerprint(identity["train"], "test carved from train", carving, view)}
+        carving = {
+            "val_fraction": val_fraction,
+            "test_carved": test is None,
+            "validation_seed": seed if validation is None else None,
+        }
+    return {
+        "train": fingerprint(identity["train"], "train", carving, view),
+        "validation": fingerprint(identity[validation], validation, None, view)
+        if validation
+        else fingerprint(identity["train"], "validation carved from train", carving, view),
+        "test": fingerprint(identity[test], test, None, view)
+        if test
+        else fingerprint(identity["train"], "test carved from train", carving, view),
+    }
 
 
 def _carve(data: Dataset, fraction: float, seed: int, source: str) -> tuple[Dataset, Dataset]:

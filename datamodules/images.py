@@ -118,8 +118,7 @@ class ImageDataModule(DataModule):
         super().__init__(**loading)
         check_seed("split_seed", split_seed)
         if (train_size is not None or random_affine) and dataset != "digits":
-            raise ConfigError("train_size and random_affine apply to the digits only; leave them unset for "
-                              f"dataset={dataset!r}.")
+            raise ConfigError(f"train_size and random_affine apply to the digits only; leave them unset for dataset={dataset!r}.")
         if train_size is not None:
             check_positive("train_size", train_size)
         check_choice("dataset", dataset, DATASETS)
@@ -127,9 +126,7 @@ class ImageDataModule(DataModule):
         if image_size is not None:
             check_positive("image_size", image_size)
         if rand_augment and dataset == "digits":
-            raise ConfigError(
-                "rand_augment=True does not apply to the 8x8 digits; use it with mnist, cifar or imagefolder."
-            )
+            raise ConfigError("rand_augment=True does not apply to the 8x8 digits; use it with mnist, cifar or imagefolder.")
         if dataset != "imagefolder" and image_size is not None and image_size != SPECS[dataset].image_size:
             raise ConfigError(
                 f"image_size={image_size} cannot be changed for {dataset!r} (its images are "
@@ -165,8 +162,11 @@ class ImageDataModule(DataModule):
 
     def setup(self, stage: str | None = None) -> None:
         if stage == "predict":
-            self.predict_set = PredictImages(predict_paths(self.hparams.predict_files, IMAGE_EXTENSIONS),
-                                             self._transform(train=False, from_file=True), self.spec.in_channels)
+            self.predict_set = PredictImages(
+                predict_paths(self.hparams.predict_files, IMAGE_EXTENSIONS),
+                self._transform(train=False, from_file=True),
+                self.spec.in_channels,
+            )
             self._set_class_names()
             return
         if self.train_set is not None:
@@ -191,8 +191,10 @@ class ImageDataModule(DataModule):
         renamed, moved to another class or changed in size changes it; an edit that keeps a file's size
         does not."""
         root = self.hparams.data_dir
-        return {name: None if data is None else _split_fingerprint(data, root)
-                for name, data in (("train", self.train_set), ("validation", self.val_set), ("test", self.test_set))}
+        return {
+            name: None if data is None else _split_fingerprint(data, root)
+            for name, data in (("train", self.train_set), ("validation", self.val_set), ("test", self.test_set))
+        }
 
     def training_sampler(self):
         """Augmented training sets need indices that carry the epoch (augmentation.py); others shuffle as usual."""
@@ -228,8 +230,10 @@ class ImageDataModule(DataModule):
         train_idx, val_idx = rest[train_pos], rest[val_pos]
         if self.hparams.train_size is not None:
             if self.hparams.train_size > len(train_idx):
-                raise ConfigError(f"train_size={self.hparams.train_size} is more than the {len(train_idx)} digits "
-                                  "training images; give at most that many.")
+                raise ConfigError(
+                    f"train_size={self.hparams.train_size} is more than the {len(train_idx)} digits "
+                    "training images; give at most that many."
+                )
             keep = np.random.default_rng(self.hparams.split_seed + 1).permutation(len(train_idx))
             train_idx = np.sort(train_idx[keep[: self.hparams.train_size]])
         train, val, test = (TensorDataset(images[i], labels[i]) for i in (train_idx, val_idx, np.sort(test_idx)))
@@ -289,8 +293,11 @@ class ImageDataModule(DataModule):
         spec, steps = self.spec, []
         size = spec.image_size
         if self.hparams.dataset == "imagefolder":
-            steps += [v2.RandomResizedCrop(size), v2.RandomHorizontalFlip()] if train else [
-                v2.Resize(round(size * 8 / 7)), v2.CenterCrop(size)]  # the usual 224-of-256 centre crop
+            steps += (
+                [v2.RandomResizedCrop(size), v2.RandomHorizontalFlip()]
+                if train
+                else [v2.Resize(round(size * 8 / 7)), v2.CenterCrop(size)]
+            )  # the usual 224-of-256 centre crop
         elif from_file:
             steps += [v2.Resize(size), v2.CenterCrop(size)]
         elif spec.cifar_augment and train:
@@ -310,8 +317,9 @@ def _split_fingerprint(data: Dataset, root: str) -> str:
         return fingerprint(*(tensor[indices] for tensor in base.data.tensors))
     if isinstance(base, torchvision.datasets.ImageFolder):
         files = [base.samples[i] for i in indices]
-        return fingerprint([[Path(os.path.relpath(path, root)).as_posix(), os.path.getsize(path), base.classes[label]]
-                            for path, label in files])
+        return fingerprint(
+            [[Path(os.path.relpath(path, root)).as_posix(), os.path.getsize(path), base.classes[label]] for path, label in files]
+        )
     return fingerprint(np.asarray(base.data)[indices], np.asarray(base.targets)[indices])  # torchvision's sets
 
 
@@ -380,8 +388,9 @@ def _first_image_side(train_dir: Path, classes: list[str]) -> int:
                     with Image.open(entry.path) as image:  # reads the header only
                         return min(224, *image.size)
                 except (OSError, ValueError, Image.DecompressionBombError) as error:
-                    raise ConfigError(f"Image file {entry.path!r} cannot be read ({brief(error)}); remove or "
-                                      "replace it.") from None
+                    raise ConfigError(
+                        f"Image file {entry.path!r} cannot be read ({brief(error)}); remove or replace it."
+                    ) from None
     raise ConfigError(f"{str(train_dir)!r} holds no images ({', '.join(IMAGE_EXTENSIONS)}) in its class folders.")
 
 
@@ -395,6 +404,8 @@ def _class_folders(train_dir: Path) -> list[str]:
     if not classes:
         raise ConfigError(f"{str(train_dir)!r} has no class folders; put each class's images in train/<class>/.")
     if len(classes) == 1:
-        raise ConfigError(f"{str(train_dir)!r} holds one class folder ({classes[0]!r}), and classification needs at "
-                          "least two; put each class's images in a folder of its own under train/.")
+        raise ConfigError(
+            f"{str(train_dir)!r} holds one class folder ({classes[0]!r}), and classification needs at "
+            "least two; put each class's images in a folder of its own under train/."
+        )
     return classes

@@ -141,8 +141,10 @@ class LanguageModelingDataModule(DataModule):
         check_choice("val_split", val_split, ("last", "random"))
         check_tokenizer_args(tokenizer, vocab_size)
         if os.path.exists(data_dir) and not os.path.isdir(data_dir):  # the token files go in a folder under it
-            raise ConfigError(f"data_dir={data_dir!r} is a file, not a folder; give the folder the token files are "
-                              "kept in (it is made if it does not exist).")
+            raise ConfigError(
+                f"data_dir={data_dir!r} is a file, not a folder; give the folder the token files are "
+                "kept in (it is made if it does not exist)."
+            )
         if data_files is None and not dataset:
             raise ConfigError("No corpus given; set dataset ('stdlib' or a hub name) or data_files.")
         if max_files is not None and (data_files is not None or dataset != "stdlib"):
@@ -229,9 +231,13 @@ class LanguageModelingDataModule(DataModule):
         far as the model can see them (a renamed file that keeps its place does not count)."""
         digests, dtype = self._token_digests(), self.token_files["train"].dtype.name
         evaluated = {"validation": self.val_set, "test": self.test_set}
-        return {"train": fingerprint(digests["train"], dtype),
-                **{name: fingerprint(digests[name], dtype, self.hparams.max_len, windows.starts)
-                   for name, windows in evaluated.items()}}
+        return {
+            "train": fingerprint(digests["train"], dtype),
+            **{
+                name: fingerprint(digests[name], dtype, self.hparams.max_len, windows.starts)
+                for name, windows in evaluated.items()
+            },
+        }
 
     def ngram_floors(self) -> dict:
         """The cross-entropy of a unigram and a bigram count model of the training split on validation and
@@ -332,9 +338,14 @@ class LanguageModelingDataModule(DataModule):
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         encode = EncodeRows(tokenizer, self.hparams.text_column, dtype, self.rows_are_documents)
         counts, digests = write_token_files(splits, self.cache_dir, encode, self.hparams.num_proc)
-        meta = {"dtype": dtype.name, "vocab_size": tokenizer.vocab_size, "splits": list(splits), "tokens": counts,
-                "samples": {name: sample_digest(self.cache_dir / f"{name}.bin") for name in splits},
-                "sha256": digests}
+        meta = {
+            "dtype": dtype.name,
+            "vocab_size": tokenizer.vocab_size,
+            "splits": list(splits),
+            "tokens": counts,
+            "samples": {name: sample_digest(self.cache_dir / f"{name}.bin") for name in splits},
+            "sha256": digests,
+        }
         meta["ngram_floors"] = self._count_floors(dtype, tokenizer.vocab_size)
         self._write_meta(meta)
 
@@ -345,25 +356,28 @@ class LanguageModelingDataModule(DataModule):
             return stdlib_corpus(hp.val_fraction, hp.max_files)
         if hp.data_files is not None:
             kwargs = {"keep_linebreaks": True} if self.file_format == "text" else {}
-            loaded = load_local_dataset(normalize_data_files(hp.data_files), self.file_format, hp.hf_cache_dir,
-                                        **kwargs)
+            loaded = load_local_dataset(normalize_data_files(hp.data_files), self.file_format, hp.hf_cache_dir, **kwargs)
             source = f"data_files={hp.data_files!r}"
         else:
             loaded = load_hub_dataset(hp.dataset, self.config, hp.hf_cache_dir)
             source = f"Dataset {hp.dataset!r}"
         if hp.text_column not in require_train(loaded, source).column_names:
-            raise ConfigError(f"{source} has no text column {hp.text_column!r} (its columns are "
-                              f"{loaded['train'].column_names}); set text_column.")
+            raise ConfigError(
+                f"{source} has no text column {hp.text_column!r} (its columns are "
+                f"{loaded['train'].column_names}); set text_column."
+            )
         splits = {name: loaded[name] for name in SPLITS if name in loaded}
         carves = sum(name not in splits for name in ("validation", "test"))
         smallest = smallest_splittable(hp.val_fraction, carves)
         if len(splits["train"]) < smallest:
             unit = "lines" if self.file_format == "text" else "rows"
             rows = len(splits["train"])
-            raise ConfigError(f"{source} holds {rows} {unit if rows != 1 else unit[:-1]}, too few to carve validation and test "
-                              f"from (val_fraction={hp.val_fraction} each, at least one {unit[:-1]} per split): the "
-                              f"smallest corpus that splits has {smallest} {unit}; give more text, or give the splits "
-                              "as data_files={train: ..., validation: ..., test: ...}.")
+            raise ConfigError(
+                f"{source} holds {rows} {unit if rows != 1 else unit[:-1]}, too few to carve validation and test "
+                f"from (val_fraction={hp.val_fraction} each, at least one {unit[:-1]} per split): the "
+                f"smallest corpus that splits has {smallest} {unit}; give more text, or give the splits "
+                "as data_files={train: ..., validation: ..., test: ...}."
+            )
         # Missing held-out splits are carved from training, validation first and then test, the same
         # share each: a test split is never the validation split, whatever the source ships.
         for held_out, offset in (("validation", 0), ("test", 1)):
@@ -389,12 +403,12 @@ class PromptCollate:
         self.tokenizer, self.max_len = tokenizer, max_len
 
     def __call__(self, texts: list[str]) -> dict:
-        encoded = [ids[-self.max_len:] for ids in self.tokenizer.encode_batch(texts)]
+        encoded = [ids[-self.max_len :] for ids in self.tokenizer.encode_batch(texts)]
         longest = max(1, max(len(ids) for ids in encoded))
         tokens = torch.zeros(len(texts), longest, dtype=torch.long)
         padding = torch.ones(len(texts), longest, dtype=torch.bool)
         for row, ids in enumerate(encoded):
             if len(ids):
-                tokens[row, longest - len(ids):] = torch.from_numpy(ids)
-                padding[row, longest - len(ids):] = False
+                tokens[row, longest - len(ids) :] = torch.from_numpy(ids)
+                padding[row, longest - len(ids) :] = False
         return {"tokens": tokens, "padding_mask": padding, "texts": list(texts)}

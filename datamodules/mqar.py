@@ -26,8 +26,9 @@ from .fingerprints import fingerprint
 IGNORE_INDEX = -100
 
 
-def make_mqar(num_examples: int, num_kv_pairs: int, vocab_size: int, seq_len: int,
-              rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def make_mqar(
+    num_examples: int, num_kv_pairs: int, vocab_size: int, seq_len: int, rng: np.random.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     n, first_value = num_kv_pairs, vocab_size // 2
     keys = np.stack([rng.choice(first_value - 1, size=n, replace=False) + 1 for _ in range(num_examples)])
     values = rng.integers(first_value, vocab_size, size=(num_examples, n))
@@ -75,19 +76,24 @@ class MQARDataModule(DataModule):
         for name, value in (("num_kv_pairs", num_kv_pairs), ("num_train", num_train), ("num_val", num_val)):
             check_positive(name, value)
         if vocab_size // 2 - 1 < num_kv_pairs:
-            raise ConfigError(f"vocab_size={vocab_size} leaves too few distinct keys for num_kv_pairs={num_kv_pairs}; "
-                              f"use vocab_size >= {2 * (num_kv_pairs + 1)}.")
+            raise ConfigError(
+                f"vocab_size={vocab_size} leaves too few distinct keys for num_kv_pairs={num_kv_pairs}; "
+                f"use vocab_size >= {2 * (num_kv_pairs + 1)}."
+            )
         if max_len < 4 * num_kv_pairs:
-            raise ConfigError(f"max_len={max_len} cannot hold {num_kv_pairs} pairs and their queries; "
-                              f"use max_len >= {4 * num_kv_pairs}.")
+            raise ConfigError(
+                f"max_len={max_len} cannot hold {num_kv_pairs} pairs and their queries; use max_len >= {4 * num_kv_pairs}."
+            )
 
     def model_sizes(self) -> dict[str, int]:
         return {"vocab_size": self.hparams.vocab_size, "max_len": self.hparams.max_len}
 
     def compute_fingerprints(self) -> dict[str, str | None]:
         """The generated inputs and targets of each split."""
-        return {name: fingerprint(*data.tensors)
-                for name, data in (("train", self.train_set), ("validation", self.val_set), ("test", self.test_set))}
+        return {
+            name: fingerprint(*data.tensors)
+            for name, data in (("train", self.train_set), ("validation", self.val_set), ("test", self.test_set))
+        }
 
     def setup(self, stage: str | None = None) -> None:
         if stage == "predict":

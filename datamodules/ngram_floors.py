@@ -35,9 +35,9 @@ def ngram_floors(train: np.ndarray, held_out: dict[str, np.ndarray], vocab_size:
         floors["unigram"][split] = -float(sum(np.log(unigram[chunk]).sum() for chunk in chunks(tokens))) / len(tokens)
         total = -math.log(unigram[int(tokens[0])])
         for start in range(0, len(tokens) - 1, CHUNK):
-            before = np.asarray(tokens[start:start + CHUNK], dtype=np.int64)
-            after = np.asarray(tokens[start + 1:start + 1 + CHUNK], dtype=np.int64)
-            before = before[:len(after)]
+            before = np.asarray(tokens[start : start + CHUNK], dtype=np.int64)
+            after = np.asarray(tokens[start + 1 : start + 1 + CHUNK], dtype=np.int64)
+            before = before[: len(after)]
             p = (pairs.count(before, after) + BIGRAM_PRIOR * unigram[after]) / (pairs.contexts[before] + BIGRAM_PRIOR)
             total -= float(np.log(p).sum())
         floors["bigram"][split] = total / len(tokens)
@@ -46,7 +46,7 @@ def ngram_floors(train: np.ndarray, held_out: dict[str, np.ndarray], vocab_size:
 
 def chunks(tokens: np.ndarray):
     for start in range(0, len(tokens), CHUNK):
-        yield np.asarray(tokens[start:start + CHUNK], dtype=np.int64)
+        yield np.asarray(tokens[start : start + CHUNK], dtype=np.int64)
 
 
 def unigram_probabilities(train: np.ndarray, vocab_size: int) -> np.ndarray:
@@ -67,10 +67,10 @@ class PairCounts:
         self.table = np.zeros(vocab_size * vocab_size if dense else 0, dtype=np.float64)
         codes, counts = [], []
         for start in range(0, len(train) - 1, CHUNK):
-            before = np.asarray(train[start:start + CHUNK], dtype=np.int64)
-            after = np.asarray(train[start + 1:start + 1 + CHUNK], dtype=np.int64)
-            code = before[:len(after)] * vocab_size + after
-            self.contexts += np.bincount(before[:len(after)], minlength=vocab_size)
+            before = np.asarray(train[start : start + CHUNK], dtype=np.int64)
+            after = np.asarray(train[start + 1 : start + 1 + CHUNK], dtype=np.int64)
+            code = before[: len(after)] * vocab_size + after
+            self.contexts += np.bincount(before[: len(after)], minlength=vocab_size)
             if dense:
                 self.table += np.bincount(code, minlength=len(self.table))
             else:

@@ -98,33 +98,46 @@ def check_packages(packages: list[str] | tuple[str, ...], root: Path | None = No
     available = package_files(root or stdlib_root())
     unknown = [p for p in packages if p not in available]
     if unknown:
-        raise ConfigError(f"packages {unknown} are not packages of this Python's standard library; choose from "
-                          f"{', '.join(available)}.")
+        raise ConfigError(
+            f"packages {unknown} are not packages of this Python's standard library; choose from {', '.join(available)}."
+        )
     if len(set(packages)) != len(packages) or len(packages) < 2:
         raise ConfigError(f"packages={list(packages)} must name at least two different standard-library packages.")
     return sorted(packages)
 
 
-def check_stdlib_options(dataset: str | None, tokenizer: str, num_classes: int | None, packages: list[str] | None,
-                         windows_per_file: int | None, windows_per_class: int | None, held_out: float) -> list[str]:
+def check_stdlib_options(
+    dataset: str | None,
+    tokenizer: str,
+    num_classes: int | None,
+    packages: list[str] | None,
+    windows_per_file: int | None,
+    windows_per_class: int | None,
+    held_out: float,
+) -> list[str]:
     """The class names of the stdlib task from TextClassificationDataModule's options (dataset None: another
     dataset, for which the stdlib's own options are an error), or one sentence on what is wrong."""
     if dataset != "stdlib":
-        raise ConfigError("packages, windows_per_file and windows_per_class apply to dataset='stdlib' only; "
-                          "leave them unset for other data.")
+        raise ConfigError(
+            "packages, windows_per_file and windows_per_class apply to dataset='stdlib' only; leave them unset for other data."
+        )
     if tokenizer != "bytes":
-        raise ConfigError(f"tokenizer={tokenizer!r} does not apply to dataset='stdlib', whose windows are bytes; "
-                          "use tokenizer='bytes'.")
+        raise ConfigError(
+            f"tokenizer={tokenizer!r} does not apply to dataset='stdlib', whose windows are bytes; use tokenizer='bytes'."
+        )
     for name, value in (("windows_per_file", windows_per_file), ("windows_per_class", windows_per_class)):
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise ConfigError(f"{name}={value!r} is invalid; it must be an integer >= 1.")
     if held_out >= 0.5:
-        raise ConfigError(f"val_fraction={held_out!r} leaves no training files for dataset='stdlib' (validation and "
-                          "test take that share each); use a value below 0.5.")
+        raise ConfigError(
+            f"val_fraction={held_out!r} leaves no training files for dataset='stdlib' (validation and "
+            "test take that share each); use a value below 0.5."
+        )
     names = check_packages(list(STDLIB_PACKAGES) if packages is None else list(packages))
     if num_classes is not None and num_classes != len(names):
-        raise ConfigError(f"num_classes={num_classes} disagrees with the {len(names)} packages of dataset='stdlib'; "
-                          "leave num_classes unset.")
+        raise ConfigError(
+            f"num_classes={num_classes} disagrees with the {len(names)} packages of dataset='stdlib'; leave num_classes unset."
+        )
     return names
 
 
@@ -158,9 +171,14 @@ def window_starts(size: int, max_len: int, count: int) -> np.ndarray:
     return slots.astype(np.int64)[:count] * max_len
 
 
-def stdlib_windows(packages: list[str], max_len: int, windows_per_file: int = WINDOWS_PER_FILE,
-                   windows_per_class: int = WINDOWS_PER_CLASS, held_out: float = HELD_OUT,
-                   root: Path | None = None) -> dict[str, WindowSplit]:
+def stdlib_windows(
+    packages: list[str],
+    max_len: int,
+    windows_per_file: int = WINDOWS_PER_FILE,
+    windows_per_class: int = WINDOWS_PER_CLASS,
+    held_out: float = HELD_OUT,
+    root: Path | None = None,
+) -> dict[str, WindowSplit]:
     """{"train", "validation", "test"}: the windows of each split, labelled by the index of their
     package in sorted `packages` (check_packages); a class without windows in a split is one sentence."""
     root = root or stdlib_root()
@@ -181,15 +199,20 @@ def stdlib_windows(packages: list[str], max_len: int, windows_per_file: int = WI
                     sources.append(path)
                     starts.append(start)
             if not windows:
-                raise ConfigError(f"Package {package!r} has no {split} file of at least max_len={max_len} bytes "
-                                  f"(held_out={held_out}); choose other packages or a smaller max_len.")
+                raise ConfigError(
+                    f"Package {package!r} has no {split} file of at least max_len={max_len} bytes "
+                    f"(held_out={held_out}); choose other packages or a smaller max_len."
+                )
             parts[split].append((np.stack(windows), sources, np.asarray(starts, np.int64), label))
-    return {split: WindowSplit(
-        windows=np.concatenate([w for w, _, _, _ in chunks]),
-        labels=np.concatenate([np.full(len(w), label, np.int64) for w, _, _, label in chunks]),
-        paths=tuple(p for _, sources, _, _ in chunks for p in sources),
-        starts=np.concatenate([s for _, _, s, _ in chunks]),
-    ) for split, chunks in parts.items()}
+    return {
+        split: WindowSplit(
+            windows=np.concatenate([w for w, _, _, _ in chunks]),
+            labels=np.concatenate([np.full(len(w), label, np.int64) for w, _, _, label in chunks]),
+            paths=tuple(p for _, sources, _, _ in chunks for p in sources),
+            starts=np.concatenate([s for _, _, s, _ in chunks]),
+        )
+        for split, chunks in parts.items()
+    }
 
 
 class WindowCollate:

@@ -54,8 +54,7 @@ class Score:
 def unigram_counts(windows: np.ndarray) -> sparse.csr_matrix:
     """(N, 256) counts of each byte value per window."""
     rows = np.repeat(np.arange(len(windows)), windows.shape[1])
-    counts = sparse.csr_matrix((np.ones(windows.size), (rows, windows.ravel().astype(np.int64))),
-                               shape=(len(windows), 256))
+    counts = sparse.csr_matrix((np.ones(windows.size), (rows, windows.ravel().astype(np.int64))), shape=(len(windows), 256))
     counts.sum_duplicates()
     return counts
 
@@ -74,8 +73,10 @@ FEATURES = {"unigram": unigram_counts, "bigram": bigram_counts}
 
 def models() -> dict[str, tuple[object, bool]]:
     """Each model, and whether it reads log-scaled, length-normalised counts (else raw counts)."""
-    return {"naive Bayes": (MultinomialNB(alpha=1.0), False),
-            "logistic regression": (LogisticRegression(C=1.0, max_iter=2000), True)}
+    return {
+        "naive Bayes": (MultinomialNB(alpha=1.0), False),
+        "logistic regression": (LogisticRegression(C=1.0, max_iter=2000), True),
+    }
 
 
 def baseline_scores(splits: dict[str, WindowSplit]) -> list[Score]:
@@ -90,8 +91,15 @@ def baseline_scores(splits: dict[str, WindowSplit]) -> list[Score]:
             model.fit(inputs["train"], splits["train"].labels)
             for split in EVALUATED:
                 predicted, truth = model.predict(inputs[split]), splits[split].labels
-                scores.append(Score(feature_name, model_name, split, accuracy_score(truth, predicted),
-                                    f1_score(truth, predicted, average="macro")))
+                scores.append(
+                    Score(
+                        feature_name,
+                        model_name,
+                        split,
+                        accuracy_score(truth, predicted),
+                        f1_score(truth, predicted, average="macro"),
+                    )
+                )
     return scores
 
 
@@ -102,10 +110,21 @@ def format_scores(scores: list[Score], splits: dict[str, WindowSplit], class_nam
     for score in scores:
         by_row.setdefault((score.features, score.model), {})[score.split] = score
     header = ["features", "model", *(f"{s} {measure}" for s in EVALUATED for measure in ("acc", "macro-F1"))]
-    rows = [[features, model, *(f"{by_split[s].accuracy:.3f}" if measure == "acc" else f"{by_split[s].macro_f1:.3f}"
-                                for s in EVALUATED for measure in ("acc", "macro-F1"))]
-            for (features, model), by_split in by_row.items()]
-    return f"classes: {', '.join(class_names)} (chance {1 / len(class_names):.3f}); windows: {sizes}\n\n" + markdown_table(header, rows)
+    rows = [
+        [
+            features,
+            model,
+            *(
+                f"{by_split[s].accuracy:.3f}" if measure == "acc" else f"{by_split[s].macro_f1:.3f}"
+                for s in EVALUATED
+                for measure in ("acc", "macro-F1")
+            ),
+        ]
+        for (features, model), by_split in by_row.items()
+    ]
+    return f"classes: {', '.join(class_names)} (chance {1 / len(class_names):.3f}); windows: {sizes}\n\n" + markdown_table(
+        header, rows
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -118,8 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     start = time.perf_counter()
     try:
-        splits = stdlib_windows(args.packages, args.max_len, args.windows_per_file, args.windows_per_class,
-                                args.val_fraction)
+        splits = stdlib_windows(args.packages, args.max_len, args.windows_per_file, args.windows_per_class, args.val_fraction)
     except ConfigError as error:  # one sentence, as the suite's commands print it
         parser.exit(2, f"{parser.prog}: {error}\n")
     print(format_scores(baseline_scores(splits), splits, sorted(args.packages)))

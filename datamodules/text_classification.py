@@ -65,7 +65,11 @@ class ClassificationCollate:
     it. Without a label column (predict) batches carry the texts instead of labels."""
 
     def __init__(
-        self, tokenizer: TextTokenizer, text_column: str, label_column: str | None, max_len: int,
+        self,
+        tokenizer: TextTokenizer,
+        text_column: str,
+        label_column: str | None,
+        max_len: int,
         label_ids: dict[str, int] | None,
     ) -> None:
         self.tokenizer, self.text_column, self.label_column = tokenizer, text_column, label_column
@@ -91,12 +95,15 @@ class ClassificationCollate:
                 labels = [self.label_ids[label] for label in labels]
             except KeyError as missing:
                 raise ConfigError(
-                    f"Label {missing.args[0]!r} does not occur in the training split, whose labels are "
-                    f"{sorted(self.label_ids)}."
+                    f"Label {missing.args[0]!r} does not occur in the training split, whose labels are {sorted(self.label_ids)}."
                 ) from None
         # `padded` is decided here on the host, so the model needs no device read to drop an empty mask.
-        return {"tokens": tokens, "padding_mask": padding_mask, "padded": bool(padding_mask.any()),
-                "labels": torch.tensor(labels, dtype=torch.long)}
+        return {
+            "tokens": tokens,
+            "padding_mask": padding_mask,
+            "padded": bool(padding_mask.any()),
+            "labels": torch.tensor(labels, dtype=torch.long),
+        }
 
 
 class TextClassificationDataModule(DataModule):
@@ -158,8 +165,15 @@ class TextClassificationDataModule(DataModule):
         check_tokenizer_args(tokenizer, vocab_size)
         self.class_names: list[str] | None = None
         if self.stdlib or any(v is not None for v in (packages, windows_per_file, windows_per_class)):
-            self.class_names = check_stdlib_options(dataset if self.stdlib else None, tokenizer, num_classes, packages,
-                                                    windows_per_file, windows_per_class, self.val_fraction)
+            self.class_names = check_stdlib_options(
+                dataset if self.stdlib else None,
+                tokenizer,
+                num_classes,
+                packages,
+                windows_per_file,
+                windows_per_class,
+                self.val_fraction,
+            )
             self.text_column, self.tokenizer = "text", ByteTokenizer(specials=True)
             return
         if num_classes is not None:
@@ -180,8 +194,12 @@ class TextClassificationDataModule(DataModule):
     def model_sizes(self) -> dict[str, int]:
         hp = self.hparams
         if self.stdlib:  # from the arguments alone: nothing is read
-            return {"vocab_size": self.tokenizer.vocab_size, "max_len": hp.max_len,
-                    "num_classes": len(self.class_names), "pad_id": self.tokenizer.pad_id}
+            return {
+                "vocab_size": self.tokenizer.vocab_size,
+                "max_len": hp.max_len,
+                "num_classes": len(self.class_names),
+                "pad_id": self.tokenizer.pad_id,
+            }
         if hp.tokenizer not in ("bytes", "bpe") and self.tokenizer is None:
             self.tokenizer = pretrained_tokenizer(hp.tokenizer)  # one small file, cached by huggingface_hub
         vocab_size = hp.vocab_size if self.tokenizer is None else self.tokenizer.vocab_size
@@ -217,36 +235,47 @@ class TextClassificationDataModule(DataModule):
             self.predict_set = [{self.text_column: text} for text in texts]
             self.predict_collate = ClassificationCollate(tokenizer, self.text_column, None, self.hparams.max_len, None)
             # Counted a thousand lines at a time: a large predict file is never encoded whole here.
-            self.truncated = sum(len(ids) > self.hparams.max_len for start in range(0, len(texts), 1000)
-                                 for ids in tokenizer.encode_batch(texts[start:start + 1000]))
+            self.truncated = sum(
+                len(ids) > self.hparams.max_len
+                for start in range(0, len(texts), 1000)
+                for ids in tokenizer.encode_batch(texts[start : start + 1000])
+            )
 
     def predict_note(self) -> str | None:
         """A line saying how many `predict` inputs were cut to max_len tokens (the model reads no further)."""
         count, total, most = getattr(self, "truncated", 0), len(self.predict_set or []), self.hparams.max_len
         if not count:
             return None
-        return (f"note: {count} of {total} input(s) are longer than max_len={most} tokens; each was classified from its "
-                f"first {most} tokens only.")
+        return (
+            f"note: {count} of {total} input(s) are longer than max_len={most} tokens; each was classified from its "
+            f"first {most} tokens only."
+        )
 
     def _setup_stdlib(self) -> TextTokenizer:
         hp = self.hparams
-        self.window_splits = stdlib_windows(self.class_names, hp.max_len, hp.windows_per_file or WINDOWS_PER_FILE,
-                                            hp.windows_per_class or WINDOWS_PER_CLASS, self.val_fraction)
-        self.train_set, self.val_set, self.test_set = (self.window_splits[name].dataset()
-                                                       for name in ("train", "validation", "test"))
+        self.window_splits = stdlib_windows(
+            self.class_names,
+            hp.max_len,
+            hp.windows_per_file or WINDOWS_PER_FILE,
+            hp.windows_per_class or WINDOWS_PER_CLASS,
+            self.val_fraction,
+        )
+        self.train_set, self.val_set, self.test_set = (
+            self.window_splits[name].dataset() for name in ("train", "validation", "test")
+        )
         self.collate = WindowCollate(self.tokenizer.offset)
         return self.tokenizer
 
     def _setup_files(self) -> TextTokenizer:
         train, val, test = self._splits()
         label_ids = self._check_labels(train, val, test)
-        self.class_names = sorted(label_ids) if label_ids else _class_names(train, self.hparams.label_column,
-                                                                              self._num_classes())
+        self.class_names = sorted(label_ids) if label_ids else _class_names(train, self.hparams.label_column, self._num_classes())
         tokenizer = self._tokenizer_for(train)
         columns = [self.text_column, self.hparams.label_column]
         self.train_set, self.val_set, self.test_set = (d.select_columns(columns) for d in (train, val, test))
-        self.collate = ClassificationCollate(tokenizer, self.text_column, self.hparams.label_column,
-                                             self.hparams.max_len, label_ids)
+        self.collate = ClassificationCollate(
+            tokenizer, self.text_column, self.hparams.label_column, self.hparams.max_len, label_ids
+        )
         return tokenizer
 
     def compute_fingerprints(self) -> dict[str, str | None]:
@@ -256,8 +285,14 @@ class TextClassificationDataModule(DataModule):
         hp = self.hparams
         if self.stdlib:
             return {name: split.fingerprint(self.class_names) for name, split in self.window_splits.items()}
-        return split_fingerprints(self._sources, hp.data_files, val_fraction=self.val_fraction, seed=hp.split_seed,
-                                  test_split=self.test_split, view=[self.text_column, hp.label_column])
+        return split_fingerprints(
+            self._sources,
+            hp.data_files,
+            val_fraction=self.val_fraction,
+            seed=hp.split_seed,
+            test_split=self.test_split,
+            view=[self.text_column, hp.label_column],
+        )
 
     # ------------------------------------------------------------------ helpers
 
@@ -275,8 +310,7 @@ class TextClassificationDataModule(DataModule):
         )
         if self.text_column not in train.column_names:
             raise ConfigError(
-                f"{source} has no text column {self.text_column!r} (its columns are {train.column_names}); "
-                f"set text_column."
+                f"{source} has no text column {self.text_column!r} (its columns are {train.column_names}); set text_column."
             )
         return train, val, test
 
@@ -300,8 +334,7 @@ class TextClassificationDataModule(DataModule):
     def _tokenizer_for(self, train: Dataset) -> TextTokenizer:
         hp = self.hparams
         if hp.tokenizer == "bpe":  # trained on exactly the rows the model trains on, then cached
-            key = source_fingerprint(hp.dataset, hp.config, hp.data_files, self.text_column, self.val_fraction,
-                                     hp.split_seed)
+            key = source_fingerprint(hp.dataset, hp.config, hp.data_files, self.text_column, self.val_fraction, hp.split_seed)
             name = f"{source_slug(hp.dataset, hp.data_files)}-bpe{hp.vocab_size}-{key}.json"
             path = Path(hp.data_dir) / "tokenizers" / name
             return bpe_tokenizer(path, hp.vocab_size, functools.partial(training_texts, train, [self.text_column]))
@@ -329,8 +362,6 @@ def describe_labels(data: Dataset, column: str) -> tuple[int, dict[str, int] | N
     if isinstance(feature, Value) and feature.dtype.startswith(("int", "uint")):
         low, high = pc.min_max(values).values()
         if low.as_py() is None or low.as_py() < 0:
-            raise ConfigError(
-                f"Label column {column!r} has negative or missing labels; labels must be 0..K-1 or strings."
-            )
+            raise ConfigError(f"Label column {column!r} has negative or missing labels; labels must be 0..K-1 or strings.")
         return high.as_py() + 1, None
     raise ConfigError(f"Label column {column!r} has type {feature}; labels must be integers 0..K-1 or strings.")

@@ -40,8 +40,10 @@ def sample_digest(path: Path) -> str:
 
 
 def rebuild(cache_dir: Path) -> str:
-    return (f"delete the folder {str(cache_dir)!r} and run `lit-attention prepare` with the run's --config and --data "
-            "options (or the fit itself) to tokenize it again")
+    return (
+        f"delete the folder {str(cache_dir)!r} and run `lit-attention prepare` with the run's --config and --data "
+        "options (or the fit itself) to tokenize it again"
+    )
 
 
 def read_meta(cache_dir: Path) -> dict:
@@ -55,11 +57,14 @@ def read_meta(cache_dir: Path) -> dict:
         if not all(isinstance(meta["tokens"].get(split), int) for split in meta["splits"]):
             raise ValueError("token counts missing")
     except PermissionError as error:
-        raise ConfigError(f"The token cache's {str(path)!r} cannot be read ({error.strerror}); make it readable, or "
-                          f"{rebuild(cache_dir)}.") from None
+        raise ConfigError(
+            f"The token cache's {str(path)!r} cannot be read ({error.strerror}); make it readable, or {rebuild(cache_dir)}."
+        ) from None
     except (ValueError, TypeError, AttributeError, UnicodeDecodeError) as error:
-        raise ConfigError(f"The token cache's {str(path)!r} cannot be read ({type(error).__name__}): it was cut or "
-                          f"changed after it was written; {rebuild(cache_dir)}.") from None
+        raise ConfigError(
+            f"The token cache's {str(path)!r} cannot be read ({type(error).__name__}): it was cut or "
+            f"changed after it was written; {rebuild(cache_dir)}."
+        ) from None
     return meta
 
 
@@ -75,15 +80,19 @@ def check_token_files(cache_dir: Path, meta: dict) -> dict | None:
         size = path.stat().st_size if path.is_file() else None
         if size != expected:
             found = "is missing" if size is None else f"holds {size:,} bytes"
-            raise ConfigError(f"The token file {str(path)!r} {found}, but meta.json gives {meta['tokens'][split]:,} tokens "
-                              f"of {itemsize} bytes ({expected:,} bytes): it was cut or changed after it was written; "
-                              f"{rebuild(cache_dir)}.")
+            raise ConfigError(
+                f"The token file {str(path)!r} {found}, but meta.json gives {meta['tokens'][split]:,} tokens "
+                f"of {itemsize} bytes ({expected:,} bytes): it was cut or changed after it was written; "
+                f"{rebuild(cache_dir)}."
+            )
         digests = meta.setdefault("samples", {})
         if split not in digests:
             digests[split], added = sample_digest(path), True
         elif sample_digest(path) != digests[split]:
-            raise ConfigError(f"The token file {str(path)!r} differs from the one written with its meta.json (its "
-                              f"sampled blocks' sha256): it was changed after it was written; {rebuild(cache_dir)}.")
+            raise ConfigError(
+                f"The token file {str(path)!r} differs from the one written with its meta.json (its "
+                f"sampled blocks' sha256): it was changed after it was written; {rebuild(cache_dir)}."
+            )
     return meta if added else None
 
 
@@ -112,8 +121,9 @@ def token_array(path: Path, dtype) -> np.ndarray:
     return np.memmap(path, dtype=dtype, mode="r")
 
 
-def write_token_files(splits: DatasetDict, out_dir: Path, encode: EncodeRows,
-                      num_proc: int | None) -> tuple[dict[str, int], dict[str, str]]:
+def write_token_files(
+    splits: DatasetDict, out_dir: Path, encode: EncodeRows, num_proc: int | None
+) -> tuple[dict[str, int], dict[str, str]]:
     """Tokenize every split with a batched, multi-process `datasets.map` and write `<split>.bin`;
     returns each split's token count and file sha256."""
     scratch = out_dir / f"scratch-{os.getpid()}"
@@ -123,11 +133,14 @@ def write_token_files(splits: DatasetDict, out_dir: Path, encode: EncodeRows,
         for name, data in splits.items():
             procs = min(num_proc or (min(8, os.cpu_count() or 1) if len(data) >= 1000 else 1), len(data))
             tokenized = data.map(
-                encode, batched=True, num_proc=procs if procs > 1 else None, remove_columns=data.column_names,
-                cache_file_name=str(scratch / f"{name}.arrow"), desc=f"Tokenizing {name}",
+                encode,
+                batched=True,
+                num_proc=procs if procs > 1 else None,
+                remove_columns=data.column_names,
+                cache_file_name=str(scratch / f"{name}.arrow"),
+                desc=f"Tokenizing {name}",
             )
-            counts[name], digests[name] = write_token_file(out_dir / f"{name}.bin", tokenized.data.column("ids"),
-                                                           encode.dtype)
+            counts[name], digests[name] = write_token_file(out_dir / f"{name}.bin", tokenized.data.column("ids"), encode.dtype)
             del tokenized
     finally:
         shutil.rmtree(scratch, ignore_errors=True)  # the intermediate Arrow copy is no longer needed

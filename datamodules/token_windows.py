@@ -28,7 +28,6 @@ from lit_attention.errors import ConfigError
 from .loaders import MASK64, splitmix64
 
 
-
 def token_dtype(vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16) if vocab_size <= 1 << 16 else np.dtype(np.uint32)
 

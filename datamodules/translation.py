@@ -70,8 +70,15 @@ class TranslationCollate:
         tgt_out, _ = _pad([torch.cat([t, eos]) for t in tgt], PAD_ID)
         # Whether each side has padding, decided here on the host: the model then needs no device read
         # to drop a mask that marks nothing (modeling/attention.py padding_or_none).
-        batch = {"src": src_ids, "src_padding_mask": src_mask, "tgt_in": tgt_in, "tgt_out": tgt_out,
-                 "tgt_padding_mask": tgt_mask, "src_padded": bool(src_mask.any()), "tgt_padded": bool(tgt_mask.any())}
+        batch = {
+            "src": src_ids,
+            "src_padding_mask": src_mask,
+            "tgt_in": tgt_in,
+            "tgt_out": tgt_out,
+            "tgt_padding_mask": tgt_mask,
+            "src_padded": bool(src_mask.any()),
+            "tgt_padded": bool(tgt_mask.any()),
+        }
         if self.with_texts:
             batch["texts"] = [row["source"] for row in rows]
         return batch
@@ -135,8 +142,14 @@ class TranslationDataModule(DataModule):
         if hp.data_files is not None:
             check_local_files(normalize_data_files(hp.data_files))  # a missing or empty file fails now
         vocab_size = hp.vocab_size if self.tokenizer is None else self.tokenizer.vocab_size
-        return {"vocab_size": vocab_size, "max_src_len": hp.max_src_len, "max_tgt_len": hp.max_tgt_len,
-                "pad_id": PAD_ID, "bos_id": BOS_ID, "eos_id": EOS_ID}
+        return {
+            "vocab_size": vocab_size,
+            "max_src_len": hp.max_src_len,
+            "max_tgt_len": hp.max_tgt_len,
+            "pad_id": PAD_ID,
+            "bos_id": BOS_ID,
+            "eos_id": EOS_ID,
+        }
 
     # ------------------------------------------------------------------ Lightning hooks
 
@@ -152,8 +165,9 @@ class TranslationDataModule(DataModule):
         self.collate = TranslationCollate(self.tokenizer, self.hparams.max_src_len, self.hparams.max_tgt_len)
         if stage == "predict":
             self.predict_set = [{"source": text, "target": ""} for text in lines_of(predict_paths(self.hparams.predict_files))]
-            self.predict_collate = TranslationCollate(self.tokenizer, self.hparams.max_src_len, self.hparams.max_tgt_len,
-                                                      with_texts=True)
+            self.predict_collate = TranslationCollate(
+                self.tokenizer, self.hparams.max_src_len, self.hparams.max_tgt_len, with_texts=True
+            )
 
     def decode(self, ids: list[int]) -> str:
         """Text of a generated id sequence, stopping at the first eos and dropping bos/pad (for BLEU)."""
@@ -168,8 +182,9 @@ class TranslationDataModule(DataModule):
         """Local files: their bytes; a hub dataset: `datasets`' fingerprint of it (hub.split_fingerprints);
         with how missing splits are carved and the language pair kept."""
         hp = self.hparams
-        return split_fingerprints(self._sources, hp.data_files, val_fraction=hp.val_fraction, seed=hp.split_seed,
-                                  view=[hp.source_lang, hp.target_lang])
+        return split_fingerprints(
+            self._sources, hp.data_files, val_fraction=hp.val_fraction, seed=hp.split_seed, view=[hp.source_lang, hp.target_lang]
+        )
 
     # ------------------------------------------------------------------ helpers
 
@@ -189,22 +204,28 @@ class TranslationDataModule(DataModule):
             # The hub's Translation feature lists its languages; plain JSON gives a dict of columns.
             languages = set(feature.languages if hasattr(feature, "languages") else feature)
             if not {src, tgt} <= languages:
-                raise ConfigError(f"{source} translates between {sorted(languages)}, not {src!r} and {tgt!r}; "
-                                f"set source_lang / target_lang (and config).")
+                raise ConfigError(
+                    f"{source} translates between {sorted(languages)}, not {src!r} and {tgt!r}; "
+                    f"set source_lang / target_lang (and config)."
+                )
             columns = {f"translation.{src}": "source", f"translation.{tgt}": "target"}
             return data.flatten().select_columns(list(columns)).rename_columns(columns)
         if {src, tgt} <= set(data.column_names):
             return data.select_columns([src, tgt]).rename_columns({src: "source", tgt: "target"})
-        raise ConfigError(f"{source} has neither a 'translation' column nor columns {src!r} and {tgt!r} "
-                        f"(its columns are {data.column_names}); give rows in one of those layouts.")
+        raise ConfigError(
+            f"{source} has neither a 'translation' column nor columns {src!r} and {tgt!r} "
+            f"(its columns are {data.column_names}); give rows in one of those layouts."
+        )
 
     def _tokenizer_for(self, train: Dataset) -> TextTokenizer:
         hp = self.hparams
         if hp.tokenizer == "bytes":
             return ByteTokenizer(specials=True)
-        key = source_fingerprint(hp.dataset, hp.config, hp.data_files, hp.source_lang, hp.target_lang,
-                                 hp.val_fraction, hp.split_seed)
+        key = source_fingerprint(
+            hp.dataset, hp.config, hp.data_files, hp.source_lang, hp.target_lang, hp.val_fraction, hp.split_seed
+        )
         pair = f"{hp.source_lang}-{hp.target_lang}"
         name = f"{source_slug(hp.dataset, hp.data_files)}-{pair}-bpe{hp.vocab_size}-{key}.json"
-        return bpe_tokenizer(Path(hp.data_dir) / "tokenizers" / name, hp.vocab_size,
-                             functools.partial(training_texts, train, ["source", "target"]))
+        return bpe_tokenizer(
+            Path(hp.data_dir) / "tokenizers" / name, hp.vocab_size, functools.partial(training_texts, train, ["source", "target"])
+        )

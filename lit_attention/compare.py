@@ -61,94 +61,183 @@ EXAMPLES = """examples:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lit-attention compare", description=__doc__, epilog=EXAMPLES,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, exit_on_error=False,
-                                     allow_abbrev=False)  # `--seed 7` must not silently mean --seeds 7
+    parser = argparse.ArgumentParser(
+        prog="lit-attention compare",
+        description=__doc__,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        exit_on_error=False,
+        allow_abbrev=False,
+    )  # `--seed 7` must not silently mean --seeds 7
     sweep = parser.add_argument_group("what to run")
-    sweep.add_argument("--config", action="append", help="recipe YAML (repeat to stack presets); needed by all "
-                       "but --trend")
-    sweep.add_argument("--variants", nargs="+", default=["all"],
-                       help="'all' or comma-separated variants, each " + presets_help().replace("%", "%%"))
+    sweep.add_argument("--config", action="append", help="recipe YAML (repeat to stack presets); needed by all but --trend")
+    sweep.add_argument(
+        "--variants",
+        nargs="+",
+        default=["all"],
+        help="'all' or comma-separated variants, each " + presets_help().replace("%", "%%"),
+    )
     sweep.add_argument("--seeds", type=int, default=3, help="seeds per arm and grid point: first-seed, ..., +n-1")
     sweep.add_argument("--first-seed", type=int, default=0)
-    sweep.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
-                       help="a setting to sweep (any fit key, e.g. model.init_args.lr=3e-4,1e-3); repeat for a product")
-    sweep.add_argument("--scale", action="append", default=[], metavar="KEY=V1,V2,...",
-                       help="model sizes: run every arm at every size, each size its own tuned sweep under "
-                            "<output>/runs/<size>/, and add the scaling laws and multipliers to the report "
-                            "(e.g. model.init_args.net.dim=64,128,256); repeat with lists of the same length to "
-                            "change keys together (--scale model.init_args.net.dim=64,128 --scale "
-                            "model.init_args.net.num_heads=2,4 is two sizes)")
-    sweep.add_argument("--tokens-per-parameter", type=float, default=None, metavar="R",
-                       help="with --scale: train each size for R tokens per non-embedding parameter of its "
-                            "baseline arm (a token: one position of a language model's batch, one sample for "
-                            "every other task), setting trainer.max_steps and keeping the recipe's warm-up fraction")
-    sweep.add_argument("--match-parameters", metavar="VARIANT",
-                       help="give every other arm the MLP width that brings its non-embedding parameters within 1%% "
-                            "of VARIANT's")
-    sweep.add_argument("--add-control", action="append", default=[], metavar="VARIANT",
-                       help="add a `standard` arm whose MLP width matches VARIANT's non-embedding parameters (repeatable)")
-    sweep.add_argument("--arm", action="append", default=[], metavar="'LABEL;VARIANT;KEY=VALUE;...'",
-                       help="an extra arm: a variant with settings of its own (e.g. 'mlp4.75;standard;"
-                            "model.init_args.net.mlp_ratio=4.75'); repeatable")
+    sweep.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2,...",
+        help="a setting to sweep (any fit key, e.g. model.init_args.lr=3e-4,1e-3); repeat for a product",
+    )
+    sweep.add_argument(
+        "--scale",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2,...",
+        help="model sizes: run every arm at every size, each size its own tuned sweep under "
+        "<output>/runs/<size>/, and add the scaling laws and multipliers to the report "
+        "(e.g. model.init_args.net.dim=64,128,256); repeat with lists of the same length to "
+        "change keys together (--scale model.init_args.net.dim=64,128 --scale "
+        "model.init_args.net.num_heads=2,4 is two sizes)",
+    )
+    sweep.add_argument(
+        "--tokens-per-parameter",
+        type=float,
+        default=None,
+        metavar="R",
+        help="with --scale: train each size for R tokens per non-embedding parameter of its "
+        "baseline arm (a token: one position of a language model's batch, one sample for "
+        "every other task), setting trainer.max_steps and keeping the recipe's warm-up fraction",
+    )
+    sweep.add_argument(
+        "--match-parameters",
+        metavar="VARIANT",
+        help="give every other arm the MLP width that brings its non-embedding parameters within 1%% of VARIANT's",
+    )
+    sweep.add_argument(
+        "--add-control",
+        action="append",
+        default=[],
+        metavar="VARIANT",
+        help="add a `standard` arm whose MLP width matches VARIANT's non-embedding parameters (repeatable)",
+    )
+    sweep.add_argument(
+        "--arm",
+        action="append",
+        default=[],
+        metavar="'LABEL;VARIANT;KEY=VALUE;...'",
+        help="an extra arm: a variant with settings of its own (e.g. 'mlp4.75;standard;"
+        "model.init_args.net.mlp_ratio=4.75'); repeatable",
+    )
     sweep.add_argument("--test", action="store_true", help="score each run's best checkpoint on the test split")
-    sweep.add_argument("--extend-edges", action="store_true",
-                       help="off by default: when an arm's tuned choice is the lowest or highest value of a numeric "
-                            "--grid axis, run the next value past it (at the ratio of the axis's last step) for every "
-                            "seed of that arm, and repeat until the choice is inside the grid (give it with --report "
-                            "too, to count the points it added)")
-    sweep.add_argument("--max-extensions", type=int, default=3, metavar="N",
-                       help="with --extend-edges: at most N rounds of points past the grid (default 3)")
+    sweep.add_argument(
+        "--extend-edges",
+        action="store_true",
+        help="off by default: when an arm's tuned choice is the lowest or highest value of a numeric "
+        "--grid axis, run the next value past it (at the ratio of the axis's last step) for every "
+        "seed of that arm, and repeat until the choice is inside the grid (give it with --report "
+        "too, to count the points it added)",
+    )
+    sweep.add_argument(
+        "--max-extensions",
+        type=int,
+        default=3,
+        metavar="N",
+        help="with --extend-edges: at most N rounds of points past the grid (default 3)",
+    )
     report = parser.add_argument_group("the report")
     report.add_argument("--output", default=None, help="output directory (default: runs/compare/<recipe>)")
     report.add_argument("--report", action="store_true", help="only rebuild the report from the records on disk")
-    report.add_argument("--trend", nargs="+", default=None, metavar="DIR",
-                        help="train nothing: from finished compare outputs of one recipe at several sizes (one "
-                             "folder a size), write --output's results.md and size_trend.png: each arm's difference "
-                             "from --baseline at every size, its slope against log2 of the parameters and the largest "
-                             "minus the smallest size (lit_attention/scaling/trend.py)")
-    report.add_argument("--wait-for-lock", action="store_true",
-                        help="when another compare command is using --output, wait for it to end instead of stopping")
+    report.add_argument(
+        "--trend",
+        nargs="+",
+        default=None,
+        metavar="DIR",
+        help="train nothing: from finished compare outputs of one recipe at several sizes (one "
+        "folder a size), write --output's results.md and size_trend.png: each arm's difference "
+        "from --baseline at every size, its slope against log2 of the parameters and the largest "
+        "minus the smallest size (lit_attention/scaling/trend.py)",
+    )
+    report.add_argument(
+        "--wait-for-lock",
+        action="store_true",
+        help="when another compare command is using --output, wait for it to end instead of stopping",
+    )
     report.add_argument("--baseline", default="standard", help="the arm every other arm is compared with")
-    report.add_argument("--success-threshold", type=float, default=None,
-                        help="also count the runs whose best validation value reaches this (MQAR-like outcomes)")
-    report.add_argument("--primary", default=None, metavar="ARM[:REFERENCE],...",
-                        help="the confirmatory comparisons, fixed in advance: each ARM against the baseline, or "
-                             "against REFERENCE; only these are corrected for multiple comparisons and get verdicts, "
-                             "the others are labelled exploratory (default: every arm against the baseline)")
-    report.add_argument("--equivalence", action="append", default=[], metavar="ARM[:REFERENCE]=MARGIN",
-                        help="a --primary comparison to test for equivalence as well, within ±MARGIN in the "
-                             "metric's units (two one-sided tests at the family's level), e.g. identity_query=0.02; "
-                             "repeat for more")
-    report.add_argument("--at", default=None, metavar="POINT",
-                        help="with a grid, compare every arm again at this one grid point, written as the tables "
-                             "write it (e.g. lr=2e-3): a check on what each arm's own tuned setting contributes")
-    report.add_argument("--cross-fit", action="store_true",
-                        help="with a grid, add a tuned table whose grid point is chosen on half of the seeds and "
-                             "scored on the other half, both ways, so selection and scoring never share a seed: "
-                             "among the grid's own points and, where --extend-edges added points, again among "
-                             "every point each arm ran")
-    report.add_argument("--inspect", action="store_true",
-                        help="run `lit-attention inspect` on each arm's tuned run (its first finished seed) and put "
-                             "the side-by-side figure of what each learned beside the tables (<output>/inspect/)")
-    report.add_argument("--verify", type=int, default=0, metavar="K",
-                        help="re-train K randomly chosen finished runs in <output>/verify and report the largest "
-                             "difference from their records")
+    report.add_argument(
+        "--success-threshold",
+        type=float,
+        default=None,
+        help="also count the runs whose best validation value reaches this (MQAR-like outcomes)",
+    )
+    report.add_argument(
+        "--primary",
+        default=None,
+        metavar="ARM[:REFERENCE],...",
+        help="the confirmatory comparisons, fixed in advance: each ARM against the baseline, or "
+        "against REFERENCE; only these are corrected for multiple comparisons and get verdicts, "
+        "the others are labelled exploratory (default: every arm against the baseline)",
+    )
+    report.add_argument(
+        "--equivalence",
+        action="append",
+        default=[],
+        metavar="ARM[:REFERENCE]=MARGIN",
+        help="a --primary comparison to test for equivalence as well, within ±MARGIN in the "
+        "metric's units (two one-sided tests at the family's level), e.g. identity_query=0.02; "
+        "repeat for more",
+    )
+    report.add_argument(
+        "--at",
+        default=None,
+        metavar="POINT",
+        help="with a grid, compare every arm again at this one grid point, written as the tables "
+        "write it (e.g. lr=2e-3): a check on what each arm's own tuned setting contributes",
+    )
+    report.add_argument(
+        "--cross-fit",
+        action="store_true",
+        help="with a grid, add a tuned table whose grid point is chosen on half of the seeds and "
+        "scored on the other half, both ways, so selection and scoring never share a seed: "
+        "among the grid's own points and, where --extend-edges added points, again among "
+        "every point each arm ran",
+    )
+    report.add_argument(
+        "--inspect",
+        action="store_true",
+        help="run `lit-attention inspect` on each arm's tuned run (its first finished seed) and put "
+        "the side-by-side figure of what each learned beside the tables (<output>/inspect/)",
+    )
+    report.add_argument(
+        "--verify",
+        type=int,
+        default=0,
+        metavar="K",
+        help="re-train K randomly chosen finished runs in <output>/verify and report the largest difference from their records",
+    )
     launch = parser.add_argument_group("where the runs go")
     launch.add_argument("--launcher", choices=("local", "slurm"), default="local")
     launch.add_argument("--parallel", type=int, default=1, help="local: runs at a time (CPU cores are split)")
-    launch.add_argument("--devices-per-run", type=int, default=1,
-                        help="local: devices per run, each run a DDP run over them (GPUs; on CPU, processes sharing the cores)")
-    launch.add_argument("--fresh-processes", action="store_true",
-                        help="local: start every run as a new Python process instead of forking it from one "
-                             "that imported Lightning once (slower by the import time per run; the same results)")
+    launch.add_argument(
+        "--devices-per-run",
+        type=int,
+        default=1,
+        help="local: devices per run, each run a DDP run over them (GPUs; on CPU, processes sharing the cores)",
+    )
+    launch.add_argument(
+        "--fresh-processes",
+        action="store_true",
+        help="local: start every run as a new Python process instead of forking it from one "
+        "that imported Lightning once (slower by the import time per run; the same results)",
+    )
     launch.add_argument("--slurm-partition", default=None)
     launch.add_argument("--slurm-time", type=int, default=60, help="minutes per job")
     launch.add_argument("--slurm-gpus-per-node", type=int, default=0)
     launch.add_argument("--slurm-nodes", type=int, default=1)
     launch.add_argument("--slurm-cpus-per-task", type=int, default=None)
-    launch.add_argument("--slurm-cluster", default="slurm", choices=("slurm", "local"),
-                        help="submitit's executor: slurm (sbatch), or local to run the same jobs on this machine")
+    launch.add_argument(
+        "--slurm-cluster",
+        default="slurm",
+        choices=("slurm", "local"),
+        help="submitit's executor: slurm (sbatch), or local to run the same jobs on this machine",
+    )
     return parser
 
 
@@ -162,16 +251,20 @@ def run(argv: list[str]) -> None:
     if args.trend is not None:
         return run_trend(args, extra)
     if not args.config:
-        raise ConfigError("compare needs a recipe: pass --config, e.g. --config recipes/quickstart/vit_digits.yaml; "
-                          "`lit-attention compare --help` lists the options.")
+        raise ConfigError(
+            "compare needs a recipe: pass --config, e.g. --config recipes/quickstart/vit_digits.yaml; "
+            "`lit-attention compare --help` lists the options."
+        )
     check_runs_validate(extra)
     for name in ("seeds", "parallel", "devices_per_run", "slurm_nodes", "slurm_time"):
         if getattr(args, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} {getattr(args, name)} is invalid; give at least 1.")
     check_seeds(args.first_seed, args.seeds)
     if args.success_threshold is not None and not math.isfinite(args.success_threshold):
-        raise ConfigError(f"--success-threshold {args.success_threshold} is invalid: no run's value can reach or "
-                          "cross it; give a finite number, such as 0.99.")
+        raise ConfigError(
+            f"--success-threshold {args.success_threshold} is invalid: no run's value can reach or "
+            "cross it; give a finite number, such as 0.99."
+        )
     if not args.baseline.strip():
         raise ConfigError("--baseline '' names no arm; give the arm every other arm is compared with, such as standard.")
     if args.max_extensions < 0:
@@ -219,13 +312,17 @@ def run_sweep(args, argv: list[str], variants: list[str], grid, extra: list[str]
     primary = parse_primary(plan, args.primary, args.baseline)
     equivalence = parse_equivalence(plan, args.equivalence, args.baseline, primary)
     common_point = parse_point(plan, args.at)
-    states = {r: find_state(r, output, needs_test=args.test and not args.report, wanted=plan.configs[(r.arm, r.point)])
-              for r in plan.runs}
+    states = {
+        r: find_state(r, output, needs_test=args.test and not args.report, wanted=plan.configs[(r.arm, r.point)])
+        for r in plan.runs
+    }
     finished_now = sum(state.finished for state in states.values())
     most = finished_now if args.report else len(plan.runs)  # a sweep finishes its runs first (choose_runs checks again)
     if args.verify > most:
-        raise ConfigError(f"--verify {args.verify} asks for more runs than the {finished_now} finished (of the "
-                          f"{len(plan.runs)} this sweep plans); give at most {most}.")
+        raise ConfigError(
+            f"--verify {args.verify} asks for more runs than the {finished_now} finished (of the "
+            f"{len(plan.runs)} this sweep plans); give at most {most}."
+        )
     failed = 0
     if not args.report:
         failed = launch(args, plan, states, output, extra)
@@ -247,13 +344,26 @@ def run_sweep(args, argv: list[str], variants: list[str], grid, extra: list[str]
         except ConfigError as error:
             skipped.append(f"--inspect was not done: {error}")
     command = "lit-attention compare " + " ".join(argv)
-    text = write_report(plan, list(states.values()), output, command, args.baseline, args.success_threshold,
-                        primary=primary, cross_fitted=args.cross_fit, common_point=common_point,
-                        equivalence=equivalence, extension_rounds=args.max_extensions if args.extend_edges else None)
+    text = write_report(
+        plan,
+        list(states.values()),
+        output,
+        command,
+        args.baseline,
+        args.success_threshold,
+        primary=primary,
+        cross_fitted=args.cross_fit,
+        common_point=common_point,
+        equivalence=equivalence,
+        extension_rounds=args.max_extensions if args.extend_edges else None,
+    )
     print("\n" + text)
     finished = sum(state.finished for state in states.values())
-    written = ("results.md, results.csv, comparisons.csv, timings.csv and results.png" if finished
-               else "results.md, results.csv and comparisons.csv")
+    written = (
+        "results.md, results.csv, comparisons.csv, timings.csv and results.png"
+        if finished
+        else "results.md, results.csv and comparisons.csv"
+    )
     print(f"Wrote {output}/{written}; curves: tensorboard --logdir {shlex.quote(str(output / 'runs'))}")
     end_sweep(failed, skipped, "the table")
 
@@ -261,11 +371,14 @@ def run_sweep(args, argv: list[str], variants: list[str], grid, extra: list[str]
 def run_trend(args, extra: list[str]) -> None:
     """`--trend DIR ...`: a report over finished sweeps, one a size; it plans and trains nothing, so every
     option of a sweep is refused rather than ignored."""
-    given = [f"--{name.replace('_', '-')}" for name in ("config", "scale", "grid", "arm", "add_control")
-             if getattr(args, name)] + extra
+    given = [
+        f"--{name.replace('_', '-')}" for name in ("config", "scale", "grid", "arm", "add_control") if getattr(args, name)
+    ] + extra
     if given:
-        raise ConfigError(f"--trend reads finished sweeps and trains nothing, so {given[0]} cannot be given with it; "
-                          "give the folders, --output and --baseline only.")
+        raise ConfigError(
+            f"--trend reads finished sweeps and trains nothing, so {given[0]} cannot be given with it; "
+            "give the folders, --output and --baseline only."
+        )
     if args.output is None:
         raise ConfigError("--trend needs --output, the folder to write the trend's results.md and size_trend.png into.")
     if len(args.trend) < 2:
@@ -274,8 +387,10 @@ def run_trend(args, extra: list[str]) -> None:
 
     output = Path(args.output)
     if any(output.resolve() == Path(folder).resolve() for folder in args.trend):
-        raise ConfigError(f"--output {str(output)!r} is one of the sweeps --trend reads, whose report it would replace; "
-                          "a trend writes a folder of its own, so choose another --output.")
+        raise ConfigError(
+            f"--output {str(output)!r} is one of the sweeps --trend reads, whose report it would replace; "
+            "a trend writes a folder of its own, so choose another --output."
+        )
     check_owner(output, "trend")
     from lit_attention.scaling.trend import check_folders
 
@@ -295,8 +410,10 @@ def check_seeds(first: int, count: int) -> None:
     if first < 0 or first > MAX_SEED:
         raise ConfigError(f"--first-seed {first} is invalid; seeds are whole numbers from 0 to {MAX_SEED}.")
     if last > MAX_SEED:
-        raise ConfigError(f"--first-seed {first} with --seeds {count} reaches seed {last}, past the largest seed "
-                          f"{MAX_SEED}; give --first-seed {MAX_SEED - count + 1} or less, or fewer seeds.")
+        raise ConfigError(
+            f"--first-seed {first} with --seeds {count} reaches seed {last}, past the largest seed "
+            f"{MAX_SEED}; give --first-seed {MAX_SEED - count + 1} or less, or fewer seeds."
+        )
 
 
 def check_runs_validate(extra: list[str]) -> None:
@@ -312,9 +429,11 @@ def check_runs_validate(extra: list[str]) -> None:
         except ValueError:
             continue  # the fit parser names a malformed value
         if off:
-            raise ConfigError(f"--trainer.limit_val_batches {value} switches validation off, but compare chooses each "
-                              "arm's grid point and reports on validation; give a number of batches or a fraction in "
-                              "(0, 1], or leave it unset.")
+            raise ConfigError(
+                f"--trainer.limit_val_batches {value} switches validation off, but compare chooses each "
+                "arm's grid point and reports on validation; give a number of batches or a fraction in "
+                "(0, 1], or leave it unset."
+            )
 
 
 def check_not_abbreviated(extra: list[str], parser: argparse.ArgumentParser) -> None:

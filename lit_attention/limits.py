@@ -26,9 +26,25 @@ _FRACTION = (lambda v: 0 <= v < 1, "in [0, 1)")
 # serves both; a value of None (a size the data sets later, an unset option) is not checked here.
 LIMITS: dict[str, tuple[Callable[[Any], bool], str]] = {
     # The model configs' fields.
-    **{name: _POSITIVE for name in (
-        "dim", "depth", "encoder_depth", "decoder_depth", "num_heads", "patch_size", "num_classes", "image_size",
-        "in_channels", "vocab_size", "max_len", "max_src_len", "max_tgt_len", "mlp_hidden")},
+    **{
+        name: _POSITIVE
+        for name in (
+            "dim",
+            "depth",
+            "encoder_depth",
+            "decoder_depth",
+            "num_heads",
+            "patch_size",
+            "num_classes",
+            "image_size",
+            "in_channels",
+            "vocab_size",
+            "max_len",
+            "max_src_len",
+            "max_tgt_len",
+            "mlp_hidden",
+        )
+    },
     "mlp_ratio": (lambda v: 0 < v < math.inf, "a finite number > 0"),
     "dropout": _FRACTION,
     "drop_path": _FRACTION,
@@ -58,8 +74,10 @@ SEED_MAX = 2**32 - 1
 def check_run_seed(value) -> None:
     """`--seed_everything`, a whole number (a bool or a string is the parser's to refuse) in the seeds' range."""
     if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= SEED_MAX:
-        raise ConfigError(f"--seed_everything {value} is invalid; a seed is a whole number from 0 to {SEED_MAX} "
-                          "(2**32 - 1, the range numpy's seeding takes).")
+        raise ConfigError(
+            f"--seed_everything {value} is invalid; a seed is a whole number from 0 to {SEED_MAX} "
+            "(2**32 - 1, the range numpy's seeding takes)."
+        )
 
 
 def check_limit(name: str, value) -> None:

@@ -172,7 +172,8 @@ def internal_error_sentence(error: BaseException) -> str:
     directory), so that a report of the defect has it."""
     directory = getattr(error, "run_directory", None)
     text = f"{time.strftime('%Y-%m-%d %H:%M:%S')} lit-attention {' '.join(sys.argv[1:])}\n" + "".join(
-        traceback.format_exception(error))
+        traceback.format_exception(error)
+    )
     try:
         if directory is not None and Path(directory).is_dir():
             log = Path(directory) / TRACEBACK_LOG
@@ -187,8 +188,10 @@ def internal_error_sentence(error: BaseException) -> str:
     except OSError as unwritable:
         where = f"its traceback could not be written ({unwritable.strerror})"
     first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    return (f"lit-attention failed for a reason that is not in your input ({type(error).__name__}"
-            f"{': ' + first if first else ''}); {where}; please report it with that file.")
+    return (
+        f"lit-attention failed for a reason that is not in your input ({type(error).__name__}"
+        f"{': ' + first if first else ''}); {where}; please report it with that file."
+    )
 
 
 def last_sentence(message: str) -> str:
@@ -210,8 +213,10 @@ def check_not_an_overlay(path: str) -> None:
     with open(path, encoding="utf-8", errors="replace") as file:
         found = OVERLAY.match(file.readline())
     if found:
-        raise ConfigError(f"{path} is an overlay: it changes {found.group(1)} and is stacked after it; run "
-                          f"--config {found.group(1)} --config {path}.")
+        raise ConfigError(
+            f"{path} is an overlay: it changes {found.group(1)} and is stacked after it; run "
+            f"--config {found.group(1)} --config {path}."
+        )
 
 
 def check_command_line(words: list[str]) -> None:
@@ -221,8 +226,10 @@ def check_command_line(words: list[str]) -> None:
     if words and not words[0].startswith("-") and words[0] not in COMMANDS:
         raise ConfigError(f"Unknown command {words[0]!r}; valid commands are {', '.join(COMMANDS)}.")
     if words and words[0] == "compare" and not config_files(words) and not {"-h", "--help", "--trend"} & set(words):
-        raise ConfigError("compare needs a recipe: pass --config, e.g. --config recipes/quickstart/vit_digits.yaml; "
-                          "`lit-attention compare --help` lists the options.")
+        raise ConfigError(
+            "compare needs a recipe: pass --config, e.g. --config recipes/quickstart/vit_digits.yaml; "
+            "`lit-attention compare --help` lists the options."
+        )
     for i, word in enumerate(words):
         option, _, value = word.partition("=")
         if option in ("--optimizer", "--lr_scheduler"):
@@ -237,18 +244,24 @@ def check_command_line(words: list[str]) -> None:
     for path in config_files(words):
         file = Path(path)
         if file.is_dir():
-            raise ConfigError(f"Recipe {path!r} is a directory; pass one YAML file in it, such as "
-                              "recipes/quickstart/vit_digits.yaml.")
+            raise ConfigError(
+                f"Recipe {path!r} is a directory; pass one YAML file in it, such as recipes/quickstart/vit_digits.yaml."
+            )
         if not file.is_file():
             close = closest_recipes(path)
             hint = f" (did you mean {' or '.join(close)}?)" if close else ""
-            raise ConfigError(f"Recipe {path!r} does not exist; pass a YAML file, or the name of a recipe the package "
-                              f"ships, such as quickstart/vit_digits{hint}.")
+            raise ConfigError(
+                f"Recipe {path!r} does not exist; pass a YAML file, or the name of a recipe the package "
+                f"ships, such as quickstart/vit_digits{hint}."
+            )
         recipe = read_recipe(path)
         for key in ("optimizer", "lr_scheduler"):
             if isinstance(recipe, dict) and key in recipe:
-                raise ConfigError(f"Recipe {path!r} sets {key}: " + _NO_OPTIMIZER.format(option=key)[0].lower()
-                                  + _NO_OPTIMIZER.format(option=key)[1:])
+                raise ConfigError(
+                    f"Recipe {path!r} sets {key}: "
+                    + _NO_OPTIMIZER.format(option=key)[0].lower()
+                    + _NO_OPTIMIZER.format(option=key)[1:]
+                )
 
 
 def read_recipe(path: str):
@@ -258,24 +271,32 @@ def read_recipe(path: str):
         text = Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
         line = Path(path).read_bytes()[: error.start].count(b"\n") + 1
-        raise ConfigError(f"Recipe {path!r} is not UTF-8 text: byte 0x{error.object[error.start]:02x} at line {line} "
-                          "cannot be read; save the file as UTF-8.") from None
+        raise ConfigError(
+            f"Recipe {path!r} is not UTF-8 text: byte 0x{error.object[error.start]:02x} at line {line} "
+            "cannot be read; save the file as UTF-8."
+        ) from None
     try:
         recipe = yaml.load(text, Loader=UniqueKeyLoader)
     except DuplicateKey as error:
-        raise ConfigError(f"Recipe {path!r} sets {error.key!r} twice in one block, at lines {error.first} and "
-                          f"{error.second} (YAML would silently keep the second); merge them into one.") from None
+        raise ConfigError(
+            f"Recipe {path!r} sets {error.key!r} twice in one block, at lines {error.first} and "
+            f"{error.second} (YAML would silently keep the second); merge them into one."
+        ) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise ConfigError(f"Recipe {path!r} is not valid YAML: {problem}{where}.") from None
     if recipe is None:
-        raise ConfigError(f"Recipe {path!r} is empty; a recipe sets model:, data: and trainer: blocks, as "
-                          "recipes/quickstart/vit_digits.yaml does.")
+        raise ConfigError(
+            f"Recipe {path!r} is empty; a recipe sets model:, data: and trainer: blocks, as "
+            "recipes/quickstart/vit_digits.yaml does."
+        )
     if not isinstance(recipe, dict):
-        raise ConfigError(f"Recipe {path!r} holds a YAML {type(recipe).__name__}, not a mapping of settings; a recipe "
-                          "sets model:, data: and trainer: blocks, as recipes/quickstart/vit_digits.yaml does.")
+        raise ConfigError(
+            f"Recipe {path!r} holds a YAML {type(recipe).__name__}, not a mapping of settings; a recipe "
+            "sets model:, data: and trainer: blocks, as recipes/quickstart/vit_digits.yaml does."
+        )
     return recipe
 
 
@@ -332,8 +353,12 @@ def with_drawn_seed(words: list[str]) -> list[str]:
             if int(os.environ.get("WORLD_SIZE") or 1) > 1 or int(os.environ.get("SLURM_NTASKS") or 1) > 1:
                 return found
             seed = os.environ[DRAWN_SEED] = str(random.SystemRandom().randrange(SEED_MAX + 1))
-            print(f"--seed_everything true: seed {seed}, drawn at random; the run is seed_{seed}, and "
-                  f"--seed_everything {seed} repeats or resumes it.", file=sys.stderr, flush=True)  # stdout may be a config
+            print(
+                f"--seed_everything true: seed {seed}, drawn at random; the run is seed_{seed}, and "
+                f"--seed_everything {seed} repeats or resumes it.",
+                file=sys.stderr,
+                flush=True,
+            )  # stdout may be a config
         found[index] = f"--seed_everything={seed}" if equals else seed
     return found
 

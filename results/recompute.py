@@ -44,9 +44,12 @@ def reported(directory: Path) -> bool:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("sections", nargs="*", metavar="SECTION",
-                        help="results/<SECTION>, or a compare output's path, to check (default: every section and size "
-                             "trend, then RESULTS.md)")
+    parser.add_argument(
+        "sections",
+        nargs="*",
+        metavar="SECTION",
+        help="results/<SECTION>, or a compare output's path, to check (default: every section and size trend, then RESULTS.md)",
+    )
     argv = parser.parse_args(argv).sections
     root = HERE.parent
     names = argv or sections_with_records(HERE) + trend_sections(HERE)
@@ -62,8 +65,9 @@ def main(argv: list[str]) -> int:
         elif name in trend_sections(HERE):
             check_trend(directory, HERE, checker)
         else:
-            print(f"recompute: {name} is neither a section with results.md and runs/ nor a size trend under {HERE}",
-                  file=sys.stderr)
+            print(
+                f"recompute: {name} is neither a section with results.md and runs/ nor a size trend under {HERE}", file=sys.stderr
+            )
             return 2
         checker.summary(name)
     if not argv:  # RESULTS.md quotes every section: check it only against the whole set

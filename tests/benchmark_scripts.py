@@ -46,8 +46,9 @@ def run_script_in_a_process(name: str, *args: str) -> str:
     measured no cheaper in this process, and compare_parallel.py, whose sweeps are processes anyway."""
     # This checkout's package first: an editable install elsewhere (another worktree) would shadow it.
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / name), *args], capture_output=True,
-                            text=True, timeout=300, cwd=ROOT, env=env)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / name), *args], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 

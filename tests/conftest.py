@@ -89,8 +89,9 @@ def _new_interpreters_are_slow(request, monkeypatch) -> None:
     def refuse_python(self, args, *more, **options):
         program = str(args) if isinstance(args, (str, os.PathLike)) else str(args[0])
         if started_by_the_project() and starts_python(program.split()[0] if options.get("shell") else program):
-            pytest.fail(f"{request.node.nodeid} starts {program} (a new Python process); mark it "
-                        "@pytest.mark.slow", pytrace=False)
+            pytest.fail(
+                f"{request.node.nodeid} starts {program} (a new Python process); mark it @pytest.mark.slow", pytrace=False
+            )
         start(self, args, *more, **options)
 
     monkeypatch.setattr(subprocess.Popen, "__init__", refuse_python)
@@ -98,8 +99,9 @@ def _new_interpreters_are_slow(request, monkeypatch) -> None:
     from lit_attention.sweep import launchers
 
     def refuse_forkserver(*args, **kwargs):  # compare's local runs: the forkserver is a new interpreter too
-        pytest.fail(f"{request.node.nodeid} starts compare's forkserver (a new Python process); mark it "
-                    "@pytest.mark.slow", pytrace=False)
+        pytest.fail(
+            f"{request.node.nodeid} starts compare's forkserver (a new Python process); mark it @pytest.mark.slow", pytrace=False
+        )
 
     monkeypatch.setattr(launchers, "start_forkserver", refuse_forkserver)
 
@@ -108,6 +110,7 @@ def _new_interpreters_are_slow(request, monkeypatch) -> None:
 def in_tmp(tmp_path, monkeypatch) -> Path:
     """Run `main` in-process inside tmp_path, offline, without a seed or traceback setting left by another test."""
     from in_process import OFFLINE, RUN_VARIABLES
+
     monkeypatch.chdir(tmp_path)
     for name, value in OFFLINE.items():
         monkeypatch.setenv(name, value)

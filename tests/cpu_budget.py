@@ -18,8 +18,7 @@ START = pytest.StashKey[float]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addini(LIMIT, "a test not marked slow that takes more seconds of CPU than this is named in the summary",
-                  default="0.5")
+    parser.addini(LIMIT, "a test not marked slow that takes more seconds of CPU than this is named in the summary", default="0.5")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -49,8 +48,9 @@ class Summary:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "teardown":
-            self.over += [(seconds, report.nodeid) for name, seconds in report.user_properties
-                          if name == PROPERTY and seconds > self.limit]
+            self.over += [
+                (seconds, report.nodeid) for name, seconds in report.user_properties if name == PROPERTY and seconds > self.limit
+            ]
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if not self.over:

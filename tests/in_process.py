@@ -18,8 +18,13 @@ import torch
 
 # What a `lit-attention` run (Lightning's seed_everything, --trainer.deterministic, the CLI) sets in
 # the process: left over, it would change the next test's run.
-RUN_VARIABLES = ("PL_GLOBAL_SEED", "PL_SEED_WORKERS", "LIT_ATTENTION_TRACEBACK", "CUBLAS_WORKSPACE_CONFIG",
-                 "LIT_ATTENTION_DRAWN_SEED")
+RUN_VARIABLES = (
+    "PL_GLOBAL_SEED",
+    "PL_SEED_WORKERS",
+    "LIT_ATTENTION_TRACEBACK",
+    "CUBLAS_WORKSPACE_CONFIG",
+    "LIT_ATTENTION_DRAWN_SEED",
+)
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 PYTEST_VARIABLE = "PYTEST_CURRENT_TEST"  # pytest's own, updated between setup, call and teardown
 
@@ -35,8 +40,9 @@ def process_state_kept() -> Iterator[None]:
     cudnn = (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic)
     precision, dtype = torch.get_float32_matmul_precision(), torch.get_default_dtype()
     randoms = (random.getstate(), np.random.get_state(), torch.get_rng_state())
-    levels = {name: logger.level for name, logger in logging.Logger.manager.loggerDict.items()
-              if isinstance(logger, logging.Logger)}
+    levels = {
+        name: logger.level for name, logger in logging.Logger.manager.loggerDict.items() if isinstance(logger, logging.Logger)
+    }
     root_level = logging.getLogger().level
     interrupt = signal.getsignal(signal.SIGINT)  # Lightning's teardown sets it (SIG_IGN, then SIG_DFL)
     try:

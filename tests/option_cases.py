@@ -25,8 +25,19 @@ SMALL = dict(dim=16, num_heads=2, dropout=0.0, drop_path=0.0)  # d_h = 8: even, 
 MODELS = {  # config -> (model, the data's sizes and one block of each kind)
     GPTConfig: (GPT, dict(vocab_size=VOCAB, max_len=LENGTH, depth=1)),
     TextEncoderConfig: (TextEncoderClassifier, dict(vocab_size=VOCAB, max_len=LENGTH, num_classes=3, pad_id=0, depth=1)),
-    Seq2SeqConfig: (Seq2SeqTransformer, dict(vocab_size=VOCAB, max_src_len=LENGTH, max_tgt_len=LENGTH, pad_id=0, bos_id=1,
-                                             eos_id=2, encoder_depth=1, decoder_depth=1)),
+    Seq2SeqConfig: (
+        Seq2SeqTransformer,
+        dict(
+            vocab_size=VOCAB,
+            max_src_len=LENGTH,
+            max_tgt_len=LENGTH,
+            pad_id=0,
+            bos_id=1,
+            eos_id=2,
+            encoder_depth=1,
+            decoder_depth=1,
+        ),
+    ),
     ViTConfig: (VisionTransformer, dict(num_classes=3, image_size=4, in_channels=1, patch_size=2, depth=1)),
 }
 

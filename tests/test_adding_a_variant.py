@@ -38,7 +38,7 @@ def page_commands() -> list[list[str]]:
 
 
 def new_preset() -> str:
-    [name] = re.findall(r'^\+\s+Variant\("(\w+)"', PAGE, flags=re.M)
+    [name] = re.findall(r'^\+\s+Variant\(\n\+\s+"(\w+)",', PAGE, flags=re.M)
     return name
 
 
@@ -69,8 +69,7 @@ def test_the_example_applies_to_the_registry_as_it_is():
     old, _ = example_change()
     assert (ROOT / REGISTRY_FILE).read_text(encoding="utf-8").count(old) == 1, old
     assert new_preset() not in list_presets()
-    assert all(f"{new_preset()} and" in " ".join(words) or words[2].endswith("variant_tables")
-               for words in page_commands())
+    assert all(f"{new_preset()} and" in " ".join(words) or words[2].endswith("variant_tables") for words in page_commands())
 
 
 @pytest.mark.slow
@@ -98,7 +97,7 @@ SOURCE_PACKAGES = ("lit_attention/", "datamodules/")
 
 def block_option_patches() -> list[tuple[str, str, str]]:
     """§4's ```patch blocks as (file, old text, new text), in the page's order."""
-    section = PAGE[PAGE.index("## 4. A new block option"):]
+    section = PAGE[PAGE.index("## 4. A new block option") :]
     patches = []
     for block in re.findall(r"^```patch\n(.*?)^```", section, flags=re.S | re.M):
         header, *lines = block.splitlines()
@@ -110,7 +109,7 @@ def block_option_patches() -> list[tuple[str, str, str]]:
 
 
 def block_option_commands() -> list[list[str]]:
-    section = PAGE[PAGE.index("## 4. A new block option"):]
+    section = PAGE[PAGE.index("## 4. A new block option") :]
     [block] = re.findall(r"^```sh\n(.*?)^```", section, flags=re.S | re.M)
     return [shlex.split(line) for line in block.replace("\\\n", " ").splitlines() if line.strip()]
 
@@ -143,13 +142,15 @@ def test_the_block_option_example_is_enrolled_by_the_tests(tmp_path):
         if words[1:3] == ["-m", "pytest"]:
             assert int(re.search(r"(\d+) passed", done.stdout).group(1)) >= 20, done.stdout[-2000:]
     design = (tmp_path / "docs" / "DESIGN.md").read_text(encoding="utf-8")
-    table = design[design.index("<!-- block options table"):design.index("<!-- end of block options table")]
+    table = design[design.index("<!-- block options table") : design.index("<!-- end of block options table")]
     [row] = [line for line in table.splitlines() if line.startswith("| `position`")]
     assert row.count("log_distance") == 3, row  # GPT, the text encoder and seq2seq; the ViT's grid has no distance
-    probe = ("from lit_attention.modeling import GPT, GPTConfig; import torch; "
-             "m = GPT(GPTConfig(vocab_size=5, max_len=4, dim=8, depth=1, num_heads=2, position='log_distance')); "
-             "mask = m.inputs.self_mask(torch.zeros(1, 4, 8), None); "
-             # head 0's slope with 2 heads is 2^-4; the query at 3 against the key at 0, 3 apart
-             "assert abs(mask[0, 0, 3, 0].item() + 2 ** -4 * torch.log1p(torch.tensor(3.0)).item()) < 1e-6, mask")
+    probe = (
+        "from lit_attention.modeling import GPT, GPTConfig; import torch; "
+        "m = GPT(GPTConfig(vocab_size=5, max_len=4, dim=8, depth=1, num_heads=2, position='log_distance')); "
+        "mask = m.inputs.self_mask(torch.zeros(1, 4, 8), None); "
+        # head 0's slope with 2 heads is 2^-4; the query at 3 against the key at 0, 3 apart
+        "assert abs(mask[0, 0, 3, 0].item() + 2 ** -4 * torch.log1p(torch.tensor(3.0)).item()) < 1e-6, mask"
+    )
     done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -307,20 +307,46 @@ def test_every_variant_runs_through_scaled_dot_product_attention(variant, causal
 @pytest.mark.parametrize(
     "make, message",
     [
-        (lambda: MultiHeadAttention(DIM, HEADS, "superb"), "Unknown attention variant 'superb'; valid presets are standard, optimized"),
-        (lambda: MultiHeadAttention(DIM, HEADS, "query=quadratic"), "Unknown query option 'quadratic'; valid query options are linear, identity, residual, residual_mlp"),
-        (lambda: MultiHeadAttention(DIM, HEADS, {"key": "mlp"}), "Unknown key option 'mlp'; valid key options are linear, identity"),
-        (lambda: MultiHeadAttention(DIM, HEADS, {"values": "identity"}), "Unknown attention axis 'values'; valid axes are query, key, value, value_mix"),
+        (
+            lambda: MultiHeadAttention(DIM, HEADS, "superb"),
+            "Unknown attention variant 'superb'; valid presets are standard, optimized",
+        ),
+        (
+            lambda: MultiHeadAttention(DIM, HEADS, "query=quadratic"),
+            "Unknown query option 'quadratic'; valid query options are linear, identity, residual, residual_mlp",
+        ),
+        (
+            lambda: MultiHeadAttention(DIM, HEADS, {"key": "mlp"}),
+            "Unknown key option 'mlp'; valid key options are linear, identity",
+        ),
+        (
+            lambda: MultiHeadAttention(DIM, HEADS, {"values": "identity"}),
+            "Unknown attention axis 'values'; valid axes are query, key, value, value_mix",
+        ),
         (lambda: MultiHeadAttention(DIM, HEADS, {"preset": "super", "key": "linear"}), "changes an axis of preset 'super'"),
         (lambda: MultiHeadAttention(DIM, HEADS, "value_mix=maybe"), "value_mix must be true or false, got 'maybe'"),
         (lambda: MultiHeadAttention(30, 4), "dim=30 is not divisible by num_heads=4"),
         (lambda: MultiHeadAttention(DIM, HEADS, "super"), "max_len=None is invalid: variant 'super' mixes values with W_A"),
-        (lambda: MultiHeadAttention(DIM, HEADS, "super,value_mix_init=zeros", max_len=8), "Unknown value_mix_init option 'zeros'; valid value_mix_init options are identity, xavier, orthogonal, normal"),
-        (lambda: MultiHeadAttention(DIM, HEADS, "query=residual_mlp,key"), "Malformed attention spec 'query=residual_mlp,key': 'key' is not an axis=option pair"),
-        (lambda: MultiHeadAttention(DIM, HEADS, "super,value_mix_init=xavier,value_mix_init=normal", max_len=8),
-         "sets value_mix_init twice (value_mix_init=xavier and value_mix_init=normal)"),
-        (lambda: MultiHeadAttention(DIM, HEADS, "standard,query_scale=third"), "Unknown query_scale option 'third'; valid query_scale options are standard, half"),
-        (lambda: MultiHeadAttention(DIM, HEADS, "nonlinear_query,query_hidden=0"), "query_hidden=0 is invalid; give a positive width r"),
+        (
+            lambda: MultiHeadAttention(DIM, HEADS, "super,value_mix_init=zeros", max_len=8),
+            "Unknown value_mix_init option 'zeros'; valid value_mix_init options are identity, xavier, orthogonal, normal",
+        ),
+        (
+            lambda: MultiHeadAttention(DIM, HEADS, "query=residual_mlp,key"),
+            "Malformed attention spec 'query=residual_mlp,key': 'key' is not an axis=option pair",
+        ),
+        (
+            lambda: MultiHeadAttention(DIM, HEADS, "super,value_mix_init=xavier,value_mix_init=normal", max_len=8),
+            "sets value_mix_init twice (value_mix_init=xavier and value_mix_init=normal)",
+        ),
+        (
+            lambda: MultiHeadAttention(DIM, HEADS, "standard,query_scale=third"),
+            "Unknown query_scale option 'third'; valid query_scale options are standard, half",
+        ),
+        (
+            lambda: MultiHeadAttention(DIM, HEADS, "nonlinear_query,query_hidden=0"),
+            "query_hidden=0 is invalid; give a positive width r",
+        ),
         (lambda: MultiHeadAttention(DIM, HEADS, causal=True, cross_attention=True), "causal=True is for self-attention"),
     ],
 )
@@ -348,9 +374,18 @@ def test_dropout_is_active_only_in_training():
 # 1/(2 sqrt(d_h)) (their Q = (X + f(X)) / 2); only the original linear W_Q keeps 1/sqrt(d_h).
 @pytest.mark.parametrize(
     "variant, factor",
-    [("standard", 1.0), ("optimized", 1.0), ("efficient", 1.0), ("super", 1.0), ("identity_query", 0.5),
-     ("residual_query", 0.5), ("nonlinear_query", 0.5), ("identity_query,query_scale=standard", 1.0),
-     ("standard,query_scale=half", 0.5), ("query=residual_mlp,key=identity,value=identity,value_mix=true", 0.5)],
+    [
+        ("standard", 1.0),
+        ("optimized", 1.0),
+        ("efficient", 1.0),
+        ("super", 1.0),
+        ("identity_query", 0.5),
+        ("residual_query", 0.5),
+        ("nonlinear_query", 0.5),
+        ("identity_query,query_scale=standard", 1.0),
+        ("standard,query_scale=half", 0.5),
+        ("query=residual_mlp,key=identity,value=identity,value_mix=true", 0.5),
+    ],
 )
 def test_query_scale_of_each_preset(variant, factor):
     mha = MultiHeadAttention(DIM, HEADS, variant, max_len=MAX_LEN)
@@ -363,9 +398,15 @@ def test_query_scale_of_each_preset(variant, factor):
     torch.testing.assert_close(mha(x), expected, rtol=1e-9, atol=1e-9)
 
 
-@pytest.mark.parametrize("variant", ["identity_query,query_scale=standard", "super,value_mix_init=xavier",
-                                     "nonlinear_query,query_hidden=8",
-                                     "query=linear,key=identity,value=linear,value_mix=false,query_scale=half"])
+@pytest.mark.parametrize(
+    "variant",
+    [
+        "identity_query,query_scale=standard",
+        "super,value_mix_init=xavier",
+        "nonlinear_query,query_hidden=8",
+        "query=linear,key=identity,value=linear,value_mix=false,query_scale=half",
+    ],
+)
 def test_spec_names_round_trip(variant):
     spec = resolve_spec(variant)
     assert spec.name == variant and resolve_spec(spec.name) == spec
@@ -374,13 +415,15 @@ def test_spec_names_round_trip(variant):
 def test_value_mix_inits():
     length = 16
     torch.manual_seed(0)
-    weights = {init: MultiHeadAttention(DIM, HEADS, f"super,value_mix_init={init}", max_len=length).value_mix.detach()
-               for init in ("identity", "xavier", "orthogonal", "normal")}
+    weights = {
+        init: MultiHeadAttention(DIM, HEADS, f"super,value_mix_init={init}", max_len=length).value_mix.detach()
+        for init in ("identity", "xavier", "orthogonal", "normal")
+    }
     torch.testing.assert_close(weights["identity"], torch.eye(length))
     bound = (6 / (2 * length)) ** 0.5
     assert weights["xavier"].abs().max() <= bound and weights["xavier"].std() > bound / 3
     torch.testing.assert_close(weights["orthogonal"] @ weights["orthogonal"].T, torch.eye(length), atol=1e-5, rtol=0)
-    assert abs(weights["normal"].std().item() - length ** -0.5) < 0.05
+    assert abs(weights["normal"].std().item() - length**-0.5) < 0.05
 
 
 def test_query_hidden_sets_the_query_mlp_width():

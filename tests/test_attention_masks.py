@@ -6,7 +6,12 @@ import torch
 import torch.nn.functional as F
 
 from lit_attention.modeling import (
-    GPT, GPTConfig, Seq2SeqConfig, Seq2SeqTransformer, TextEncoderClassifier, TextEncoderConfig,
+    GPT,
+    GPTConfig,
+    Seq2SeqConfig,
+    Seq2SeqTransformer,
+    TextEncoderClassifier,
+    TextEncoderConfig,
 )
 from lit_attention.modeling import masks
 from lit_attention.modeling.attention import MultiHeadAttention, list_presets
@@ -30,15 +35,27 @@ def sdpa_calls(monkeypatch) -> list[dict]:
 
 def text_encoder(variant, depth=3):
     torch.manual_seed(0)
-    return TextEncoderClassifier(TextEncoderConfig(pad_id=0, vocab_size=VOCAB, max_len=LENGTH, num_classes=3, depth=depth,
-                                                   **SMALL), attention=variant).eval()
+    return TextEncoderClassifier(
+        TextEncoderConfig(pad_id=0, vocab_size=VOCAB, max_len=LENGTH, num_classes=3, depth=depth, **SMALL), attention=variant
+    ).eval()
 
 
 def seq2seq(variant):
     torch.manual_seed(0)
-    return Seq2SeqTransformer(Seq2SeqConfig(pad_id=0, bos_id=1, eos_id=2, vocab_size=VOCAB, max_src_len=LENGTH,
-                                            max_tgt_len=LENGTH, encoder_depth=2, decoder_depth=2, **SMALL),
-                              attention=variant).eval()
+    return Seq2SeqTransformer(
+        Seq2SeqConfig(
+            pad_id=0,
+            bos_id=1,
+            eos_id=2,
+            vocab_size=VOCAB,
+            max_src_len=LENGTH,
+            max_tgt_len=LENGTH,
+            encoder_depth=2,
+            decoder_depth=2,
+            **SMALL,
+        ),
+        attention=variant,
+    ).eval()
 
 
 def dense_value_mix(model):
@@ -91,8 +108,10 @@ def test_seq2seq_masks_only_padding_and_builds_each_kind_once(variant, sdpa_call
 def test_models_fused_path_equals_reference_path_with_padding(variant):
     padding = torch.arange(LENGTH)[None] >= torch.tensor([10, 6, 1])[:, None]
     tokens = torch.randint(1, VOCAB, (3, LENGTH)).masked_fill(padding, 0)
-    for model, args in ((text_encoder(variant, depth=2), (tokens, padding)),
-                        (seq2seq(variant), (tokens, tokens.flip(0), padding, padding.flip(0)))):
+    for model, args in (
+        (text_encoder(variant, depth=2), (tokens, padding)),
+        (seq2seq(variant), (tokens, tokens.flip(0), padding, padding.flip(0))),
+    ):
         model = dense_value_mix(model)
         fused = model(*args)
         use_reference_path(model, True)
@@ -108,8 +127,9 @@ def test_a_head_width_that_rules_out_the_fused_masked_kernels_warns_once_per_con
         return [str(w.message) for w in recwarn if "multiple of 8" in str(w.message)]
 
     def text(dim, heads):
-        return TextEncoderClassifier(TextEncoderConfig(pad_id=0, vocab_size=VOCAB, max_len=LENGTH, num_classes=3, dim=dim,
-                                                       num_heads=heads, depth=1))
+        return TextEncoderClassifier(
+            TextEncoderConfig(pad_id=0, vocab_size=VOCAB, max_len=LENGTH, num_classes=3, dim=dim, num_heads=heads, depth=1)
+        )
 
     [message] = warnings_of(lambda: text(48, 4))
     assert "head width 12 (dim=48 / num_heads=4)" in message and "num_heads among 1, 2, 3, 6" in message

@@ -32,8 +32,9 @@ def test_scores_depend_on_row_and_column_offsets_only():
 
 
 def test_vit_with_rope_has_no_position_embedding_and_uses_the_grid():
-    config = ViTConfig(image_size=8, patch_size=2, in_channels=1, num_classes=3, dim=16, depth=1, num_heads=2,
-                       position="rope", drop_path=0.0)
+    config = ViTConfig(
+        image_size=8, patch_size=2, in_channels=1, num_classes=3, dim=16, depth=1, num_heads=2, position="rope", drop_path=0.0
+    )
     model = VisionTransformer(config).double().eval()
     learned = VisionTransformer(ViTConfig(**{**config.to_dict(), "position": "learned"}))
     assert model.pos_embed is None

@@ -27,20 +27,35 @@ def build(config_class, **options):
     if config_class is GPTConfig:
         return GPT(GPTConfig(vocab_size=VOCAB, max_len=LENGTH, depth=2, **TINY, **options))
     if config_class is TextEncoderConfig:
-        return TextEncoderClassifier(TextEncoderConfig(vocab_size=VOCAB, max_len=LENGTH, num_classes=3, pad_id=0,
-                                                       depth=2, **TINY, **options))
+        return TextEncoderClassifier(
+            TextEncoderConfig(vocab_size=VOCAB, max_len=LENGTH, num_classes=3, pad_id=0, depth=2, **TINY, **options)
+        )
     if config_class is Seq2SeqConfig:
-        return Seq2SeqTransformer(Seq2SeqConfig(vocab_size=VOCAB, max_src_len=LENGTH, max_tgt_len=LENGTH, pad_id=0,
-                                                bos_id=1, eos_id=2, encoder_depth=1, decoder_depth=1, **TINY, **options))
-    return VisionTransformer(ViTConfig(num_classes=3, image_size=4, in_channels=1, patch_size=2, depth=2, **TINY,
-                                       **options))
+        return Seq2SeqTransformer(
+            Seq2SeqConfig(
+                vocab_size=VOCAB,
+                max_src_len=LENGTH,
+                max_tgt_len=LENGTH,
+                pad_id=0,
+                bos_id=1,
+                eos_id=2,
+                encoder_depth=1,
+                decoder_depth=1,
+                **TINY,
+                **options,
+            )
+        )
+    return VisionTransformer(ViTConfig(num_classes=3, image_size=4, in_channels=1, patch_size=2, depth=2, **TINY, **options))
 
 
 def block_norms(model: nn.Module) -> dict[str, nn.Module]:
     """The model's norms outside attention layers (the blocks' and the final ones), by name."""
     inside = [name for name, m in model.named_modules() if isinstance(m, MultiHeadAttention)]
-    return {name: m for name, m in model.named_modules() if isinstance(m, (nn.LayerNorm, nn.RMSNorm))
-            and not any(name.startswith(f"{prefix}.") for prefix in inside)}
+    return {
+        name: m
+        for name, m in model.named_modules()
+        if isinstance(m, (nn.LayerNorm, nn.RMSNorm)) and not any(name.startswith(f"{prefix}.") for prefix in inside)
+    }
 
 
 def test_swiglu_is_the_down_projection_of_silu_gate_times_up_with_the_gate_first():
@@ -55,12 +70,15 @@ def test_swiglu_is_the_down_projection_of_silu_gate_times_up_with_the_gate_first
 
 def test_hidden_width_is_mlp_hidden_or_derived_from_mlp_ratio_as_llama_does():
     cases = [  # (dim, mlp_ratio, mlp, mlp_hidden) -> width
-        ((384, 4.0, "gelu", None), 1536), ((384, 4.0, "swiglu", None), 1024),  # 2/3 of 1536, a multiple of 8
+        ((384, 4.0, "gelu", None), 1536),
+        ((384, 4.0, "swiglu", None), 1024),  # 2/3 of 1536, a multiple of 8
         ((64, 4.0, "swiglu", None), 170),  # int(2 * 256 / 3)
         ((16, 2.0, "swiglu", None), 21),  # int(2 * 32 / 3)
         ((4096, 4.0, "swiglu", None), 10922),  # Llama 7B's before its rounding up to 11008
         ((8, 0.125, "swiglu", None), 1),  # int(2 * 1 / 3) = 0 is no width: at least 1
-        ((64, 4.0, "gelu", 100), 100), ((64, 4.0, "swiglu", 100), 100), ((64, 0.001, "gelu", 3), 3),
+        ((64, 4.0, "gelu", 100), 100),
+        ((64, 4.0, "swiglu", 100), 100),
+        ((64, 0.001, "gelu", 3), 3),
     ]
     for (dim, ratio, mlp, hidden), width in cases:
         assert mlp_hidden_width(dim, ratio, mlp, hidden) == width, (dim, ratio, mlp, hidden)
@@ -121,8 +139,9 @@ def test_training_flops_follow_the_hand_formula():
     d, depth, batch, length = TINY["dim"], 2, 4, 5
     tokens = torch.arange(batch * (length + 1)).remainder(VOCAB).view(batch, length + 1)
     for mlp, hidden in (("gelu", None), ("swiglu", None), ("swiglu", 20)):
-        module = CausalLanguageModel(net=dict(vocab_size=VOCAB, max_len=LENGTH, depth=depth, **TINY, norm="rmsnorm",
-                                              mlp=mlp, mlp_hidden=hidden))
+        module = CausalLanguageModel(
+            net=dict(vocab_size=VOCAB, max_len=LENGTH, depth=depth, **TINY, norm="rmsnorm", mlp=mlp, mlp_hidden=hidden)
+        )
         h = hidden or {"gelu": 4 * d, "swiglu": 42}[mlp]
         weights = depth * (4 * d * d + (3 if mlp == "swiglu" else 2) * d * h) + d * VOCAB  # blocks and the head
         expected = 6 * batch * length * weights + 12 * batch * length * length * d * depth

@@ -24,8 +24,13 @@ GPT = str(ROOT / "recipes/quickstart/gpt_stdlib.yaml")
 # No progress bar in these in-process runs: its redraws would fill the output the test reads; the bar's own
 # path (every rank, every mode) is tests/test_multiprocess_matrix.py's.
 TINY_VIT = [
-    "--trainer.max_epochs=1", "--trainer.limit_train_batches=4", "--trainer.limit_val_batches=2",
-    "--trainer.enable_progress_bar=false", "--trainer.log_every_n_steps=1", "--model.net.dim=32", "--model.net.depth=1",
+    "--trainer.max_epochs=1",
+    "--trainer.limit_train_batches=4",
+    "--trainer.limit_val_batches=2",
+    "--trainer.enable_progress_bar=false",
+    "--trainer.log_every_n_steps=1",
+    "--model.net.dim=32",
+    "--model.net.depth=1",
 ]
 
 
@@ -91,10 +96,20 @@ def hparams_summaries(run_dir: Path):
 @pytest.mark.slow
 def test_gpt_quickstart_trains_on_the_stdlib_corpus(in_tmp, capsys):
     # 12 steps: ThroughputMonitor reports rates once its 10-batch window is full.
-    args = ["fit", "--config", GPT, "--trainer.max_steps=12", "--trainer.val_check_interval=6",
-            "--data.max_files=40", "--data.val_windows=8", "--data.max_len=32",
-            "--trainer.log_every_n_steps=1", "--trainer.enable_progress_bar=false", "--model.net.dim=32",
-            "--model.net.depth=1"]
+    args = [
+        "fit",
+        "--config",
+        GPT,
+        "--trainer.max_steps=12",
+        "--trainer.val_check_interval=6",
+        "--data.max_files=40",
+        "--data.val_windows=8",
+        "--data.max_len=32",
+        "--trainer.log_every_n_steps=1",
+        "--trainer.enable_progress_bar=false",
+        "--model.net.dim=32",
+        "--model.net.depth=1",
+    ]
     assert run_main(args) == 0, capsys.readouterr().err[-3000:]
     run_dir = only_run_dir(in_tmp, "runs/quickstart/gpt_stdlib/standard/seed_0/version_*")
     logged = scalars(run_dir)
@@ -119,9 +134,20 @@ def test_tensorboard_server_serves_the_run_scalars(finished_run):
     runs = finished_run(SHARED_TINY_VIT) / "runs"  # only read: the server is given the shared run
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "tensorboard.main", "--logdir", str(runs), "--host", "127.0.0.1",
-         "--port", str(port), "--load_fast=false"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "tensorboard.main",
+            "--logdir",
+            str(runs),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--load_fast=false",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         tags, deadline = None, time.monotonic() + 60

@@ -30,8 +30,15 @@ ROOT = Path(__file__).resolve().parents[1]
 VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
 # No progress bar in these in-process runs: its redraws would fill the output the test reads; the bar's own
 # path (every rank, every mode) is tests/test_multiprocess_matrix.py's.
-TINY = ["--model.net.dim=16", "--model.net.depth=1", "--model.net.num_heads=2", "--trainer.max_epochs=1",
-        "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false"]
+TINY = [
+    "--model.net.dim=16",
+    "--model.net.depth=1",
+    "--model.net.num_heads=2",
+    "--trainer.max_epochs=1",
+    "--trainer.limit_train_batches=2",
+    "--trainer.limit_val_batches=1",
+    "--trainer.enable_progress_bar=false",
+]
 RUN = "quickstart/vit_digits/standard/seed_0/version_0"
 
 
@@ -58,8 +65,9 @@ def refused(argv: list[str], capsys) -> str:
 
 
 def checksums(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +94,9 @@ def continued(trained, tmp_path_factory) -> tuple[Path, Path]:
         os.environ.update(OFFLINE)
         for name in RUN_VARIABLES:
             os.environ.pop(name, None)
-        status = run_main(["fit", "--config", VIT, *TINY, "--trainer.max_epochs=2", "--run.root", str(root),
-                           "--ckpt_path", "last"])
+        status = run_main(
+            ["fit", "--config", VIT, *TINY, "--trainer.max_epochs=2", "--run.root", str(root), "--ckpt_path", "last"]
+        )
     assert status == 0
     return root, earlier
 
@@ -109,12 +118,15 @@ def runs(trained, tmp_path, monkeypatch) -> Path:
 # ------------------------------------------------------------------ silently wrong, or data rewritten
 
 
-@pytest.mark.parametrize("abbreviated, full", [
-    (["--seed", "3"], "--seed_everything"),
-    (["--trainer.max_st", "2"], "--trainer.max_steps"),
-    (["--model.net.di", "16"], "--model.net.dim"),  # a nested class's parser too
-    (["--model.l=0.1"], "--model.lr"),
-])
+@pytest.mark.parametrize(
+    "abbreviated, full",
+    [
+        (["--seed", "3"], "--seed_everything"),
+        (["--trainer.max_st", "2"], "--trainer.max_steps"),
+        (["--model.net.di", "16"], "--model.net.dim"),  # a nested class's parser too
+        (["--model.l=0.1"], "--model.lr"),
+    ],
+)
 def test_an_abbreviated_option_is_refused_with_its_full_name(abbreviated, full, tmp_path, capsys):
     sentence = refused(["fit", "--config", VIT, *TINY, "--run.root", str(tmp_path / "runs"), *abbreviated], capsys)
     assert abbreviated[0].split("=")[0] in sentence and full in sentence and "abbreviated" in sentence
@@ -123,8 +135,10 @@ def test_an_abbreviated_option_is_refused_with_its_full_name(abbreviated, full, 
 
 def test_a_full_option_that_begins_another_is_not_called_an_abbreviation(tmp_path, capsys):
     # `--model.net` (the whole config) begins `--model.net.dim`; the error is about another option.
-    sentence = refused(["fit", "--config", VIT, '--model.net={"dim": 16}', "--trainer.max_epochs=abc",
-                        "--run.root", str(tmp_path / "runs")], capsys)
+    sentence = refused(
+        ["fit", "--config", VIT, '--model.net={"dim": 16}', "--trainer.max_epochs=abc", "--run.root", str(tmp_path / "runs")],
+        capsys,
+    )
     assert "--trainer.max_epochs 'abc' is invalid" in sentence and "abbreviated" not in sentence
 
 
@@ -132,16 +146,16 @@ def test_compare_does_not_pass_an_abbreviation_to_the_runs(tmp_path, capsys):
     sentence = refused(["compare", "--config", VIT, "--seed", "7", "--output", str(tmp_path / "out")], capsys)
     assert "--seed is not an option of compare" in sentence and "write it in full: --seeds." in sentence
     assert not (tmp_path / "out").exists()  # refused before anything is planned or written
-    sentence = refused(["compare", "--config", VIT, "--trainer.max_step", "7", "--output", str(tmp_path / "out")],
-                       capsys)  # an abbreviation of a fit option reaches the fit parser, which names it in full
+    sentence = refused(
+        ["compare", "--config", VIT, "--trainer.max_step", "7", "--output", str(tmp_path / "out")], capsys
+    )  # an abbreviation of a fit option reaches the fit parser, which names it in full
     assert "--trainer.max_steps" in sentence
 
 
 @pytest.mark.slow
 def test_resuming_a_finished_run_says_so_and_changes_nothing(runs, capsys):
     before = checksums(runs)
-    status, out, err = lit_attention(["fit", "--config", VIT, *TINY, "--run.root", str(runs), "--ckpt_path", "last"],
-                                     capsys)
+    status, out, err = lit_attention(["fit", "--config", VIT, *TINY, "--run.root", str(runs), "--ckpt_path", "last"], capsys)
     assert status == 0, err[-2000:]
     assert "is finished" in out and "--trainer.max_steps" in out
     assert checksums(runs) == before  # record.json, config.yaml, checkpoints, events: byte for byte
@@ -152,8 +166,9 @@ def test_fit_from_an_earlier_checkpoint_of_a_run_is_refused_and_changes_nothing(
     runs = copied(continued[0], tmp_path, monkeypatch)  # continued to step 4
     earlier = shutil.copy(continued[1], runs / RUN / "checkpoints" / "step-2.ckpt")  # kept from step 2 of 4
     before = checksums(runs)
-    sentence = refused(["fit", "--config", VIT, *TINY, "--trainer.max_epochs=2", "--run.root", str(runs),
-                        "--ckpt_path", str(earlier)], capsys)
+    sentence = refused(
+        ["fit", "--config", VIT, *TINY, "--trainer.max_epochs=2", "--run.root", str(runs), "--ckpt_path", str(earlier)], capsys
+    )
     assert "would restart" in sentence and "--ckpt_path last" in sentence
     assert checksums(runs) == before  # the run's record, checkpoints and logs, byte for byte
 
@@ -208,7 +223,7 @@ def test_without_flock_a_run_is_locked_by_its_lock_file(tmp_path, monkeypatch, c
     lock.release()
     assert not list(tmp_path.iterdir())
     held = tmp_path / f"{run_dirs.LOCK}.held"
-    ended = 2 ** 22 + 7  # a process id no process has (Linux's pid_max is at most 2^22)
+    ended = 2**22 + 7  # a process id no process has (Linux's pid_max is at most 2^22)
     held.write_text(f"process {ended} on {socket.gethostname()}")
     run_dirs.RunLock(tmp_path).acquire().release()  # stale: taken over
     held.write_text("process 12 on another-node")
@@ -224,7 +239,7 @@ def test_without_flock_two_takeovers_of_one_stale_lock_cannot_both_succeed(tmp_p
     from lit_attention.training import file_locks
 
     held = tmp_path / ".lock.held"
-    stale = f"process {2 ** 22 + 7} on {socket.gethostname()}"
+    stale = f"process {2**22 + 7} on {socket.gethostname()}"
     held.write_text(stale)
     assert file_locks.create_exclusively(tmp_path / ".lock", "process 1 on here") is None  # the first takes over
     assert held.read_text().strip() == "process 1 on here"
@@ -268,8 +283,9 @@ def test_resuming_a_finished_run_for_more_epochs_keeps_its_totals(trained, conti
 def test_refitting_a_finished_run_for_its_test_scores_adds_only_them(runs, capsys):
     first = json.loads((runs / RUN / "record.json").read_text())
     assert first["test"] is None
-    status, _, err = lit_attention(["fit", "--config", VIT, *TINY, "--run.root", str(runs), "--ckpt_path", "last",
-                                    "--run.test=true"], capsys)
+    status, _, err = lit_attention(
+        ["fit", "--config", VIT, *TINY, "--run.root", str(runs), "--ckpt_path", "last", "--run.test=true"], capsys
+    )
     assert status == 0, err[-2000:]
     record = json.loads((runs / RUN / "record.json").read_text())
     assert set(record["test"]) >= {"test/acc", "test/loss"} and record["test_checkpoint"] == "best"
@@ -303,8 +319,7 @@ def test_a_recipe_key_given_twice_is_named_with_both_lines(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_seed_everything_false_is_refused(tmp_path, capsys):
-    sentence = refused(["fit", "--config", VIT, *TINY, "--run.root", str(tmp_path / "runs"), "--seed_everything=false"],
-                       capsys)
+    sentence = refused(["fit", "--config", VIT, *TINY, "--run.root", str(tmp_path / "runs"), "--seed_everything=false"], capsys)
     assert "--seed_everything" in sentence and "whole number" in sentence
     assert not (tmp_path / "runs").exists()
 
@@ -317,8 +332,20 @@ def test_seed_everything_true_on_the_command_line_draws_a_seed_the_run_is_named_
     from lit_attention.main import DRAWN_SEED
 
     monkeypatch.delenv(DRAWN_SEED, raising=False)
-    status, out, err = lit_attention(["fit", "--config", VIT, *TINY, "--trainer.max_steps=1", "--trainer.limit_val_batches=0",
-                                      "--run.root", str(tmp_path / "runs"), *given], capsys)
+    status, out, err = lit_attention(
+        [
+            "fit",
+            "--config",
+            VIT,
+            *TINY,
+            "--trainer.max_steps=1",
+            "--trainer.limit_val_batches=0",
+            "--run.root",
+            str(tmp_path / "runs"),
+            *given,
+        ],
+        capsys,
+    )
     assert status == 0, err[-2000:]
     [seed] = re.findall(r"--seed_everything true: seed (\d+), drawn at random; the run is seed_\1,", err)
     [run] = (tmp_path / "runs").glob("*/*/standard/seed_*/version_0")
@@ -338,8 +365,9 @@ def test_seed_everything_true_in_a_recipe_is_refused(tmp_path, capsys):
 @pytest.mark.parametrize("limit", ["0", "0.0"])
 @pytest.mark.slow
 def test_limit_train_batches_zero_is_refused(limit, tmp_path, capsys):
-    sentence = refused(["fit", "--config", VIT, *TINY, "--run.root", str(tmp_path / "runs"),
-                        f"--trainer.limit_train_batches={limit}"], capsys)
+    sentence = refused(
+        ["fit", "--config", VIT, *TINY, "--run.root", str(tmp_path / "runs"), f"--trainer.limit_train_batches={limit}"], capsys
+    )
     assert f"--trainer.limit_train_batches {limit}" in sentence and "train nothing" in sentence
     assert not (tmp_path / "runs").exists()
 
@@ -350,8 +378,10 @@ def test_a_sweep_whose_runs_all_failed_shows_each_error(tmp_path):
 
     plan = Plan(arms=["standard", "super"], points=[()], seeds=[0])
     states = []
-    for arm, message in (("standard", "The training loss became nan at global step 3."),
-                         ("super", "Checkpoint 'x' cannot be read | truncated.")):
+    for arm, message in (
+        ("standard", "The training loss became nan at global step 3."),
+        ("super", "Checkpoint 'x' cannot be read | truncated."),
+    ):
         run = Run(arm, arm, (), 0)
         plan.runs.append(run)
         states.append(RunState(run, failure={"exit_status": 2, "message": message}))
@@ -363,17 +393,22 @@ def test_a_sweep_whose_runs_all_failed_shows_each_error(tmp_path):
     rows = list(csv.DictReader(open(tmp_path / "results.csv")))
     assert "error" in CSV_FIELDS
     assert [(row["status"], row["error"]) for row in rows] == [
-        ("failed", "The training loss became nan at global step 3."), ("failed", "Checkpoint 'x' cannot be read | truncated.")]
+        ("failed", "The training loss became nan at global step 3."),
+        ("failed", "Checkpoint 'x' cannot be read | truncated."),
+    ]
 
 
 # ------------------------------------------------------------------ tracebacks and cryptic one-liners
 
 
-@pytest.mark.parametrize("content, words", [
-    (b"trainer:\n  max_epochs: 1\nmodel:\n  init_args:\n    lr: 0.001 # caf\xe9\n", ["not UTF-8", "0xe9", "line 5"]),
-    (b"", ["is empty"]),
-    (b"- a\n- b\n", ["YAML list, not a mapping"]),
-])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        (b"trainer:\n  max_epochs: 1\nmodel:\n  init_args:\n    lr: 0.001 # caf\xe9\n", ["not UTF-8", "0xe9", "line 5"]),
+        (b"", ["is empty"]),
+        (b"- a\n- b\n", ["YAML list, not a mapping"]),
+    ],
+)
 def test_a_recipe_that_is_not_a_mapping_of_utf8_settings_is_one_sentence(content, words, tmp_path, capsys):
     recipe = tmp_path / "recipe.yaml"
     recipe.write_bytes(content)
@@ -404,17 +439,23 @@ def test_ckpt_path_hpc_or_empty_is_refused(value, runs, capsys):
 
 @pytest.mark.slow
 def test_devices_zero_is_refused(tmp_path, capsys):
-    sentence = refused(["fit", "--config", VIT, *TINY, "--run.root", str(tmp_path / "runs"), "--trainer.devices=0"],
-                       capsys)
+    sentence = refused(["fit", "--config", VIT, *TINY, "--run.root", str(tmp_path / "runs"), "--trainer.devices=0"], capsys)
     assert "--trainer.devices '0'" in sentence and not (tmp_path / "runs").exists()
 
 
-@pytest.mark.parametrize("recipe, options, words", [
-    ("gpt_stdlib", ["--model.attention=standard,kv_heads=3"], "kv_heads=3 does not divide num_heads=2; choose kv_heads among 1, 2."),
-    ("gpt_stdlib", ["--model.attention=efficient,kv_heads=1"], "kv_heads=1 needs linear keys and values"),
-    ("text_stdlib", ["--model.net.position=none"], "position='none' is invalid for the text encoder"),
-    ("gpt_stdlib", ["--model.net.num_heads=16", "--model.net.position=rope"], "position=rope needs an even head width"),
-])
+@pytest.mark.parametrize(
+    "recipe, options, words",
+    [
+        (
+            "gpt_stdlib",
+            ["--model.attention=standard,kv_heads=3"],
+            "kv_heads=3 does not divide num_heads=2; choose kv_heads among 1, 2.",
+        ),
+        ("gpt_stdlib", ["--model.attention=efficient,kv_heads=1"], "kv_heads=1 needs linear keys and values"),
+        ("text_stdlib", ["--model.net.position=none"], "position='none' is invalid for the text encoder"),
+        ("gpt_stdlib", ["--model.net.num_heads=16", "--model.net.position=rope"], "position=rope needs an even head width"),
+    ],
+)
 def test_an_attention_option_the_model_cannot_take_is_refused_before_the_data(recipe, options, words, tmp_path, capsys):
     recipe = str(ROOT / f"recipes/quickstart/{recipe}.yaml")
     sentence = refused(["fit", "--config", recipe, *TINY, "--run.root", str(tmp_path / "runs"), *options], capsys)
@@ -438,8 +479,19 @@ def image_tree(root: Path, mode: str, broken_first: bool = False) -> Path:
 @pytest.mark.slow
 def test_an_imagefolder_whose_first_file_is_not_an_image_is_named(tmp_path, capsys):
     data = image_tree(tmp_path / "images", "RGB", broken_first=True)
-    sentence = refused(["fit", "--config", VIT, *TINY, "--run.root", str(tmp_path / "runs"), "--data.dataset=imagefolder",
-                        f"--data.data_dir={data}"], capsys)
+    sentence = refused(
+        [
+            "fit",
+            "--config",
+            VIT,
+            *TINY,
+            "--run.root",
+            str(tmp_path / "runs"),
+            "--data.dataset=imagefolder",
+            f"--data.data_dir={data}",
+        ],
+        capsys,
+    )
     assert str(data / "train" / "a" / "0.png") in sentence and "cannot be read" in sentence
     assert not (tmp_path / "runs").exists()
 
@@ -448,9 +500,21 @@ def test_an_imagefolder_whose_first_file_is_not_an_image_is_named(tmp_path, caps
 def test_rgba_images_are_converted_to_the_declared_channels(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)
     data = image_tree(tmp_path / "images", "RGBA")
-    status, _, err = lit_attention(["fit", "--config", VIT, *TINY, "--run.root", str(tmp_path / "runs"),
-                                    "--data.dataset=imagefolder", f"--data.data_dir={data}", "--data.batch_size=4",
-                                    "--data.num_workers=0"], capsys)
+    status, _, err = lit_attention(
+        [
+            "fit",
+            "--config",
+            VIT,
+            *TINY,
+            "--run.root",
+            str(tmp_path / "runs"),
+            "--data.dataset=imagefolder",
+            f"--data.data_dir={data}",
+            "--data.batch_size=4",
+            "--data.num_workers=0",
+        ],
+        capsys,
+    )
     assert status == 0, err[-2000:]
     record = json.loads(next((tmp_path / "runs").rglob("record.json")).read_text())
     assert record["optimizer_steps"] == 2 and record["best"] is not None
@@ -503,15 +567,15 @@ def test_the_hparams_table_is_the_deliberate_set_with_best_and_test_values(finis
     run_dir = finished_run(TESTED) / "runs" / RUN
     record = json.loads((run_dir / "record.json").read_text())
     experiment, session, scalars = hparams_plugin(run_dir)
-    assert [info.name for info in experiment.hparam_infos] == [
-        "variant", "seed", "recipe", "settings", "params/non_embedding"]
+    assert [info.name for info in experiment.hparam_infos] == ["variant", "seed", "recipe", "settings", "params/non_embedding"]
     assert session.hparams["variant"].string_value == "standard" and session.hparams["seed"].number_value == 0
     assert session.hparams["recipe"].string_value == "quickstart/vit_digits"
     assert session.hparams["settings"].string_value == "default"  # no compare settings: the grid's word for none
     assert session.hparams["params/non_embedding"].number_value == record["params"]["non_embedding"]
     assert [(m.name.tag, m.display_name) for m in experiment.metric_infos] == [
         ("best/val/acc", "val/acc, best of the run (higher is better)"),
-        ("test/acc", "test/acc of the best checkpoint (higher is better)")]
+        ("test/acc", "test/acc of the best checkpoint (higher is better)"),
+    ]
     # The metrics hold the values the record (and compare's tables) hold: the best, not the last, validation.
     assert scalars["best/val/acc"] == [pytest.approx(record["best"]["value"])]
     assert record["best"]["value"] == max(point[2] for point in record["curve"])
@@ -548,8 +612,9 @@ def test_a_csv_logger_keeps_checkpoints_record_and_resume_in_the_run_directory(t
     first_metrics = metrics.read_text()
     assert not list((tmp_path / "csvlogs").rglob("*.ckpt")) and not (tmp_path / "csvlogs" / "config.yaml").exists()
     # ... and `--ckpt_path last` continues the run in its directory.
-    status, _, err = lit_attention(["fit", "--config", VIT, *TINY, *csv_logger, "--trainer.max_epochs=2",
-                                    "--ckpt_path=last"], capsys)
+    status, _, err = lit_attention(
+        ["fit", "--config", VIT, *TINY, *csv_logger, "--trainer.max_epochs=2", "--ckpt_path=last"], capsys
+    )
     assert status == 0, err[-2000:]
     assert [p.name for p in run_dir.parent.iterdir()] == ["version_0"]
     # The logger's first version is kept whole; the resumed fit logs into its next one.
@@ -563,9 +628,11 @@ def test_two_loggers_at_once_keep_the_run_layout(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)
     recipe = tmp_path / "loggers.yaml"
-    recipe.write_text("trainer:\n  logger:\n"
-                      "    - class_path: CSVLogger\n      init_args:\n        save_dir: csvlogs\n"
-                      "    - class_path: TensorBoardLogger\n      init_args:\n        save_dir: tblogs\n")
+    recipe.write_text(
+        "trainer:\n  logger:\n"
+        "    - class_path: CSVLogger\n      init_args:\n        save_dir: csvlogs\n"
+        "    - class_path: TensorBoardLogger\n      init_args:\n        save_dir: tblogs\n"
+    )
     status, _, err = lit_attention(["fit", "--config", VIT, "--config", str(recipe), *TINY, "--run.name=two"], capsys)
     assert status == 0, err[-2000:]
     run_dir = tmp_path / "runs" / "two" / "standard" / "seed_0" / "version_0"
@@ -585,9 +652,14 @@ def test_validate_prints_no_lightning_noise(runs, tmp_path):
     import subprocess
     import sys
 
-    result = subprocess.run([sys.executable, "-m", "lit_attention", "validate", "--config", VIT, *TINY,
-                             "--run.root", str(runs), "--ckpt_path=best"], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    result = subprocess.run(
+        [sys.executable, "-m", "lit_attention", "validate", "--config", VIT, *TINY, "--run.root", str(runs), "--ckpt_path=best"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     shown = result.stdout + result.stderr
     assert "val/acc" in shown and "Results: " in shown
@@ -611,8 +683,9 @@ def test_the_tensorboard_hint_is_quoted_for_a_path_with_spaces(tmp_path, capsys,
     monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)
     output = tmp_path / "my sweeps"
     (output / "runs").mkdir(parents=True)  # a sweep none of whose runs has finished: --report has runs to look at
-    status, out, err = lit_attention(["compare", "--config", VIT, "--variants", "standard", "--seeds", "1", "--report",
-                                      "--output", str(output), *TINY], capsys)
+    status, out, err = lit_attention(
+        ["compare", "--config", VIT, "--variants", "standard", "--seeds", "1", "--report", "--output", str(output), *TINY], capsys
+    )
     assert status == 0, err[-2000:]
     assert f"tensorboard --logdir '{output}/runs'" in out
 
@@ -625,11 +698,13 @@ def test_help_and_compare_help_do_not_load_lightning(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys\nfrom lit_attention.main import main\n"
-            "for words, status in (([], 2), (['--help'], None), (['compare', '--help'], 0)):\n"
-            "    try:\n        main(words)\n        assert status is None, words\n"
-            "    except SystemExit as exit_:\n        assert exit_.code == status, (words, exit_.code)\n"
-            "print('lightning loaded:', 'lightning' in sys.modules)\n")
+    code = (
+        "import sys\nfrom lit_attention.main import main\n"
+        "for words, status in (([], 2), (['--help'], None), (['compare', '--help'], 0)):\n"
+        "    try:\n        main(words)\n        assert status is None, words\n"
+        "    except SystemExit as exit_:\n        assert exit_.code == status, (words, exit_.code)\n"
+        "print('lightning loaded:', 'lightning' in sys.modules)\n"
+    )
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.count("commands:") == 2 and "--variants" in result.stdout
@@ -652,8 +727,10 @@ def test_fit_help_is_kept_and_the_next_one_needs_neither_lightning_nor_torch(tmp
     first = capsys.readouterr().out
     assert "--trainer.max_steps" in first
     assert len(list((tmp_path / "cache" / "lit-attention" / "help").glob("fit-*.txt"))) == 1
-    code = ("import sys\nsys.argv = ['lit-attention']\nfrom lit_attention.main import main\nmain(['fit', '--help'])\n"
-            "print('loaded:', sorted(m for m in ('lightning', 'torch') if m in sys.modules))\n")
+    code = (
+        "import sys\nsys.argv = ['lit-attention']\nfrom lit_attention.main import main\nmain(['fit', '--help'])\n"
+        "print('loaded:', sorted(m for m in ('lightning', 'torch') if m in sys.modules))\n"
+    )
     second = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert second.returncode == 0, second.stderr[-2000:]
     assert second.stdout == first + "loaded: []\n"
@@ -685,12 +762,29 @@ def test_a_tensorboard_server_shows_the_hparams_table_with_best_and_test(finishe
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", str(root), "--host", "127.0.0.1",
-                               "--port", str(port), "--load_fast=false"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tensorboard.main",
+            "--logdir",
+            str(root),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--load_fast=false",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
     def ask(route: str, request: dict):  # as the dashboard asks: a POST of the request as JSON
-        post = urllib.request.Request(f"http://127.0.0.1:{port}/data/plugin/hparams/{route}",
-                                      data=json.dumps(request).encode(), headers={"Content-Type": "application/json"})
+        post = urllib.request.Request(
+            f"http://127.0.0.1:{port}/data/plugin/hparams/{route}",
+            data=json.dumps(request).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(post, timeout=10) as reply:
             return json.load(reply)
 
@@ -711,11 +805,17 @@ def test_a_tensorboard_server_shows_the_hparams_table_with_best_and_test(finishe
         assert len(experiment["hparamInfos"]) == 5 and {"variant", "seed"} <= set(shown)
         assert shown == ["params/non_embedding", "recipe", "seed", "settings", "variant"]
         assert [m["name"]["tag"] for m in experiment["metricInfos"]] == ["best/val/acc", "test/acc"]
-        groups = ask("session_groups", {
-            "experimentName": "", "startIndex": 0, "sliceSize": 10,
-            "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"],
-            "colParams": [{"hparam": h["name"]} for h in experiment["hparamInfos"]]
-                         + [{"metric": m["name"]} for m in experiment["metricInfos"]]})
+        groups = ask(
+            "session_groups",
+            {
+                "experimentName": "",
+                "startIndex": 0,
+                "sliceSize": 10,
+                "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"],
+                "colParams": [{"hparam": h["name"]} for h in experiment["hparamInfos"]]
+                + [{"metric": m["name"]} for m in experiment["metricInfos"]],
+            },
+        )
         [group] = groups["sessionGroups"]
         values = {m["name"]["tag"]: m["value"] for m in group["metricValues"]}
         assert values["best/val/acc"] == pytest.approx(record["best"]["value"])
@@ -728,29 +828,62 @@ def test_a_tensorboard_server_shows_the_hparams_table_with_best_and_test(finishe
 
 
 @pytest.mark.slow  # parses the recipe through LightningCLI
-@pytest.mark.parametrize("strategy", [["--trainer.strategy=deepspeed"],
-                                      ["--trainer.strategy.class_path=lightning.pytorch.strategies.ModelParallelStrategy"]])
+@pytest.mark.parametrize(
+    "strategy",
+    [["--trainer.strategy=deepspeed"], ["--trainer.strategy.class_path=lightning.pytorch.strategies.ModelParallelStrategy"]],
+)
 def test_a_strategy_whose_checkpoints_are_directories_is_refused_before_anything_is_built(strategy, in_tmp, capsys):
     sentence = refused(["fit", "--config", VIT, *TINY, *strategy, "--run.root", str(in_tmp / "runs")], capsys)
     assert "is not supported" in sentence and "FSDPStrategy (recipes/trainer/fsdp.yaml)" in sentence
     assert not (in_tmp / "runs").exists() or not list((in_tmp / "runs").rglob("*"))
     # compare refuses it where it plans, before a run starts or a SLURM job is queued
-    sentence = refused(["compare", "--config", VIT, *TINY, *strategy, "--variants", "standard", "--launcher", "slurm",
-                        "--output", str(in_tmp / "out")], capsys)
+    sentence = refused(
+        [
+            "compare",
+            "--config",
+            VIT,
+            *TINY,
+            *strategy,
+            "--variants",
+            "standard",
+            "--launcher",
+            "slurm",
+            "--output",
+            str(in_tmp / "out"),
+        ],
+        capsys,
+    )
     assert "is not supported" in sentence and not (in_tmp / "out").exists()
 
 
 @pytest.mark.slow  # parses the recipe through LightningCLI
 def test_fsdp_testing_after_fit_without_checkpoints_is_refused(in_tmp, capsys):
-    sentence = refused(["fit", "--config", VIT, *TINY, "--trainer.strategy=fsdp", "--run.test=true",
-                        "--trainer.enable_checkpointing=false", "--run.root", str(in_tmp / "runs")], capsys)
+    sentence = refused(
+        [
+            "fit",
+            "--config",
+            VIT,
+            *TINY,
+            "--trainer.strategy=fsdp",
+            "--run.test=true",
+            "--trainer.enable_checkpointing=false",
+            "--run.root",
+            str(in_tmp / "runs"),
+        ],
+        capsys,
+    )
     assert "--run.test under FSDP tests a checkpoint" in sentence
 
 
 @pytest.mark.slow  # parses the recipe through LightningCLI
-@pytest.mark.parametrize("command", [["fit", "--config", VIT, "--model.net.kv_heads=2"],
-                                     ["compare", "--config", VIT, "--grid", "model.init_args.net.kv_heads=1,2"]],
-                         ids=["fit", "compare grid"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["fit", "--config", VIT, "--model.net.kv_heads=2"],
+        ["compare", "--config", VIT, "--grid", "model.init_args.net.kv_heads=1,2"],
+    ],
+    ids=["fit", "compare grid"],
+)
 def test_a_variant_setting_given_as_a_model_field_points_to_the_variant(command, in_tmp, capsys):
     sentence = refused([*command, *(["--output", "out"] if command[0] == "compare" else [])], capsys)
     assert "`kv_heads` is a setting of the attention variant" in sentence

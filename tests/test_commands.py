@@ -36,16 +36,39 @@ GPT = str(ROOT / "recipes/quickstart/gpt_stdlib.yaml")
 # No progress bar in these in-process runs: its redraws would fill the output the test reads; the bar's own
 # path (every rank, every mode) is tests/test_multiprocess_matrix.py's.
 QUIET = ["--trainer.enable_progress_bar=false", "--trainer.log_every_n_steps=1"]
-TINY_VIT = ["--config", VIT, "--trainer.max_epochs=1", "--trainer.limit_train_batches=4", "--trainer.limit_val_batches=2",
-            "--model.net.dim=16", "--model.net.num_heads=2", "--model.net.depth=1", *QUIET]
-TINY_GPT = ["--config", GPT, "--trainer.max_steps=4", "--trainer.val_check_interval=2", "--data.max_files=60",
-            "--data.val_fraction=0.2", "--data.val_windows=4", "--data.max_len=16", "--model.net.dim=16",
-            "--model.net.num_heads=2", "--model.net.depth=1", *QUIET]
+TINY_VIT = [
+    "--config",
+    VIT,
+    "--trainer.max_epochs=1",
+    "--trainer.limit_train_batches=4",
+    "--trainer.limit_val_batches=2",
+    "--model.net.dim=16",
+    "--model.net.num_heads=2",
+    "--model.net.depth=1",
+    *QUIET,
+]
+TINY_GPT = [
+    "--config",
+    GPT,
+    "--trainer.max_steps=4",
+    "--trainer.val_check_interval=2",
+    "--data.max_files=60",
+    "--data.val_fraction=0.2",
+    "--data.val_windows=4",
+    "--data.max_len=16",
+    "--model.net.dim=16",
+    "--model.net.num_heads=2",
+    "--model.net.depth=1",
+    *QUIET,
+]
 
 
 def checksums(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and p.name != ".lock"}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != ".lock"
+    }
 
 
 # ---------------------------------------------------------------------------------------------- 1. metrics
@@ -65,12 +88,22 @@ def test_classification_metrics_equal_an_independent_computation(task, num_class
     """Through the task's own validation loop; its model is replaced by one that returns chosen logits."""
     logits, labels = batches_with_a_perfect_first(num_classes)
     if task == "image":
-        module = ImageClassifier(net=dict(num_classes=num_classes, image_size=8, in_channels=1, patch_size=2, dim=16, num_heads=2, depth=1))
+        module = ImageClassifier(
+            net=dict(num_classes=num_classes, image_size=8, in_channels=1, patch_size=2, dim=16, num_heads=2, depth=1)
+        )
         batches = [(torch.zeros(len(y), 1, 8, 8), y) for y in labels]
     else:
-        module = TextClassifier(net=dict(vocab_size=10, max_len=4, num_classes=num_classes, pad_id=0, dim=16, num_heads=2, depth=1))
-        batches = [{"tokens": torch.ones(len(y), 4, dtype=torch.long), "padding_mask": torch.zeros(len(y), 4, dtype=torch.bool),
-                    "labels": y} for y in labels]
+        module = TextClassifier(
+            net=dict(vocab_size=10, max_len=4, num_classes=num_classes, pad_id=0, dim=16, num_heads=2, depth=1)
+        )
+        batches = [
+            {
+                "tokens": torch.ones(len(y), 4, dtype=torch.long),
+                "padding_mask": torch.zeros(len(y), 4, dtype=torch.bool),
+                "labels": y,
+            }
+            for y in labels
+        ]
     served = iter(logits)
     module.forward_batch = lambda model, batch: next(served)
     module.check_batch = lambda batch: None
@@ -80,10 +113,12 @@ def test_classification_metrics_equal_an_independent_computation(task, num_class
     predictions = scores.argmax(-1)
     assert metrics["val/acc"] == pytest.approx(accuracy_score(truth, predictions), abs=1e-6)
     assert metrics["val/f1_macro"] == pytest.approx(
-        f1_score(truth, predictions, average="macro", labels=list(range(num_classes)), zero_division=0), abs=1e-6)
+        f1_score(truth, predictions, average="macro", labels=list(range(num_classes)), zero_division=0), abs=1e-6
+    )
     if num_classes >= 10:
         assert metrics["val/acc_top5"] == pytest.approx(
-            top_k_accuracy_score(truth, scores, k=5, labels=list(range(num_classes))), abs=1e-6)
+            top_k_accuracy_score(truth, scores, k=5, labels=list(range(num_classes))), abs=1e-6
+        )
 
 
 def test_language_model_metrics_equal_a_direct_computation():
@@ -146,8 +181,9 @@ def train_and_predict(args: list[str], inputs: Path, extra_predict: list[str] = 
 def test_predict_continues_prompts_with_a_trained_gpt(in_tmp):
     prompts = in_tmp / "prompts.txt"
     prompts.write_text("def main():\n\nimport os\n    return x\n")  # the empty line is skipped
-    rows = train_and_predict([*TINY_GPT, f"--data.data_dir={in_tmp / 'data'}"], prompts,
-                             ["--model.max_new_tokens=5", "--model.temperature=0"])
+    rows = train_and_predict(
+        [*TINY_GPT, f"--data.data_dir={in_tmp / 'data'}"], prompts, ["--model.max_new_tokens=5", "--model.temperature=0"]
+    )
     assert [row["prompt"] for row in rows] == ["def main():", "import os", "    return x"]
     assert all(len(row["continuation"].encode("utf-8", errors="surrogateescape")) >= 1 for row in rows)
 
@@ -157,10 +193,22 @@ def test_predict_classifies_texts(in_tmp, capsys):
     files = write_reviews(in_tmp / "reviews")
     texts = in_tmp / "texts.txt"
     texts.write_text("a fine film\nterrible\n" + "long " * 2000 + "\n")  # the last one is cut to max_len
-    args = ["--model=TextClassifier", "--data=TextClassificationDataModule", "--data.dataset=null",
-            f"--data.data_files={files}", "--data.max_len=24", "--data.batch_size=8", f"--data.data_dir={in_tmp / 'data'}",
-            f"--data.hf_cache_dir={in_tmp / 'hf'}", "--model.net.dim=16", "--model.net.num_heads=2", "--model.net.depth=1",
-            "--trainer.max_steps=2", "--trainer.limit_val_batches=1", *QUIET]
+    args = [
+        "--model=TextClassifier",
+        "--data=TextClassificationDataModule",
+        "--data.dataset=null",
+        f"--data.data_files={files}",
+        "--data.max_len=24",
+        "--data.batch_size=8",
+        f"--data.data_dir={in_tmp / 'data'}",
+        f"--data.hf_cache_dir={in_tmp / 'hf'}",
+        "--model.net.dim=16",
+        "--model.net.num_heads=2",
+        "--model.net.depth=1",
+        "--trainer.max_steps=2",
+        "--trainer.limit_val_batches=1",
+        *QUIET,
+    ]
     rows = train_and_predict(args, texts)
     assert [row["input"] for row in rows][:2] == ["a fine film", "terrible"] and len(rows) == 3
     assert "note: 1 of 3 input(s) are longer than max_len=24 tokens" in capsys.readouterr().out
@@ -171,11 +219,26 @@ def test_predict_classifies_texts(in_tmp, capsys):
 def test_predict_translates_sentences(in_tmp):
     sources = in_tmp / "sources.txt"
     sources.write_text("the cat sleeps\na green house\n")
-    args = ["--model=Seq2SeqTranslator", "--data=TranslationDataModule", "--data.dataset=null",
-            f"--data.data_files={{train: {write_pairs_json(in_tmp / 'pairs.jsonl', 40)}}}", "--data.tokenizer=bytes",
-            "--data.batch_size=4", "--data.max_src_len=24", "--data.max_tgt_len=24", f"--data.hf_cache_dir={in_tmp / 'hf'}",
-            "--model.net.dim=16", "--model.net.num_heads=2", "--model.net.encoder_depth=1", "--model.net.decoder_depth=1",
-            "--model.beam_size=2", "--model.bleu_batches=1", "--trainer.max_steps=2", "--trainer.limit_val_batches=1", *QUIET]
+    args = [
+        "--model=Seq2SeqTranslator",
+        "--data=TranslationDataModule",
+        "--data.dataset=null",
+        f"--data.data_files={{train: {write_pairs_json(in_tmp / 'pairs.jsonl', 40)}}}",
+        "--data.tokenizer=bytes",
+        "--data.batch_size=4",
+        "--data.max_src_len=24",
+        "--data.max_tgt_len=24",
+        f"--data.hf_cache_dir={in_tmp / 'hf'}",
+        "--model.net.dim=16",
+        "--model.net.num_heads=2",
+        "--model.net.encoder_depth=1",
+        "--model.net.decoder_depth=1",
+        "--model.beam_size=2",
+        "--model.bleu_batches=1",
+        "--trainer.max_steps=2",
+        "--trainer.limit_val_batches=1",
+        *QUIET,
+    ]
     rows = train_and_predict(args, sources)
     assert [row["source"] for row in rows] == ["the cat sleeps", "a green house"]
     assert all(isinstance(row["translation"], str) for row in rows)
@@ -211,54 +274,95 @@ def image_tree(root: Path, empty_class: bool = False, corrupt: bool = False) -> 
 FOLDER = ["--data.dataset=imagefolder", "--model.net.patch_size=8", "--data.batch_size=4"]
 # case: (arguments given the test directory, the words the one sentence must hold)
 BAD_INPUTS = {
-    "malformed axes spec": (lambda d: [*TINY_VIT, "--model.attention=query=residual_mlp,key"],
-                            "Malformed attention spec 'query=residual_mlp,key': 'key' is not an axis=option pair"),
+    "malformed axes spec": (
+        lambda d: [*TINY_VIT, "--model.attention=query=residual_mlp,key"],
+        "Malformed attention spec 'query=residual_mlp,key': 'key' is not an axis=option pair",
+    ),
     "zero learning rate": (lambda d: [*TINY_VIT, "--model.lr=0"], "lr=0.0 is invalid; it must be > 0."),
     "negative max_steps": (lambda d: [*TINY_VIT, "--trainer.max_steps=-5"], "--trainer.max_steps -5 is invalid"),
     "zero max_steps": (lambda d: [*TINY_VIT, "--trainer.max_steps=0"], "--trainer.max_steps 0 is invalid"),
     "zero max_epochs": (lambda d: [*TINY_VIT, "--trainer.max_epochs=0"], "--trainer.max_epochs 0 is invalid"),
-    "empty class folder": (lambda d: [*TINY_VIT, *FOLDER, f"--data.data_dir={image_tree(d / 'empty', empty_class=True)}"],
-                           "has class folders without images"),
-    "corrupt image mid-training": (lambda d: [*TINY_VIT, *FOLDER, f"--data.data_dir={image_tree(d / 'bad', corrupt=True)}",
-                                              "--trainer.limit_train_batches=null"], "broken.png' cannot be read"),
-    "run root that is a file": (lambda d: [*TINY_VIT, f"--run.root={write(d / 'afile', 'x')}"],
-                                "Cannot write runs into"),
-    "gpu preset without a gpu": (lambda d: [*TINY_VIT, "--config", str(ROOT / "recipes/trainer/gpu_bf16.yaml")],
-                                 "--trainer.accelerator gpu asks for a GPU but none is visible here"),
-    "ddp preset without a gpu": (lambda d: [*TINY_VIT, "--config", str(ROOT / "recipes/trainer/ddp.yaml")],
-                                 "asks for a GPU but none is visible here"),
-    "yaml syntax error": (lambda d: ["--config", write(d / "broken.yaml", "model:\n  init_args:\n   dim: [\n")],
-                          "broken.yaml' is not valid YAML"),
-    "misspelt task": (lambda d: [*TINY_VIT, "--model=ImageClassifer"],
-                      "--model 'ImageClassifer' is not one of this suite's classes; valid choices are CausalLanguageModel"),
-    "bad precision": (lambda d: [*TINY_VIT, "--trainer.precision=17"],
-                      "--trainer.precision '17' is invalid; valid choices are 64, 32, 16"),
-    "misspelt hub dataset": (lambda d: ["--model=TextClassifier", "--data=TextClassificationDataModule",
-                                        "--data.dataset=stanfordnlp/imbd"],
-                             "'stanfordnlp/imbd' is not one of the hub datasets this suite knows"),
-    "max_len below the data's": (lambda d: [*TINY_GPT, "--model.net.max_len=8"],
-                                 "--model.net.max_len 8 conflicts with the data: LanguageModelingDataModule gives max_len=16"),
-    "model sizes the data sets": (lambda d: [*TINY_VIT, "--model.net.in_channels=3"],
-                                  "--model.net.in_channels 3 conflicts with the data: ImageDataModule gives in_channels=1"),
+    "empty class folder": (
+        lambda d: [*TINY_VIT, *FOLDER, f"--data.data_dir={image_tree(d / 'empty', empty_class=True)}"],
+        "has class folders without images",
+    ),
+    "corrupt image mid-training": (
+        lambda d: [
+            *TINY_VIT,
+            *FOLDER,
+            f"--data.data_dir={image_tree(d / 'bad', corrupt=True)}",
+            "--trainer.limit_train_batches=null",
+        ],
+        "broken.png' cannot be read",
+    ),
+    "run root that is a file": (lambda d: [*TINY_VIT, f"--run.root={write(d / 'afile', 'x')}"], "Cannot write runs into"),
+    "gpu preset without a gpu": (
+        lambda d: [*TINY_VIT, "--config", str(ROOT / "recipes/trainer/gpu_bf16.yaml")],
+        "--trainer.accelerator gpu asks for a GPU but none is visible here",
+    ),
+    "ddp preset without a gpu": (
+        lambda d: [*TINY_VIT, "--config", str(ROOT / "recipes/trainer/ddp.yaml")],
+        "asks for a GPU but none is visible here",
+    ),
+    "yaml syntax error": (
+        lambda d: ["--config", write(d / "broken.yaml", "model:\n  init_args:\n   dim: [\n")],
+        "broken.yaml' is not valid YAML",
+    ),
+    "misspelt task": (
+        lambda d: [*TINY_VIT, "--model=ImageClassifer"],
+        "--model 'ImageClassifer' is not one of this suite's classes; valid choices are CausalLanguageModel",
+    ),
+    "bad precision": (
+        lambda d: [*TINY_VIT, "--trainer.precision=17"],
+        "--trainer.precision '17' is invalid; valid choices are 64, 32, 16",
+    ),
+    "misspelt hub dataset": (
+        lambda d: ["--model=TextClassifier", "--data=TextClassificationDataModule", "--data.dataset=stanfordnlp/imbd"],
+        "'stanfordnlp/imbd' is not one of the hub datasets this suite knows",
+    ),
+    "max_len below the data's": (
+        lambda d: [*TINY_GPT, "--model.net.max_len=8"],
+        "--model.net.max_len 8 conflicts with the data: LanguageModelingDataModule gives max_len=16",
+    ),
+    "model sizes the data sets": (
+        lambda d: [*TINY_VIT, "--model.net.in_channels=3"],
+        "--model.net.in_channels 3 conflicts with the data: ImageDataModule gives in_channels=1",
+    ),
     "predict without a checkpoint": (lambda d: ["predict", *TINY_VIT], "predict needs a trained model"),
     "predict without files": (lambda d: ["predict", *TINY_VIT, "--ckpt_path=last"], "nothing to predict on"),
     "optimizer override": (lambda d: [*TINY_VIT, "--optimizer=SGD"], "--optimizer is not available"),
-    "sharded FSDP checkpoints": (lambda d: [*TINY_VIT, "--trainer.strategy=lightning.pytorch.strategies.FSDPStrategy",
-                                            "--trainer.strategy.state_dict_type=sharded"],
-                                 "--trainer.strategy.state_dict_type 'sharded' is not supported"),
-    "a checkpoint directory": (lambda d: [*TINY_VIT, f"--ckpt_path={sharded_checkpoint(d / 'model.ckpt')}"],
-                               "model.ckpt' is a directory"),
+    "sharded FSDP checkpoints": (
+        lambda d: [
+            *TINY_VIT,
+            "--trainer.strategy=lightning.pytorch.strategies.FSDPStrategy",
+            "--trainer.strategy.state_dict_type=sharded",
+        ],
+        "--trainer.strategy.state_dict_type 'sharded' is not supported",
+    ),
+    "a checkpoint directory": (
+        lambda d: [*TINY_VIT, f"--ckpt_path={sharded_checkpoint(d / 'model.ckpt')}"],
+        "model.ckpt' is a directory",
+    ),
     "attention setting given twice": (
         lambda d: [*TINY_VIT, "--model.attention=super,value_mix_init=xavier,value_mix_init=normal"],
-        "sets value_mix_init twice (value_mix_init=xavier and value_mix_init=normal); give each axis or setting once."),
-    "recipe that is a directory": (lambda d: ["--config", str(ROOT / "recipes")],
-                                   "recipes' is a directory; pass one YAML file in it, such as recipes/quickstart"),
-    "checkpoint that is a directory": (lambda d: [*TINY_VIT, f"--ckpt_path={d / 'runs'}"],
-                                       "runs' is a directory; pass a checkpoint file, such as"),
-    "validate over no batches": (lambda d: ["validate", *TINY_VIT, "--ckpt_path=last", "--trainer.limit_val_batches=0"],
-                                 "--trainer.limit_val_batches 0 leaves validate nothing to do"),
-    "fit testing no batches": (lambda d: [*TINY_VIT, "--run.test=true", "--trainer.limit_test_batches=0"],
-                               "--trainer.limit_test_batches 0 leaves --run.test nothing to do"),
+        "sets value_mix_init twice (value_mix_init=xavier and value_mix_init=normal); give each axis or setting once.",
+    ),
+    "recipe that is a directory": (
+        lambda d: ["--config", str(ROOT / "recipes")],
+        "recipes' is a directory; pass one YAML file in it, such as recipes/quickstart",
+    ),
+    "checkpoint that is a directory": (
+        lambda d: [*TINY_VIT, f"--ckpt_path={d / 'runs'}"],
+        "runs' is a directory; pass a checkpoint file, such as",
+    ),
+    "validate over no batches": (
+        lambda d: ["validate", *TINY_VIT, "--ckpt_path=last", "--trainer.limit_val_batches=0"],
+        "--trainer.limit_val_batches 0 leaves validate nothing to do",
+    ),
+    "fit testing no batches": (
+        lambda d: [*TINY_VIT, "--run.test=true", "--trainer.limit_test_batches=0"],
+        "--trainer.limit_test_batches 0 leaves --run.test nothing to do",
+    ),
 }
 FOUND_LATE = {"corrupt image mid-training"}  # a file is only read when its batch comes
 
@@ -370,10 +474,16 @@ def test_a_second_process_cannot_resume_a_running_run(in_tmp, capsys):
     """The first run is a real process (the lock is the kernel's, held until it dies); the second
     command runs in this test's process, another process than the first."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-    args = ["fit", *TINY_VIT, "--trainer.limit_train_batches=40", "--run.checkpoint_every_n_steps=1",
-            "--trainer.callbacks+=test_commands.HeldSteps"]
-    first = subprocess.Popen([sys.executable, "-m", "lit_attention", *args], cwd=in_tmp, env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    args = [
+        "fit",
+        *TINY_VIT,
+        "--trainer.limit_train_batches=40",
+        "--run.checkpoint_every_n_steps=1",
+        "--trainer.callbacks+=test_commands.HeldSteps",
+    ]
+    first = subprocess.Popen(
+        [sys.executable, "-m", "lit_attention", *args], cwd=in_tmp, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         deadline = time.monotonic() + 120
         while not list(in_tmp.glob("runs/**/last.ckpt")) and time.monotonic() < deadline:
@@ -432,5 +542,7 @@ def test_a_run_directory_as_checkpoint_names_its_last_checkpoint(in_tmp, finishe
     copy_runs(finished_run(TINY_VIT), in_tmp)
     [run] = (in_tmp / "runs").glob("**/version_0")
     assert run_main(["validate", *TINY_VIT, f"--ckpt_path={run}"]) == 2
-    assert (f"Checkpoint {str(run)!r} is a directory; pass a checkpoint file, such as "
-            f"{str(run / 'checkpoints/last.ckpt')!r}, or last or best") in capsys.readouterr().err
+    assert (
+        f"Checkpoint {str(run)!r} is a directory; pass a checkpoint file, such as "
+        f"{str(run / 'checkpoints/last.ckpt')!r}, or last or best"
+    ) in capsys.readouterr().err

@@ -79,8 +79,10 @@ def test_the_trend_table_is_least_squares_and_welch_on_hand_made_differences():
     from lit_attention.scaling.trend import trend_section
 
     noise = [0.01, -0.02, 0.015, -0.005]
-    sizes = {params: {seed: mean + noise[(seed + k) % 4] for seed in range(4)}
-             for k, (params, mean) in enumerate([(1000, -0.1), (2000, 0.0), (4000, 0.1)])}
+    sizes = {
+        params: {seed: mean + noise[(seed + k) % 4] for seed in range(4)}
+        for k, (params, mean) in enumerate([(1000, -0.1), (2000, 0.0), (4000, 0.1)])
+    }
     text = trend_section({"optimized": [(p, sizes[p]) for p in (4000, 2000, 1000)]}, "standard", "test/loss")
     row = text.split("| optimized |")[1].split("\n")[0].split("|")
     x = [math.log2(p) for p in sizes for _ in range(4)]
@@ -98,8 +100,18 @@ def test_the_trend_table_is_least_squares_and_welch_on_hand_made_differences():
 
 # The other sections reproduce.sh gives `compare`, and the other trend (`compare --trend` over three sections);
 # gpt_small and trend have their tests above.
-SECTIONS = ["digits_confirm", "digits_long", "gpt_ratio_49k", "gpt_ratio_111k", "gpt_ratio_197k", "vit", "vit_hard",
-            "gpt", "gpt_large", "mqar"]
+SECTIONS = [
+    "digits_confirm",
+    "digits_long",
+    "gpt_ratio_49k",
+    "gpt_ratio_111k",
+    "gpt_ratio_197k",
+    "vit",
+    "vit_hard",
+    "gpt",
+    "gpt_large",
+    "mqar",
+]
 TRENDS = {"ratio_trend": ("gpt_ratio_49k", "gpt_ratio_111k", "gpt_ratio_197k")}
 
 

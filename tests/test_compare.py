@@ -25,14 +25,21 @@ from lit_attention.modeling.variants import list_presets
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "lit_attention"]
 VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
-TINY = ["--trainer.max_epochs=2", "--trainer.limit_train_batches=6", "--trainer.limit_val_batches=2",
-        "--model.net.dim=32", "--model.net.depth=1", "--run.checkpoint_every_n_steps=2"]
+TINY = [
+    "--trainer.max_epochs=2",
+    "--trainer.limit_train_batches=6",
+    "--trainer.limit_val_batches=2",
+    "--model.net.dim=32",
+    "--model.net.depth=1",
+    "--run.checkpoint_every_n_steps=2",
+]
 
 
 def compare(args: list[str], cwd: Path, **popen) -> subprocess.Popen:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    return subprocess.Popen([*CLI, "compare", *args], cwd=cwd, env=env, text=True,
-                            **{"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **popen})
+    return subprocess.Popen(
+        [*CLI, "compare", *args], cwd=cwd, env=env, text=True, **{"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **popen}
+    )
 
 
 def finish(process: subprocess.Popen, timeout: int = 400) -> tuple[int, str, str]:
@@ -45,12 +52,18 @@ def finish(process: subprocess.Popen, timeout: int = 400) -> tuple[int, str, str
 
 def test_grid_and_variant_parsing():
     assert parse_grid(["model.init_args.lr=3e-4,1e-3", "--data.init_args.batch_size=32"]) == [
-        ("model.init_args.lr", ["3e-4", "1e-3"]), ("data.init_args.batch_size", ["32"])]
+        ("model.init_args.lr", ["3e-4", "1e-3"]),
+        ("data.init_args.batch_size", ["32"]),
+    ]
     assert parse_variants(["standard,super,value_mix_init=xavier,identity_query,query_scale=standard"]) == [
-        "standard", "super,value_mix_init=xavier", "identity_query,query_scale=standard"]
+        "standard",
+        "super,value_mix_init=xavier",
+        "identity_query,query_scale=standard",
+    ]
     assert parse_variants(["all"]) == list_presets()  # the registry's, in its order
     assert parse_variants(["query=residual_mlp,key=identity,value=identity,value_mix=true"]) == [
-        "query=residual_mlp,key=identity,value=identity,value_mix=true"]
+        "query=residual_mlp,key=identity,value=identity,value_mix=true"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -76,9 +89,15 @@ def test_what_the_sweep_controls_cannot_be_set_twice(grid, extra, message):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--grid", "model.init_args.lrr=1e-3"], "Option 'lrr' is not accepted by lit_attention.training.tasks.ImageClassifier (in the run of standard at lrr=1e-3)."),
+        (
+            ["--grid", "model.init_args.lrr=1e-3"],
+            "Option 'lrr' is not accepted by lit_attention.training.tasks.ImageClassifier (in the run of standard at lrr=1e-3).",
+        ),
         (["--grid", "model.init_args.net.num_heads=4,5"], "dim=64 is not divisible by num_heads=5"),
-        (["--grid", "model.init_args.lr=abc"], "--model.lr 'abc' is invalid; it must be a number (in the run of standard at lr=abc)."),
+        (
+            ["--grid", "model.init_args.lr=abc"],
+            "--model.lr 'abc' is invalid; it must be a number (in the run of standard at lr=abc).",
+        ),
         (["--variants", "standard,supre"], "Unknown attention variant 'supre'"),
         (["--seeds", "0"], "--seeds 0 is invalid; give at least 1."),
         (["--model.attention=super"], "use --variants"),
@@ -96,16 +115,22 @@ def test_bad_sweeps_fail_in_one_sentence_before_any_run(args, message, tmp_path,
 
 @pytest.mark.slow
 def test_parameter_matched_control_is_within_one_percent(tmp_path):
-    args, extra = build_parser().parse_known_args(["--config", VIT, "--variants", "standard,efficient",
-                                                   "--add-control", "efficient", "--seeds", "1"])
+    args, extra = build_parser().parse_known_args(
+        ["--config", VIT, "--variants", "standard,efficient", "--add-control", "efficient", "--seeds", "1"]
+    )
     plan = build_plan(args, ["standard", "efficient"], [], extra)
     assert plan.arms == ["standard", "efficient", "standard~efficient"]
     control = next(r for r in plan.runs if r.arm == "standard~efficient")
     from lit_attention.sweep.planning import plan_run
 
-    counts = {name: plan_run(["--config", VIT, f"--model.attention={variant}", *overrides]).model.param_counts
-              for name, variant, overrides in (("efficient", "efficient", ()), ("control", "standard", control.overrides))}
-    assert abs(counts["control"]["non_embedding"] - counts["efficient"]["non_embedding"]) <= 0.01 * counts["efficient"]["non_embedding"]
+    counts = {
+        name: plan_run(["--config", VIT, f"--model.attention={variant}", *overrides]).model.param_counts
+        for name, variant, overrides in (("efficient", "efficient", ()), ("control", "standard", control.overrides))
+    }
+    assert (
+        abs(counts["control"]["non_embedding"] - counts["efficient"]["non_embedding"])
+        <= 0.01 * counts["efficient"]["non_embedding"]
+    )
     assert counts["control"]["attention"] > counts["efficient"]["attention"]  # the MLP, not attention, gave way
 
 
@@ -116,12 +141,14 @@ def test_block_options_are_grid_axes_planned_named_and_built(tmp_path):
     from lit_attention.sweep.planning import plan_run
 
     grid = ["model.init_args.net.norm=layernorm,rmsnorm", "model.init_args.net.mlp=gelu,swiglu"]
-    args, extra = build_parser().parse_known_args(["--config", VIT, "--variants", "standard", "--seeds", "1",
-                                                   *(f"--grid={item}" for item in grid)])
+    args, extra = build_parser().parse_known_args(
+        ["--config", VIT, "--variants", "standard", "--seeds", "1", *(f"--grid={item}" for item in grid)]
+    )
     plan = build_plan(args, ["standard"], parse_grid(args.grid), extra)
     folders = [run.directory(tmp_path).relative_to(tmp_path).as_posix() for run in plan.runs]
-    assert folders == [f"runs/norm={norm},mlp={mlp}/standard/seed_0"
-                       for norm in ("layernorm", "rmsnorm") for mlp in ("gelu", "swiglu")]
+    assert folders == [
+        f"runs/norm={norm},mlp={mlp}/standard/seed_0" for norm in ("layernorm", "rmsnorm") for mlp in ("gelu", "swiglu")
+    ]
     for (arm, point), config in plan.configs.items():  # each run resolves to its point's values
         assert [config["model.init_args.net.norm"], config["model.init_args.net.mlp"]] == [v for _, v in point]
     run = plan.runs[-1]  # rmsnorm, swiglu: built as its fit will build it
@@ -133,8 +160,12 @@ def test_a_block_option_axis_is_tuned_and_paired_like_any_other(tmp_path):
     """norm is a choice, not a number: each arm takes its better norm on validation, the arms are paired
     seed by seed at their own points, and no edge of the axis is flagged (only numeric axes have edges)."""
     layer, rms = (("model.init_args.net.norm", "layernorm"),), (("model.init_args.net.norm", "rmsnorm"),)
-    values = {("standard", layer): (0.80, 0.90), ("standard", rms): (0.85, 0.70),
-              ("efficient", layer): (0.86, 0.88), ("efficient", rms): (0.84, 0.95)}
+    values = {
+        ("standard", layer): (0.80, 0.90),
+        ("standard", rms): (0.85, 0.70),
+        ("efficient", layer): (0.86, 0.88),
+        ("efficient", rms): (0.84, 0.95),
+    }
     plan = Plan(arms=["standard", "efficient"], points=[layer, rms], seeds=[0, 1, 2])
     states = finished_runs(plan, values)
     text = write_report(plan, states, tmp_path, "compare ...", "standard", None)
@@ -150,12 +181,14 @@ def test_a_block_option_axis_is_tuned_and_paired_like_any_other(tmp_path):
 def test_parameter_matching_widens_a_swiglu_mlp_and_refuses_a_fixed_width():
     from lit_attention.errors import ConfigError
 
-    args, extra = build_parser().parse_known_args(["--config", VIT, "--variants", "efficient", "--add-control",
-                                                   "efficient", "--seeds", "1", "--model.net.mlp=swiglu"])
+    args, extra = build_parser().parse_known_args(
+        ["--config", VIT, "--variants", "efficient", "--add-control", "efficient", "--seeds", "1", "--model.net.mlp=swiglu"]
+    )
     plan = build_plan(args, ["efficient"], [], extra)
     assert plan.arms == ["efficient", "standard~efficient"]  # within 1% of efficient's count, else refused
-    args, extra = build_parser().parse_known_args(["--config", VIT, "--variants", "efficient", "--add-control",
-                                                   "efficient", "--seeds", "1", "--model.net.mlp_hidden=64"])
+    args, extra = build_parser().parse_known_args(
+        ["--config", VIT, "--variants", "efficient", "--add-control", "efficient", "--seeds", "1", "--model.net.mlp_hidden=64"]
+    )
     with pytest.raises(ConfigError, match="its config sets mlp_hidden, so mlp_ratio leaves the MLP width as it is"):
         build_plan(args, ["efficient"], [], extra)
 
@@ -175,8 +208,10 @@ def test_paired_statistics_match_a_hand_computed_example():
     # Simultaneous over 2 comparisons: each at 1 - 0.05/2, t(0.9875, 2) = 0.975 / sqrt(2 * 0.9875 * 0.0125).
     joint, _ = with_holm([d, paired_difference({0: 1.0, 1: 1.0, 2: 1.2}, {0: 0.5, 1: 0.5, 2: 0.5})])
     joint_half = 0.975 / math.sqrt(2 * 0.9875 * 0.0125) * 0.1 / math.sqrt(3)
-    assert (joint.joint_low, joint.joint_high) == (pytest.approx(0.2 - joint_half, abs=1e-6),
-                                                   pytest.approx(0.2 + joint_half, abs=1e-6))
+    assert (joint.joint_low, joint.joint_high) == (
+        pytest.approx(0.2 - joint_half, abs=1e-6),
+        pytest.approx(0.2 + joint_half, abs=1e-6),
+    )
     sure = with_holm([paired_difference({s: 0.9 + s / 100 for s in range(5)}, {s: 0.5 + s / 90 for s in range(5)})])[0]
     assert sure.p_holm < 0.05 and verdict(sure, "max") == "better" and verdict(sure, "min") == "worse"
     assert verdict(paired_difference({0: 1.0}, {0: 0.5}), "max") == "needs 2 or more paired seeds"
@@ -187,9 +222,16 @@ def test_paired_statistics_match_a_hand_computed_example():
 
 
 def record(best: float, test: float) -> dict:
-    return {"monitor": "val/acc", "mode": "max", "curve": [[0, 10, best]], "best": {"epoch": 0, "step": 10, "value": best},
-            "final": best, "test": {"test/acc": test}, "params": {"total": 10, "non_embedding": 8, "attention": 4},
-            "train_flops": 1e9}
+    return {
+        "monitor": "val/acc",
+        "mode": "max",
+        "curve": [[0, 10, best]],
+        "best": {"epoch": 0, "step": 10, "value": best},
+        "final": best,
+        "test": {"test/acc": test},
+        "params": {"total": 10, "non_embedding": 8, "attention": 4},
+        "train_flops": 1e9,
+    }
 
 
 def finished_runs(plan: Plan, values: dict) -> list:
@@ -209,8 +251,12 @@ def test_tuned_table_chooses_on_validation_and_reports_that_points_test_value(tm
     """lr=high wins on validation but loses on test: the tuned table must still report high's test value
     (choosing by test would overstate), and compare the arms at their own tuned points."""
     low, high = (("model.init_args.lr", "1e-3"),), (("model.init_args.lr", "3e-3"),)
-    values = {("standard", low): (0.80, 0.90), ("standard", high): (0.85, 0.70),
-              ("super", low): (0.86, 0.88), ("super", high): (0.84, 0.95)}
+    values = {
+        ("standard", low): (0.80, 0.90),
+        ("standard", high): (0.85, 0.70),
+        ("super", low): (0.86, 0.88),
+        ("super", high): (0.84, 0.95),
+    }
     plan = Plan(arms=["standard", "super"], points=[low, high], seeds=[0, 1, 2])
     states = finished_runs(plan, values)
     text = write_report(plan, states, tmp_path, "compare ...", "standard", success_threshold=0.85)
@@ -240,7 +286,7 @@ def test_every_test_metric_of_the_records_reaches_results_csv_and_the_tables(tmp
     text = write_report(plan, [*states, RunState(plan.runs[-1])], tmp_path, "compare ...", "standard", None)
     header, *rows = csv.reader(open(tmp_path / "results.csv"))
     assert header == [*CSV_FIELDS, "test/acc", "test/added_by_a_user", "test/loss"]
-    assert [row[len(CSV_FIELDS):] for row in rows] == [["0.9", "7.0", "0.5"], ["0.9", "7.0", "0.6"], ["", "", ""]]
+    assert [row[len(CSV_FIELDS) :] for row in rows] == [["0.9", "7.0", "0.5"], ["0.9", "7.0", "0.6"], ["", "", ""]]
     assert "| test/acc | test/added_by_a_user | test/loss | params" in text
     assert "| 0.9000 ± 0.0000 | 7.0000 ± 0.0000 | 0.5500 ± 0.0707 |" in text
 
@@ -254,8 +300,14 @@ def test_a_sweep_of_the_baseline_alone_says_so_rather_than_that_it_did_not_finis
     assert "No comparison: `standard` is the only arm" in text and "no finished run" not in text
     plan.arms.append("super")
     plan.runs.append(Run("super", "super", point, 0))  # planned, never finished
-    text = write_report(plan, [RunState(run, record=record(0.8, 0.9) if run.arm == "standard" else None)
-                               for run in plan.runs], tmp_path, "compare ...", "standard", None)
+    text = write_report(
+        plan,
+        [RunState(run, record=record(0.8, 0.9) if run.arm == "standard" else None) for run in plan.runs],
+        tmp_path,
+        "compare ...",
+        "standard",
+        None,
+    )
     assert "No comparison: no arm other than `standard` has a finished run." in text
 
 
@@ -266,9 +318,25 @@ def test_a_sweep_of_the_baseline_alone_says_so_rather_than_that_it_did_not_finis
 def test_ctrl_c_ends_the_sweep_and_its_runs_in_a_sentence(tmp_path):
     # A terminal's Ctrl-C reaches processes whose SIGINT is not ignored: the sweep starts with the default
     # disposition whatever this test process inherited (an ignored SIGINT passes to every child).
-    process = compare(["--config", VIT, "--variants", "standard", "--seeds", "2", "--parallel", "2", "--output", "out",
-                       *TINY, "--trainer.max_epochs=50"], tmp_path, start_new_session=True,
-                      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    process = compare(
+        [
+            "--config",
+            VIT,
+            "--variants",
+            "standard",
+            "--seeds",
+            "2",
+            "--parallel",
+            "2",
+            "--output",
+            "out",
+            *TINY,
+            "--trainer.max_epochs=50",
+        ],
+        tmp_path,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.monotonic() + 120
     while len(list((tmp_path / "out").glob("runs/**/last.ckpt"))) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)  # both runs are training
@@ -278,7 +346,8 @@ def test_ctrl_c_ends_the_sweep_and_its_runs_in_a_sentence(tmp_path):
     code, out, err = finish(process, timeout=60)
     assert code == 130 and "the same command resumes the others" in err and "Traceback" not in err, (
         f"exit {code}\nstdout: {out[-1500:]}\nstderr: {err[-1500:]}\nlogs: "
-        + " | ".join(log.read_text()[-600:] for log in (tmp_path / "out").glob("runs/**/compare.log")))
+        + " | ".join(log.read_text()[-600:] for log in (tmp_path / "out").glob("runs/**/compare.log"))
+    )
     time.sleep(1)
     assert not [pid for pid in sweep if alive(pid)], "processes of the sweep outlived it"
 
@@ -303,8 +372,22 @@ def test_a_failed_run_is_reported_and_the_others_finish(in_tmp, capsys):
     # In this process (its runs fork from the forkserver it starts once, which the next test reuses).
     # lr 1e30: the loss turns infinite within a step, and that run stops with exit status 3. Both runs at
     # once, one torch thread each (cores / --parallel on 2 cores): cheaper on shared cores than two threads.
-    sweep = ["compare", "--config", VIT, "--variants", "standard", "--seeds", "1", "--output", "out",
-             "--grid", "model.init_args.lr=1e30,4e-3", "--parallel", "2", *TINY]
+    sweep = [
+        "compare",
+        "--config",
+        VIT,
+        "--variants",
+        "standard",
+        "--seeds",
+        "1",
+        "--output",
+        "out",
+        "--grid",
+        "model.init_args.lr=1e30,4e-3",
+        "--parallel",
+        "2",
+        *TINY,
+    ]
     assert run_main(sweep) == 1, capsys.readouterr().err[-3000:]
     out = capsys.readouterr().out
     assert "FAILED (exit 3)" in out and "The training loss became" in out

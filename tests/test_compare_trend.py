@@ -15,15 +15,19 @@ SMALL, MID = (str(ROOT / "results" / name) for name in ("gpt_stdlib_small", "gpt
 def test_what_a_trend_cannot_take_is_one_sentence(tmp_path, capsys):
     out = str(tmp_path / "out")
     cases = [
-        (["--trend", SMALL, MID, "--output", out, "--config", "recipes/quickstart/gpt_stdlib.yaml"],
-         "--trend reads finished sweeps and trains nothing, so --config cannot be given with it"),
+        (
+            ["--trend", SMALL, MID, "--output", out, "--config", "recipes/quickstart/gpt_stdlib.yaml"],
+            "--trend reads finished sweeps and trains nothing, so --config cannot be given with it",
+        ),
         (["--trend", SMALL, MID, "--output", out, "--grid", "model.init_args.lr=1e-3,3e-3"], "so --grid cannot be given"),
         (["--trend", SMALL, MID, "--output", out, "--trainer.max_steps=5"], "so --trainer.max_steps=5 cannot be given"),
         (["--trend", SMALL, MID], "--trend needs --output"),
         (["--trend", SMALL, "--output", out], "is one sweep; a trend over sizes needs at least two folders"),
         (["--trend", SMALL, str(tmp_path), "--output", out], f"--trend {tmp_path} has no results.csv"),
-        (["--trend", SMALL, MID, "--output", out, "--baseline", "super"],
-         "--baseline super is not an arm of every --trend folder; the arms they all have: nonlinear_query, optimized"),
+        (
+            ["--trend", SMALL, MID, "--output", out, "--baseline", "super"],
+            "--baseline super is not an arm of every --trend folder; the arms they all have: nonlinear_query, optimized",
+        ),
     ]
     for words, message in cases:
         with pytest.raises(SystemExit) as exit_:
@@ -55,6 +59,7 @@ def a_sweep(source: str, folder: Path, change) -> str:
 @pytest.mark.slow  # draws the trend's figure
 def test_a_trend_over_sweeps_without_a_grid_is_written(tmp_path, capsys):
     """A sweep without --grid labels its point `default`; a trend over such sweeps takes it as their one point."""
+
     def one_point(row):
         return {**row, "point": "default"} if row["point"] == "lr=1e-2" else {**row, "status": "not run"}
 

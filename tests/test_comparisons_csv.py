@@ -27,7 +27,7 @@ def markdown_tables(text: str) -> list[tuple[str, list[list[str]]]]:
         if kind is None:
             continue
         rows = []
-        for row in lines[i + 2:]:
+        for row in lines[i + 2 :]:
             if not row.startswith("|"):
                 break
             rows.append([cell.strip() for cell in row.strip("|").split("|")])
@@ -46,22 +46,32 @@ def seeds_cells(row: dict) -> list[str]:
     mean = number(row["difference"])
     seeds = row["seeds"] if row["paired"] == "True" else f"{row['seeds']} + {row['seeds_reference']} (unpaired)"
     mc, mc_holm = row["p_exact_monte_carlo"] == "True", row["p_exact_holm_monte_carlo"] == "True"
-    return [seeds, "n/a" if math.isnan(mean) else f"{mean:+.4f}",
-            interval(number(row["low"]), number(row["high"])),
-            interval(number(row["bootstrap_low"]), number(row["bootstrap_high"])),
-            interval(number(row["simultaneous_low"]), number(row["simultaneous_high"])),
-            p_value(number(row["p"])), p_value(number(row["p_holm"])),
-            marked(number(row["p_exact"]), mc), marked(number(row["p_exact_holm"]), mc_holm), row["verdict"]]
+    return [
+        seeds,
+        "n/a" if math.isnan(mean) else f"{mean:+.4f}",
+        interval(number(row["low"]), number(row["high"])),
+        interval(number(row["bootstrap_low"]), number(row["bootstrap_high"])),
+        interval(number(row["simultaneous_low"]), number(row["simultaneous_high"])),
+        p_value(number(row["p"])),
+        p_value(number(row["p_holm"])),
+        marked(number(row["p_exact"]), mc),
+        marked(number(row["p_exact_holm"]), mc_holm),
+        row["verdict"],
+    ]
 
 
 def items_cells(row: dict) -> list[str]:
     if not row["test_items"]:
         return ["-", *["n/a"] * 5, row["verdict"]]
-    return [f"{row['seeds']} × {row['test_items']}", f"{number(row['difference']):+.4f}",
-            interval(number(row["seeds_only_low"]), number(row["seeds_only_high"])),
-            interval(number(row["two_way_low"]), number(row["two_way_high"])), row["item_test"],
-            marked(number(row["p"]), row["item_p_monte_carlo"] == "True"),
-            p_value(number(row["p_holm"])) if row["primary"] == "True" else "exploratory"]
+    return [
+        f"{row['seeds']} × {row['test_items']}",
+        f"{number(row['difference']):+.4f}",
+        interval(number(row["seeds_only_low"]), number(row["seeds_only_high"])),
+        interval(number(row["two_way_low"]), number(row["two_way_high"])),
+        row["item_test"],
+        marked(number(row["p"]), row["item_p_monte_carlo"] == "True"),
+        p_value(number(row["p_holm"])) if row["primary"] == "True" else "exploratory",
+    ]
 
 
 @pytest.mark.slow  # imports the report package (about a second of CPU)

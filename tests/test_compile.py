@@ -40,11 +40,35 @@ def test_model_families_compile_in_one_graph(variant):
     tokens = torch.randint(1, 50, (2, 12))
     cases = [
         (GPT(GPTConfig(vocab_size=50, max_len=12, depth=2, **SMALL), attention=variant), (tokens,)),
-        (TextEncoderClassifier(TextEncoderConfig(pad_id=0, vocab_size=50, max_len=12, num_classes=3, depth=2, **SMALL), attention=variant), (tokens, tokens == 0)),
-        (VisionTransformer(ViTConfig(image_size=8, patch_size=2, in_channels=1, num_classes=5, depth=2, **SMALL), attention=variant),
-         (torch.randn(2, 1, 8, 8),)),
-        (Seq2SeqTransformer(Seq2SeqConfig(pad_id=0, bos_id=1, eos_id=2, vocab_size=50, max_src_len=12, max_tgt_len=12, encoder_depth=1, decoder_depth=1, **SMALL), attention=variant),
-         (tokens, tokens[:, :10], tokens == 0)),
+        (
+            TextEncoderClassifier(
+                TextEncoderConfig(pad_id=0, vocab_size=50, max_len=12, num_classes=3, depth=2, **SMALL), attention=variant
+            ),
+            (tokens, tokens == 0),
+        ),
+        (
+            VisionTransformer(
+                ViTConfig(image_size=8, patch_size=2, in_channels=1, num_classes=5, depth=2, **SMALL), attention=variant
+            ),
+            (torch.randn(2, 1, 8, 8),),
+        ),
+        (
+            Seq2SeqTransformer(
+                Seq2SeqConfig(
+                    pad_id=0,
+                    bos_id=1,
+                    eos_id=2,
+                    vocab_size=50,
+                    max_src_len=12,
+                    max_tgt_len=12,
+                    encoder_depth=1,
+                    decoder_depth=1,
+                    **SMALL,
+                ),
+                attention=variant,
+            ),
+            (tokens, tokens[:, :10], tokens == 0),
+        ),
     ]
     for model, inputs in cases:
         compiled = torch.compile(model, backend="eager", fullgraph=True)

@@ -1,7 +1,7 @@
 """tests/cpu_budget.py: a run's summary names the tests not marked slow that took more CPU than the
 fast tier's budget allows each, and only those."""
 
-SPIN = '''
+SPIN = """
 import time
 
 import pytest
@@ -24,7 +24,7 @@ def test_busy_and_marked():
 
 def test_quick():
     pass
-'''
+"""
 
 
 def test_a_fast_test_over_its_cpu_budget_is_named_in_the_summary(pytester):

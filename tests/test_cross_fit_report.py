@@ -12,10 +12,13 @@ LOW, HIGH, PAST = point(lr="1e-3"), point(lr="3e-3"), point(lr="9e-3")
 def extended_sweep(extend: bool = True):
     """standard ran 1e-3 and 3e-3 (the grid) and 9e-3 past its edge. Among the grid both halves prefer
     3e-3; with 9e-3 seeds 0, 1 prefer it and seeds 2, 3 still prefer 3e-3. super ran the grid only."""
-    values = {("standard", LOW): lambda s: (0.7, 0.50 + s / 100),
-              ("standard", HIGH): lambda s: (0.8, 0.60 + s / 100),
-              ("standard", PAST): lambda s: (0.9 if s < 2 else 0.75, 0.70 + s / 100),
-              ("super", LOW): lambda s: (0.9, 0.80 + s / 100), ("super", HIGH): lambda s: (0.8, 0.85)}
+    values = {
+        ("standard", LOW): lambda s: (0.7, 0.50 + s / 100),
+        ("standard", HIGH): lambda s: (0.8, 0.60 + s / 100),
+        ("standard", PAST): lambda s: (0.9 if s < 2 else 0.75, 0.70 + s / 100),
+        ("super", LOW): lambda s: (0.9, 0.80 + s / 100),
+        ("super", HIGH): lambda s: (0.8, 0.85),
+    }
     if not extend:
         del values[("standard", PAST)]
     plan, states = sweep(values, seeds=(0, 1, 2, 3))

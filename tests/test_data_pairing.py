@@ -25,13 +25,29 @@ ROOT = Path(__file__).resolve().parents[1]
 # The byte-level GPT samples its training windows: at random, but from (seed, index) alone.
 # No progress bar in these in-process runs: its redraws would fill the output the test reads; the bar's own
 # path (every rank, every mode) is tests/test_multiprocess_matrix.py's.
-TINY = ["--trainer.max_steps=1", "--trainer.limit_val_batches=0", "--trainer.enable_progress_bar=false",
-        "--trainer.enable_checkpointing=false", "--model.net.dim=16", "--model.net.num_heads=2", "--model.net.depth=1"]
-RECIPES = {"augmented digits": ["--config", str(ROOT / "recipes/studies/vit_digits_500.yaml")],
-           "sampled windows": ["--config", str(ROOT / "recipes/quickstart/gpt_stdlib.yaml"), "--data.max_len=32",
-                               "--data.batch_size=4", "--data.val_windows=4"]}
-ARMS = {**{name: ["--model.attention", name] for name in PRESETS},
-        "standard, wider MLP": ["--model.attention", "standard", "--model.net.mlp_ratio=3.0"]}
+TINY = [
+    "--trainer.max_steps=1",
+    "--trainer.limit_val_batches=0",
+    "--trainer.enable_progress_bar=false",
+    "--trainer.enable_checkpointing=false",
+    "--model.net.dim=16",
+    "--model.net.num_heads=2",
+    "--model.net.depth=1",
+]
+RECIPES = {
+    "augmented digits": ["--config", str(ROOT / "recipes/studies/vit_digits_500.yaml")],
+    "sampled windows": [
+        "--config",
+        str(ROOT / "recipes/quickstart/gpt_stdlib.yaml"),
+        "--data.max_len=32",
+        "--data.batch_size=4",
+        "--data.val_windows=4",
+    ],
+}
+ARMS = {
+    **{name: ["--model.attention", name] for name in PRESETS},
+    "standard, wider MLP": ["--model.attention", "standard", "--model.net.mlp_ratio=3.0"],
+}
 
 
 @pytest.mark.slow  # nine one-step fits per recipe
@@ -77,8 +93,10 @@ def augmented_sets(tmp_path, monkeypatch):
         for i in range(4):
             pixels = noise.integers(0, 256, size=(20, 24, 3), dtype=np.uint8)
             Image.fromarray(pixels).save(tmp_path / "folder" / "train" / name / f"{i}.png")
-    modules = [ImageDataModule("cifar10", data_dir=str(tmp_path / "cifar"), download=False, rand_augment=True, data_seed=0),
-               ImageDataModule("imagefolder", data_dir=str(tmp_path / "folder"), image_size=8, data_seed=0)]
+    modules = [
+        ImageDataModule("cifar10", data_dir=str(tmp_path / "cifar"), download=False, rand_augment=True, data_seed=0),
+        ImageDataModule("imagefolder", data_dir=str(tmp_path / "folder"), image_size=8, data_seed=0),
+    ]
     for dm in modules:
         dm.setup("fit")
     return {"digits": digits(), "cifar10": modules[0].train_set, "imagefolder": modules[1].train_set}

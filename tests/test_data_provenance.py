@@ -9,8 +9,13 @@ import pytest
 import sklearn.datasets
 import torch
 
-from datamodules import (ImageDataModule, LanguageModelingDataModule, MQARDataModule, TextClassificationDataModule,
-                         TranslationDataModule)
+from datamodules import (
+    ImageDataModule,
+    LanguageModelingDataModule,
+    MQARDataModule,
+    TextClassificationDataModule,
+    TranslationDataModule,
+)
 from datamodules.hub import split_fingerprints
 from lit_attention.training.records import provenance
 from test_datamodules_images import write_image_folder  # tests/ is on sys.path under pytest
@@ -33,7 +38,7 @@ def change_one_byte(path, old: bytes, new: bytes) -> None:
     """Replace the last occurrence of `old` by `new`, a text of the same length."""
     data = open(path, "rb").read()
     at = data.rindex(old)
-    open(path, "wb").write(data[:at] + new + data[at + len(old):])
+    open(path, "wb").write(data[:at] + new + data[at + len(old) :])
 
 
 def changed(before: dict, after: dict) -> set[str]:
@@ -80,8 +85,13 @@ def test_language_modeling_fingerprints_follow_the_tokens(tmp_path, monkeypatch)
     files["train"].write_text("".join(f"line {i} of the training text\n" for i in range(200)))
     files["validation"].write_text("".join(f"held-out line {i}\n" for i in range(40)))
     make = lambda: LanguageModelingDataModule(  # noqa: E731
-        dataset=None, data_files={k: str(v) for k, v in files.items()}, max_len=16, val_windows=4,
-        data_dir=str(tmp_path / "data"), hf_cache_dir=str(tmp_path / "hf"))
+        dataset=None,
+        data_files={k: str(v) for k, v in files.items()},
+        max_len=16,
+        val_windows=4,
+        data_dir=str(tmp_path / "data"),
+        hf_cache_dir=str(tmp_path / "hf"),
+    )
     first = fingerprints(make, monkeypatch, seed=0)
     assert fingerprints(make, monkeypatch, seed=1) == first
 
@@ -103,7 +113,8 @@ def test_language_modeling_fingerprints_follow_the_tokens(tmp_path, monkeypatch)
 def test_text_classification_fingerprints_follow_the_files(tmp_path, monkeypatch):
     files = write_reviews(tmp_path / "reviews", fmt="json")
     make = lambda: TextClassificationDataModule(  # noqa: E731
-        dataset=None, data_files=files, data_dir=str(tmp_path / "data"), hf_cache_dir=str(tmp_path / "hf"))
+        dataset=None, data_files=files, data_dir=str(tmp_path / "data"), hf_cache_dir=str(tmp_path / "hf")
+    )
     first = fingerprints(make, monkeypatch, seed=0)
     assert fingerprints(make, monkeypatch, seed=1) == first
     change_one_byte(files["test"], b"boring", b"borinG")
@@ -115,8 +126,12 @@ def test_text_classification_fingerprints_follow_the_files(tmp_path, monkeypatch
 def test_translation_fingerprints_follow_the_file(tmp_path, monkeypatch):
     path = write_pairs_json(tmp_path / "pairs.jsonl", 40)
     make = lambda: TranslationDataModule(  # noqa: E731
-        dataset=None, data_files={"train": path}, tokenizer="bytes", data_dir=str(tmp_path / "data"),
-        hf_cache_dir=str(tmp_path / "hf"))
+        dataset=None,
+        data_files={"train": path},
+        tokenizer="bytes",
+        data_dir=str(tmp_path / "data"),
+        hf_cache_dir=str(tmp_path / "hf"),
+    )
     first = fingerprints(make, monkeypatch, seed=0)
     assert fingerprints(make, monkeypatch, seed=1) == first
     change_one_byte(path, b"gato", b"gata")
@@ -136,8 +151,18 @@ def test_hub_splits_are_named_by_datasets_fingerprints_and_how_they_are_carved()
 def test_provenance_has_the_commit_the_build_the_machine_and_the_threads_now():
     torch.set_num_threads(1)  # the test's guard puts the thread count back
     found = provenance(devices=["cpu"])
-    assert {"commit", "dirty", "diff_sha256", "python", "torch", "torch_build", "lightning", "cpu", "threads",
-            "devices"} <= found.keys()
+    assert {
+        "commit",
+        "dirty",
+        "diff_sha256",
+        "python",
+        "torch",
+        "torch_build",
+        "lightning",
+        "cpu",
+        "threads",
+        "devices",
+    } <= found.keys()
     assert re.fullmatch(r"[0-9a-f]{40}", found["commit"])  # a bare hash: no "+dirty" any more
     assert isinstance(found["dirty"], bool)
     assert (found["diff_sha256"] is None) == (not found["dirty"])

@@ -47,9 +47,18 @@ def fit_one_rank(out: Path) -> None:
     the ranks meet are in the environment, as torchrun gives them)."""
     dm = LanguageModelingDataModule(**eval((out / "kwargs.txt").read_text()))
     ddp = DDPStrategy(timeout=datetime.timedelta(seconds=240))  # a rank that never comes fails the test
-    trainer = L.Trainer(accelerator="cpu", devices=2, strategy=ddp, max_epochs=2, logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                        limit_val_batches=1, default_root_dir=str(out))
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=2,
+        strategy=ddp,
+        max_epochs=2,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=1,
+        default_root_dir=str(out),
+    )
     trainer.fit(Recorder(out), datamodule=dm)
 
 
@@ -67,14 +76,32 @@ def test_two_ddp_ranks_read_different_windows(tmp_path, monkeypatch):
     corpus = tmp_path / "corpus.txt"
     rng = random.Random(0)  # random letters: no two windows share their content
     corpus.write_text("".join("".join(rng.choices(string.ascii_lowercase + " ", k=40)) + "\n" for _ in range(500)))
-    kwargs = dict(dataset=None, data_files=str(corpus), max_len=16, batch_size=4, train_windows_per_epoch=16,
-                  val_windows=4, data_dir=str(tmp_path / "data"), hf_cache_dir=str(tmp_path / "hf"))
+    kwargs = dict(
+        dataset=None,
+        data_files=str(corpus),
+        max_len=16,
+        batch_size=4,
+        train_windows_per_epoch=16,
+        val_windows=4,
+        data_dir=str(tmp_path / "data"),
+        hf_cache_dir=str(tmp_path / "hf"),
+    )
     (tmp_path / "kwargs.txt").write_text(repr(kwargs))
     meeting = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "2", "NODE_RANK": "0"}
-    environment = {**os.environ, **meeting, "LOCAL_RANK": "1",
-                   "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-    rank_1 = subprocess.Popen([sys.executable, "-c", RANK_1, str(tmp_path)], cwd=tmp_path, env=environment,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    environment = {
+        **os.environ,
+        **meeting,
+        "LOCAL_RANK": "1",
+        "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+    }
+    rank_1 = subprocess.Popen(
+        [sys.executable, "-c", RANK_1, str(tmp_path)],
+        cwd=tmp_path,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     for name, value in {**meeting, "LOCAL_RANK": "0"}.items():  # rank 0: this process
         monkeypatch.setenv(name, value)
     try:
@@ -90,8 +117,10 @@ def test_two_ddp_ranks_read_different_windows(tmp_path, monkeypatch):
     dm.setup("fit")
     data = dm.train_set
     for epoch in (0, 1):
-        expected = {tuple(torch.cat([data[k][0], data[k][1][-1:]]).tolist())
-                    for k in range(data.index(epoch, 0), data.index(epoch + 1, 0))}
+        expected = {
+            tuple(torch.cat([data[k][0], data[k][1][-1:]]).tolist())
+            for k in range(data.index(epoch, 0), data.index(epoch + 1, 0))
+        }
         per_rank = [{tuple(w) for w in r[epoch].tolist()} for r in ranks]
         assert all(len(r[epoch]) == 8 for r in ranks)  # 16 windows split over 2 ranks
         assert not per_rank[0] & per_rank[1]

@@ -38,8 +38,15 @@ def text_files(tmp_path):
 
 
 def make_dm(tmp_path, data_files, **kwargs):
-    kwargs = {"max_len": MAX_LEN, "batch_size": 4, "train_windows_per_epoch": 40, "val_windows": 10,
-              "data_dir": str(tmp_path / "data"), "hf_cache_dir": str(tmp_path / "hf"), **kwargs}
+    kwargs = {
+        "max_len": MAX_LEN,
+        "batch_size": 4,
+        "train_windows_per_epoch": 40,
+        "val_windows": 10,
+        "data_dir": str(tmp_path / "data"),
+        "hf_cache_dir": str(tmp_path / "hf"),
+        **kwargs,
+    }
     return LanguageModelingDataModule(dataset=None, data_files=data_files, **kwargs)
 
 
@@ -54,6 +61,7 @@ def test_token_file_is_the_text_and_is_reused(tmp_path, text_files, monkeypatch)
     dm.setup("fit")
     cache = dm.cache_dir
     assert json.loads((cache / "meta.json").read_text())["dtype"] == "uint16"
+
     def tokens(split):
         return np.fromfile(cache / f"{split}.bin", dtype=np.uint16)
 
@@ -166,9 +174,18 @@ class RecordingModel(L.LightningModule):
 def test_lightning_fit_gives_each_epoch_new_windows(tmp_path, text_files):
     dm = make_dm(tmp_path, text_files)
     model = RecordingModel()
-    trainer = L.Trainer(max_epochs=2, limit_train_batches=2, limit_val_batches=1, accelerator="cpu", devices=1,
-                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, default_root_dir=str(tmp_path))
+    trainer = L.Trainer(
+        max_epochs=2,
+        limit_train_batches=2,
+        limit_val_batches=1,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=str(tmp_path),
+    )
     trainer.fit(model, datamodule=dm)
     for epoch in (0, 1):  # Lightning's set_epoch reached the sampler: epoch e reads windows e * N + i
         expected = torch.stack([dm.train_set[dm.train_set.index(epoch, i)][0] for i in range(4)])
@@ -214,8 +231,9 @@ def test_stdlib_splits_are_disjoint_and_stable_by_path():
 def test_stdlib_subset_builds_identically_twice(tmp_path):
     built = []
     for run in range(2):
-        dm = LanguageModelingDataModule(max_files=60, val_fraction=0.2, max_len=32, batch_size=2,
-                                        data_dir=str(tmp_path / f"run{run}"))
+        dm = LanguageModelingDataModule(
+            max_files=60, val_fraction=0.2, max_len=32, batch_size=2, data_dir=str(tmp_path / f"run{run}")
+        )
         dm.setup("fit")
         built.append({s: (dm.cache_dir / f"{s}.bin").read_bytes() for s in ("train", "validation", "test")})
     assert built[0] == built[1] and all(len(v) > 1000 for v in built[0].values())
@@ -251,7 +269,7 @@ def test_multiprocess_tokenizing_gives_the_same_file(tmp_path, text_files):
     assert train.max() < 300 and (train >= 259).any()  # BPE merges, within the declared vocabulary
     # The held-out rows are the file's last lines, and the cached BPE decodes them back exactly.
     lines = open(text_files["train"], encoding="utf-8").read().splitlines(keepends=True)
-    held_out = "".join(lines[-math.ceil(len(lines) * 0.05):])
+    held_out = "".join(lines[-math.ceil(len(lines) * 0.05) :])
     [bpe_file] = (tmp_path / "one" / "data" / "tokenizers").iterdir()
     bpe = HFTokenizer(Tokenizer.from_file(str(bpe_file)), "bpe")
     assert bpe.decode(np.fromfile(one.cache_dir / "validation.bin", dtype=np.uint16).tolist()) == held_out
@@ -268,10 +286,14 @@ def test_worker_processes_read_the_same_windows(tmp_path, text_files):
         assert torch.equal(a_in, b_in) and torch.equal(a_tgt, b_tgt)
 
 
-@pytest.mark.parametrize("content, words", [
-    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "is not UTF-8 text (byte 0x89 at line 1)"),
-    (b"a prompt\nthen\x00\x01binary\n", "holds NUL bytes, so it is a binary file, not text"),
-], ids=["png", "nul-bytes"])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "is not UTF-8 text (byte 0x89 at line 1)"),
+        (b"a prompt\nthen\x00\x01binary\n", "holds NUL bytes, so it is a binary file, not text"),
+    ],
+    ids=["png", "nul-bytes"],
+)
 def test_a_binary_predict_file_is_refused_naming_it(tmp_path, text_files, content, words):
     binary = tmp_path / "picture.png"
     binary.write_bytes(content)

@@ -53,11 +53,14 @@ def test_loader_batches():
     assert len(dm.val_dataloader()) == 2
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"num_kv_pairs": 20, "max_len": 64}, "max_len=64 cannot hold 20 pairs and their queries; use max_len >= 80"),
-    ({"num_kv_pairs": 8, "vocab_size": 16}, "vocab_size=16 leaves too few distinct keys"),
-    ({"num_train": 0}, "num_train=0 is invalid"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"num_kv_pairs": 20, "max_len": 64}, "max_len=64 cannot hold 20 pairs and their queries; use max_len >= 80"),
+        ({"num_kv_pairs": 8, "vocab_size": 16}, "vocab_size=16 leaves too few distinct keys"),
+        ({"num_train": 0}, "num_train=0 is invalid"),
+    ],
+)
 def test_bad_sizes_fail_in_init(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         MQARDataModule(**kwargs)

@@ -70,9 +70,7 @@ def test_text_classification_hub_name_offline(offline):
     assert message.startswith("Dataset 'stanfordnlp/imdb' is not cached and the hub cannot be reached")
 
 
-@pytest.mark.parametrize(
-    "name, config", [("roneneldan/TinyStories", None), ("Salesforce/wikitext", "wikitext-103-raw-v1")]
-)
+@pytest.mark.parametrize("name, config", [("roneneldan/TinyStories", None), ("Salesforce/wikitext", "wikitext-103-raw-v1")])
 def test_language_modeling_hub_name_offline(offline, tmp_path, name, config):
     dm = LanguageModelingDataModule(dataset=name, data_dir=str(tmp_path / "data"), hf_cache_dir=offline)
     assert dm.config == config  # WikiText gets its 103M-token raw configuration by default
@@ -86,8 +84,9 @@ def test_translation_hub_name_offline(offline):
 
 
 def test_pretrained_tokenizer_offline(offline):
-    fails_fast(lambda: LanguageModelingDataModule(tokenizer="gpt2").model_sizes(), "Tokenizer 'gpt2'", "offline",
-               "tokenizer='bytes'")
+    fails_fast(
+        lambda: LanguageModelingDataModule(tokenizer="gpt2").model_sizes(), "Tokenizer 'gpt2'", "offline", "tokenizer='bytes'"
+    )
 
 
 def test_unreachable_hub_without_offline_mode_fails_at_once(unreachable_hub):
@@ -97,8 +96,9 @@ def test_unreachable_hub_without_offline_mode_fails_at_once(unreachable_hub):
     assert dm.model_sizes()["num_classes"] == 4 and dm.text_column == "text"  # known without the hub
     start = time.monotonic()
     fails_fast(dm.prepare_data, "'fancyzhx/ag_news' is not cached and the hub", DEAD_ENDPOINT, "does not answer")
-    fails_fast(lambda: LanguageModelingDataModule(tokenizer="gpt2").model_sizes(), "Tokenizer 'gpt2'", DEAD_ENDPOINT,
-               "tokenizer='bytes'")
+    fails_fast(
+        lambda: LanguageModelingDataModule(tokenizer="gpt2").model_sizes(), "Tokenizer 'gpt2'", DEAD_ENDPOINT, "tokenizer='bytes'"
+    )
     assert time.monotonic() - start < 5
     assert datasets.config.HF_HUB_OFFLINE is False and huggingface_hub.constants.HF_HUB_OFFLINE is False
 
@@ -135,8 +135,13 @@ def test_offline_variable_set_after_import_is_honoured_without_asking_the_hub(un
 
 
 @pytest.mark.slow  # a fresh interpreter each: what it reads at start-up is what is tested
-@pytest.mark.parametrize("variables, reason", [({"HF_HUB_OFFLINE": "1"}, "cannot be reached (offline)"),
-                                               ({"HF_ENDPOINT": DEAD_ENDPOINT}, f"({DEAD_ENDPOINT}) does not answer")])
+@pytest.mark.parametrize(
+    "variables, reason",
+    [
+        ({"HF_HUB_OFFLINE": "1"}, "cannot be reached (offline)"),
+        ({"HF_ENDPOINT": DEAD_ENDPOINT}, f"({DEAD_ENDPOINT}) does not answer"),
+    ],
+)
 def test_offline_variable_set_before_start(tmp_path, variables, reason):
     """As a user runs it: HF_HUB_OFFLINE exported in the shell (or a hub that does not answer), then a
     fresh Python process."""

@@ -13,8 +13,7 @@ import torch
 from datamodules import TextClassificationDataModule
 from datamodules import stdlib_text_baselines as baselines
 from datamodules.stdlib_corpus import split_of, stdlib_root
-from datamodules.stdlib_text import (STDLIB_PACKAGES, held_out_cap, package_of, spread, stdlib_windows,
-                                     window_starts)
+from datamodules.stdlib_text import STDLIB_PACKAGES, held_out_cap, package_of, spread, stdlib_windows, window_starts
 from lit_attention.errors import ConfigError
 from lit_attention.training.records import read_record
 from in_process import run_main  # tests/ is on sys.path under pytest (in_tmp: conftest.py)
@@ -57,7 +56,7 @@ def test_splits_are_disjoint_by_file_fixed_by_path_and_hold_every_class(windows)
         assert all(split_of(path, 0.2) == split for path in files[split])
         for i in range(0, len(part.labels), 17):  # a window is the file's bytes at its start, labelled by package
             path, start = part.paths[i], int(part.starts[i])
-            assert part.windows[i].tobytes() == (root / path).read_bytes()[start:start + 64]
+            assert part.windows[i].tobytes() == (root / path).read_bytes()[start : start + 64]
             assert package_of(path) == names[part.labels[i]]
 
 
@@ -122,18 +121,20 @@ def test_the_run_seed_orders_the_training_windows(monkeypatch):
     assert batch["labels"].tolist() == dm.window_splits["test"].labels[:16].tolist()
 
 
-@pytest.mark.parametrize("make, fragment", [
-    (lambda: small(packages=["asyncio", "emial"]), "packages ['emial'] are not packages of this Python's standard library"),
-    (lambda: small(packages=["email"]), "must name at least two different"),
-    (lambda: small(packages=["email", "email"]), "must name at least two different"),
-    (lambda: small(tokenizer="bpe"), "tokenizer='bpe' does not apply to dataset='stdlib'"),
-    (lambda: small(windows_per_class=0), "windows_per_class=0 is invalid"),
-    (lambda: small(val_fraction=0.5), "val_fraction=0.5 leaves no training files"),
-    (lambda: small(num_classes=2), "num_classes=2 disagrees with the 6 packages"),
-    (lambda: TextClassificationDataModule(dataset="stanfordnlp/imdb", windows_per_file=4),
-     "apply to dataset='stdlib' only"),
-    (lambda: small(max_len=10**7).setup("fit"), "has no train file of at least max_len=10000000 bytes"),
-])
+@pytest.mark.parametrize(
+    "make, fragment",
+    [
+        (lambda: small(packages=["asyncio", "emial"]), "packages ['emial'] are not packages of this Python's standard library"),
+        (lambda: small(packages=["email"]), "must name at least two different"),
+        (lambda: small(packages=["email", "email"]), "must name at least two different"),
+        (lambda: small(tokenizer="bpe"), "tokenizer='bpe' does not apply to dataset='stdlib'"),
+        (lambda: small(windows_per_class=0), "windows_per_class=0 is invalid"),
+        (lambda: small(val_fraction=0.5), "val_fraction=0.5 leaves no training files"),
+        (lambda: small(num_classes=2), "num_classes=2 disagrees with the 6 packages"),
+        (lambda: TextClassificationDataModule(dataset="stanfordnlp/imdb", windows_per_file=4), "apply to dataset='stdlib' only"),
+        (lambda: small(max_len=10**7).setup("fit"), "has no train file of at least max_len=10000000 bytes"),
+    ],
+)
 def test_bad_options_fail_with_one_sentence(make, fragment):
     with pytest.raises(ConfigError) as caught:
         make()
@@ -146,12 +147,11 @@ def test_baselines_on_a_small_subset(capsys):
     splits = stdlib_windows(["email", "xml"], max_len=64, windows_per_file=4, windows_per_class=40)
     scores = baselines.baseline_scores(splits)
     assert {(s.features, s.model, s.split) for s in scores} == {
-        (f, m, s) for f in ("unigram", "bigram") for m in ("naive Bayes", "logistic regression")
-        for s in ("validation", "test")}
+        (f, m, s) for f in ("unigram", "bigram") for m in ("naive Bayes", "logistic regression") for s in ("validation", "test")
+    }
     assert all(0.0 <= s.accuracy <= 1.0 and 0.0 <= s.macro_f1 <= 1.0 for s in scores)
     assert max(s.accuracy for s in scores if s.split == "validation") > 0.5  # two classes: above chance
-    baselines.main(["--max_len", "64", "--packages", "email", "xml", "--windows_per_file", "4",
-                    "--windows_per_class", "40"])
+    baselines.main(["--max_len", "64", "--packages", "email", "xml", "--windows_per_file", "4", "--windows_per_class", "40"])
     table = capsys.readouterr().out
     assert "classes: email, xml (chance 0.500)" in table and "| bigram | logistic regression |" in table
     with pytest.raises(SystemExit) as exit_:
@@ -161,10 +161,23 @@ def test_baselines_on_a_small_subset(capsys):
 
 @pytest.mark.slow  # trains
 def test_a_tiny_fit_through_the_cli_records_the_windows_fingerprints(in_tmp):
-    args = ["fit", "--model=TextClassifier", "--data=TextClassificationDataModule", "--data.max_len=32",
-            "--data.windows_per_file=2", "--data.windows_per_class=8", "--data.batch_size=8", "--model.net.dim=16",
-            "--model.net.num_heads=2", "--model.net.depth=1", "--trainer.max_epochs=1", "--trainer.limit_train_batches=2",
-            "--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false", f"--run.root={in_tmp / 'runs'}"]
+    args = [
+        "fit",
+        "--model=TextClassifier",
+        "--data=TextClassificationDataModule",
+        "--data.max_len=32",
+        "--data.windows_per_file=2",
+        "--data.windows_per_class=8",
+        "--data.batch_size=8",
+        "--model.net.dim=16",
+        "--model.net.num_heads=2",
+        "--model.net.depth=1",
+        "--trainer.max_epochs=1",
+        "--trainer.limit_train_batches=2",
+        "--trainer.limit_val_batches=1",
+        "--trainer.enable_progress_bar=false",
+        f"--run.root={in_tmp / 'runs'}",
+    ]
     assert run_main(args) == 0
     [record_path] = in_tmp.glob("runs/**/standard/seed_*/version_0/record.json")
     record = read_record(record_path)

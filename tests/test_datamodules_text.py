@@ -26,10 +26,12 @@ def write_reviews(folder, fmt="parquet", n_train=60, n_test=12, string_labels=Tr
     files = {}
     for split, n, offset in (("train", n_train, 0), ("test", n_test, 1000)):
         labels = [(i + offset) % 3 for i in range(n)]
-        frame = pd.DataFrame({
-            "text": [review(i + offset) for i in range(n)],
-            "label": [["neg", "neutral", "pos"][y] for y in labels] if string_labels else labels,
-        })
+        frame = pd.DataFrame(
+            {
+                "text": [review(i + offset) for i in range(n)],
+                "label": [["neg", "neutral", "pos"][y] for y in labels] if string_labels else labels,
+            }
+        )
         path = folder / f"{split}.{fmt if fmt != 'json' else 'jsonl'}"
         if fmt == "parquet":
             frame.to_parquet(path)
@@ -122,7 +124,10 @@ def test_bad_inputs_fail_with_one_sentence(tmp_path):
         (lambda: classification(tmp_path, str(tmp_path / "missing.parquet")).model_sizes(), "missing.parquet.*does not exist"),
         (lambda: classification(tmp_path, files, tokenizer="bpe", vocab_size=100), "vocab_size=100 is too small"),
         # A misspelt or unknown hub name is named as such, not as a missing num_classes.
-        (lambda: TextClassificationDataModule(dataset="stanfordnlp/imbd"), "'stanfordnlp/imbd' is not one of the hub datasets this suite knows"),
+        (
+            lambda: TextClassificationDataModule(dataset="stanfordnlp/imbd"),
+            "'stanfordnlp/imbd' is not one of the hub datasets this suite knows",
+        ),
     ]
     for make, message in cases:
         with pytest.raises(ConfigError, match=message) as caught:
@@ -238,9 +243,15 @@ def test_pretrained_tokenizer_without_pad_gets_one_appended(tmp_path, monkeypatc
 
     gpt_like = Tokenizer(models.BPE())
     gpt_like.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    gpt_like.train_from_iterator([review(i) for i in range(50)], trainers.BpeTrainer(
-        vocab_size=290, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False))
+    gpt_like.train_from_iterator(
+        [review(i) for i in range(50)],
+        trainers.BpeTrainer(
+            vocab_size=290,
+            special_tokens=["<|endoftext|>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        ),
+    )
     gpt_like.save(str(tmp_path / "tokenizer.json"))
     requested = []
 

@@ -29,18 +29,36 @@ VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
 # A tiny ViT with dropout (dropout draws random numbers: the resume must restore each rank's), 4 steps in
 # one epoch. The digits' validation (144) and test (360) splits divide evenly over 2 ranks, so
 # DistributedSampler adds no padding duplicates, and every batch of both splits is scored (no limit_*_batches).
-TINY_VIT = ["--config", VIT, "--trainer.max_steps=4", "--trainer.limit_train_batches=4", "--model.warmup_steps=1",
-            "--model.net.dim=16", "--model.net.num_heads=2", "--model.net.depth=1", "--model.net.dropout=0.5",
-            "--data.batch_size=16", "--trainer.deterministic=true", "--trainer.log_every_n_steps=1"]
+TINY_VIT = [
+    "--config",
+    VIT,
+    "--trainer.max_steps=4",
+    "--trainer.limit_train_batches=4",
+    "--model.warmup_steps=1",
+    "--model.net.dim=16",
+    "--model.net.num_heads=2",
+    "--model.net.depth=1",
+    "--model.net.dropout=0.5",
+    "--data.batch_size=16",
+    "--trainer.deterministic=true",
+    "--trainer.log_every_n_steps=1",
+]
 DDP = ["--trainer.accelerator=cpu", "--trainer.devices=2", "--trainer.strategy=ddp"]
 # Lightning's own ModelCheckpoint keeps the checkpoints of steps 2 and 4 (it replaces the run's best and last).
-EVERY_TWO_STEPS = ["--trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint",
-                   "--trainer.callbacks.every_n_train_steps=2", "--trainer.callbacks.save_top_k=-1"]
+EVERY_TWO_STEPS = [
+    "--trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint",
+    "--trainer.callbacks.every_n_train_steps=2",
+    "--trainer.callbacks.save_top_k=-1",
+]
 
 
 def lit_attention(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    environment = {**os.environ, **OFFLINE, "OMP_NUM_THREADS": "1",  # bit-exact sums need the same thread count
-                   "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    environment = {
+        **os.environ,
+        **OFFLINE,
+        "OMP_NUM_THREADS": "1",  # bit-exact sums need the same thread count
+        "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+    }
     return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=400, env=environment)
 
 
@@ -164,8 +182,10 @@ def test_ddp_predict_writes_every_input_once_in_input_order(in_tmp, ddp_runs):
     copy_runs(ddp_runs, in_tmp)
     [run] = in_tmp.glob("runs/quickstart/vit_digits/standard/seed_0/version_*")
     assert run_main(predict(ddp_runs / "images")) == 0  # the same inputs, predicted by one process: predict_1
-    two, one = ([json.loads(line) for line in (run / f"evaluations/predict_{k}/predictions.jsonl").read_text().splitlines()]
-                for k in (0, 1))
+    two, one = (
+        [json.loads(line) for line in (run / f"evaluations/predict_{k}/predictions.jsonl").read_text().splitlines()]
+        for k in (0, 1)
+    )
     assert [Path(row["input"]).name for row in two] == [f"{i}.png" for i in range(7)]
     assert [row["prediction"] for row in two] == [row["prediction"] for row in one]
     for ours, theirs in zip(two, one):
@@ -193,11 +213,25 @@ def test_ddp_resume_is_exact_on_every_rank_and_the_ranks_draw_their_own_dropout_
 
 @pytest.mark.parametrize("ranks, bleu_batches, each", [(1, 3, 3), (2, 3, 2), (2, 4, 2), (3, 7, 3), (4, 2, 1)])
 def test_bleu_batches_are_shared_out_over_the_ranks(tmp_path, ranks, bleu_batches, each):
-    module = Seq2SeqTranslator(net=dict(vocab_size=30, max_src_len=10, max_tgt_len=11, pad_id=0, bos_id=1, eos_id=2,
-                                        encoder_depth=1, decoder_depth=1, dim=16, num_heads=2), bleu_batches=bleu_batches)
+    module = Seq2SeqTranslator(
+        net=dict(
+            vocab_size=30,
+            max_src_len=10,
+            max_tgt_len=11,
+            pad_id=0,
+            bos_id=1,
+            eos_id=2,
+            encoder_depth=1,
+            decoder_depth=1,
+            dim=16,
+            num_heads=2,
+        ),
+        bleu_batches=bleu_batches,
+    )
     # A DDP trainer knows its world size before it starts any process.
-    module.trainer = L.Trainer(default_root_dir=tmp_path, accelerator="cpu", devices=ranks, logger=False,
-                               strategy="ddp" if ranks > 1 else "auto")
+    module.trainer = L.Trainer(
+        default_root_dir=tmp_path, accelerator="cpu", devices=ranks, logger=False, strategy="ddp" if ranks > 1 else "auto"
+    )
     assert module.bleu_batches_per_rank() == each
     assert each * ranks >= bleu_batches > (each - 1) * ranks
 
@@ -212,7 +246,14 @@ def test_validation_scores_bleu_on_its_share_of_batches(tmp_path):
         def on_validation_batch_end(self, trainer, pl_module, *args, **kwargs):
             counts.append(pl_module.val_bleu.update_count)
 
-    trainer = L.Trainer(default_root_dir=tmp_path, accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
-                        enable_model_summary=False, callbacks=[CountScored()])
+    trainer = L.Trainer(
+        default_root_dir=tmp_path,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[CountScored()],
+    )
     trainer.validate(module, torch.utils.data.DataLoader(ListDataset(items), batch_size=4))
     assert counts == [1, 2, 2, 2]  # 4 batches, the first 2 scored

@@ -26,7 +26,9 @@ def test_the_fit_page_keeps_the_run_options_and_only_the_first_section():
 
 
 def test_fit_options_is_the_options_section():
-    help_text = "usage: x\n\noptions:\n  -h, --help  help\n  --run.root ROOT\n                the root\n\nOther group:\n  --trainer.x\n"
+    help_text = (
+        "usage: x\n\noptions:\n  -h, --help  help\n  --run.root ROOT\n                the root\n\nOther group:\n  --trainer.x\n"
+    )
     assert generator().fit_options(help_text) == "options:\n  -h, --help  help\n  --run.root ROOT\n                the root"
 
 

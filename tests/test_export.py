@@ -37,8 +37,19 @@ def files_of(folder: Path) -> dict[str, str]:
 
 @pytest.mark.slow  # trains a run
 def test_an_exported_vit_loads_with_identical_logits_and_its_card_quotes_the_record(in_tmp, capsys):
-    run = trained(["--config", VIT, "--trainer.max_epochs=1", "--trainer.limit_train_batches=4",
-                   "--trainer.limit_val_batches=2", "--run.test=true", "--trainer.limit_test_batches=2", *TINY], "super")
+    run = trained(
+        [
+            "--config",
+            VIT,
+            "--trainer.max_epochs=1",
+            "--trainer.limit_train_batches=4",
+            "--trainer.limit_val_batches=2",
+            "--run.test=true",
+            "--trainer.limit_test_batches=2",
+            *TINY,
+        ],
+        "super",
+    )
     assert run_main(["export", str(run), "--to", "exported/vit_super", "--transformers"]) == 2  # no GPT-2 counterpart
     assert "Only a GPT has a transformers counterpart (GPT-2, Llama, Qwen3)" in capsys.readouterr().err
     assert not (in_tmp / "exported").exists()  # refused before anything was written
@@ -65,9 +76,22 @@ def test_an_exported_vit_loads_with_identical_logits_and_its_card_quotes_the_rec
 def test_a_gpt_run_keeps_its_tokenizer_and_the_export_carries_it_and_loads_from_the_hub_cache(in_tmp, monkeypatch):
     from tokenizers import Tokenizer
 
-    run = trained(["--config", GPT, "--trainer.max_steps=2", "--trainer.val_check_interval=2", "--data.max_files=60",
-                   "--data.val_fraction=0.2", "--data.val_windows=4", "--data.max_len=16", "--data.tokenizer=bpe",
-                   "--data.vocab_size=300", *TINY], "standard")
+    run = trained(
+        [
+            "--config",
+            GPT,
+            "--trainer.max_steps=2",
+            "--trainer.val_check_interval=2",
+            "--data.max_files=60",
+            "--data.val_fraction=0.2",
+            "--data.val_windows=4",
+            "--data.max_len=16",
+            "--data.tokenizer=bpe",
+            "--data.vocab_size=300",
+            *TINY,
+        ],
+        "standard",
+    )
     [trained_bpe] = (in_tmp / "data" / "tokenizers").iterdir()  # the data folder's cached tokenizer
     assert (run / "tokenizer.json").read_text() == Tokenizer.from_file(str(trained_bpe)).to_str(pretty=True)
     folder = in_tmp / "exported"
@@ -81,8 +105,10 @@ def test_a_gpt_run_keeps_its_tokenizer_and_the_export_carries_it_and_loads_from_
     assert run_main(["export", str(run), "--to", str(folder)]) == 0  # again, without --transformers:
     assert not (folder / "transformers").exists() and (folder / "tokenizer.json").is_file()  # no stale copy left
     text = "def answer():\n    return 42\n"
-    assert Tokenizer.from_file(str(folder / "tokenizer.json")).encode(text).ids == \
-        Tokenizer.from_file(str(trained_bpe)).encode(text).ids
+    assert (
+        Tokenizer.from_file(str(folder / "tokenizer.json")).encode(text).ids
+        == Tokenizer.from_file(str(trained_bpe)).encode(text).ids
+    )
     assert "`tokenizer.json`" in (folder / "README.md").read_text()
     # The Hub's cache as huggingface_hub writes it (models--user--name/snapshots/<commit>, refs/main): a
     # repository pulled once loads offline by its id.
@@ -106,9 +132,23 @@ def test_a_llama_shaped_run_exports_to_transformers_llama_with_the_same_logits(i
     from transformers import LlamaForCausalLM
 
     llama = str(ROOT / "recipes/quickstart/gpt_llama_stdlib.yaml")
-    run = trained(["--config", llama, "--trainer.max_steps=2", "--trainer.val_check_interval=2", "--data.max_files=60",
-                   "--data.val_fraction=0.2", "--data.val_windows=4", "--data.max_len=16", "--model.net.dim=16",
-                   "--model.net.num_heads=4", "--model.net.depth=1", *QUIET], "standard,kv_heads=2")
+    run = trained(
+        [
+            "--config",
+            llama,
+            "--trainer.max_steps=2",
+            "--trainer.val_check_interval=2",
+            "--data.max_files=60",
+            "--data.val_fraction=0.2",
+            "--data.val_windows=4",
+            "--data.max_len=16",
+            "--model.net.dim=16",
+            "--model.net.num_heads=4",
+            "--model.net.depth=1",
+            *QUIET,
+        ],
+        "standard,kv_heads=2",
+    )
     assert run_main(["export", str(run), "--to", "exported", "--transformers"]) == 0
     reference = LlamaForCausalLM.from_pretrained(in_tmp / "exported" / "transformers").eval()
     assert reference.config.num_key_value_heads == 2 and reference.config.num_attention_heads == 4

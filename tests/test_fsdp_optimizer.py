@@ -35,17 +35,20 @@ def decay_groups_under_fsdp(rank: int, address: str) -> dict:
 
     def build():
         torch.manual_seed(0)
-        return ImageClassifier(net=dict(num_classes=10, image_size=8, in_channels=1, patch_size=2, depth=2, dim=16,
-                                        num_heads=2), attention="super")
+        return ImageClassifier(
+            net=dict(num_classes=10, image_size=8, in_channels=1, patch_size=2, depth=2, dim=16, num_heads=2), attention="super"
+        )
 
-    dist.init_process_group("gloo", init_method=address, rank=rank, world_size=2,
-                            timeout=datetime.timedelta(seconds=240))  # a rank that never comes fails the test
+    dist.init_process_group(
+        "gloo", init_method=address, rank=rank, world_size=2, timeout=datetime.timedelta(seconds=240)
+    )  # a rank that never comes fails the test
     try:
         unwrapped = groups(build())
         module = build()
         module.configure_model()  # Lightning calls it before wrapping
-        FullyShardedDataParallel(module, auto_wrap_policy=ModuleWrapPolicy({TransformerBlock}), use_orig_params=True,
-                                 device_id=torch.device("cpu"))
+        FullyShardedDataParallel(
+            module, auto_wrap_policy=ModuleWrapPolicy({TransformerBlock}), use_orig_params=True, device_id=torch.device("cpu")
+        )
         return {"unwrapped": unwrapped, "fsdp": groups(module), "dims": sorted({p.dim() for p in module.model.parameters()})}
     finally:
         dist.destroy_process_group()
@@ -63,10 +66,19 @@ def free_port() -> int:
 @pytest.mark.slow
 def test_fsdp_decays_the_parameters_the_unwrapped_model_decays(tmp_path):
     address = f"tcp://127.0.0.1:{free_port()}"
-    environment = {**os.environ, "OMP_NUM_THREADS": "1",
-                   "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-    rank_1 = subprocess.Popen([sys.executable, "-c", RANK_1, address], cwd=tmp_path, env=environment,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    environment = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+    }
+    rank_1 = subprocess.Popen(
+        [sys.executable, "-c", RANK_1, address],
+        cwd=tmp_path,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         found = decay_groups_under_fsdp(0, address)
     finally:

@@ -41,12 +41,37 @@ def randomise(model):
 
 def gpt(variant):
     torch.manual_seed(0)
-    return randomise(GPT(GPTConfig(vocab_size=VOCAB, max_len=MAX_LEN, dim=DIM, depth=2, num_heads=HEADS, mlp_ratio=2.0, bias=True, tie_weights=False), attention=variant))
+    return randomise(
+        GPT(
+            GPTConfig(
+                vocab_size=VOCAB, max_len=MAX_LEN, dim=DIM, depth=2, num_heads=HEADS, mlp_ratio=2.0, bias=True, tie_weights=False
+            ),
+            attention=variant,
+        )
+    )
 
 
 def seq2seq(variant):
     torch.manual_seed(0)
-    return randomise(Seq2SeqTransformer(Seq2SeqConfig(pad_id=0, bos_id=1, eos_id=2, vocab_size=VOCAB, max_src_len=9, max_tgt_len=8, dim=DIM, encoder_depth=1, decoder_depth=2, num_heads=HEADS, mlp_ratio=2.0, tie_weights=False), attention=variant))
+    return randomise(
+        Seq2SeqTransformer(
+            Seq2SeqConfig(
+                pad_id=0,
+                bos_id=1,
+                eos_id=2,
+                vocab_size=VOCAB,
+                max_src_len=9,
+                max_tgt_len=8,
+                dim=DIM,
+                encoder_depth=1,
+                decoder_depth=2,
+                num_heads=HEADS,
+                mlp_ratio=2.0,
+                tie_weights=False,
+            ),
+            attention=variant,
+        )
+    )
 
 
 def left_padding(lengths, width):

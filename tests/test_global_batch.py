@@ -21,13 +21,16 @@ def resolved(capsys, *layout: str) -> dict:
     return yaml.safe_load(capsys.readouterr().out)
 
 
-@pytest.mark.parametrize("layout, batch, accumulation, interval", [
-    ([], 12, 5, 5000),                                                      # as it ships: 8 GPUs
-    (["--trainer.devices=1"], 12, 40, 40000),
-    (["--trainer.devices=4"], 12, 10, 10000),
-    (["--config", str(ROOT / "recipes/trainer/multi_node.yaml")], 10, 3, 3000),  # 2 nodes x 8 GPUs
-    (["--trainer.devices=8", "--trainer.num_nodes=4"], 5, 3, 3000),        # 15 a GPU: 5 x 3
-])
+@pytest.mark.parametrize(
+    "layout, batch, accumulation, interval",
+    [
+        ([], 12, 5, 5000),  # as it ships: 8 GPUs
+        (["--trainer.devices=1"], 12, 40, 40000),
+        (["--trainer.devices=4"], 12, 10, 10000),
+        (["--config", str(ROOT / "recipes/trainer/multi_node.yaml")], 10, 3, 3000),  # 2 nodes x 8 GPUs
+        (["--trainer.devices=8", "--trainer.num_nodes=4"], 5, 3, 3000),  # 15 a GPU: 5 x 3
+    ],
+)
 def test_the_global_batch_is_kept_on_every_layout(layout, batch, accumulation, interval, capsys, in_tmp):
     config = resolved(capsys, *layout)
     processes = int(config["trainer"]["devices"]) * int(config["trainer"]["num_nodes"])

@@ -30,11 +30,23 @@ STEPS = 7
 
 
 def translation(tmp: Path) -> list[str]:
-    return ["--model=Seq2SeqTranslator", "--data=TranslationDataModule", "--data.dataset=null",
-            f"--data.data_files={{train: {write_pairs_json(tmp / 'pairs.jsonl', 80)}}}", "--data.tokenizer=bytes",
-            "--data.batch_size=4", "--data.max_src_len=24", "--data.max_tgt_len=24", f"--data.hf_cache_dir={tmp / 'hf'}",
-            "--model.net.dim=16", "--model.net.num_heads=2", "--model.net.encoder_depth=1", "--model.net.decoder_depth=1",
-            "--model.bleu_batches=1", *QUIET]
+    return [
+        "--model=Seq2SeqTranslator",
+        "--data=TranslationDataModule",
+        "--data.dataset=null",
+        f"--data.data_files={{train: {write_pairs_json(tmp / 'pairs.jsonl', 80)}}}",
+        "--data.tokenizer=bytes",
+        "--data.batch_size=4",
+        "--data.max_src_len=24",
+        "--data.max_tgt_len=24",
+        f"--data.hf_cache_dir={tmp / 'hf'}",
+        "--model.net.dim=16",
+        "--model.net.num_heads=2",
+        "--model.net.encoder_depth=1",
+        "--model.net.decoder_depth=1",
+        "--model.bleu_batches=1",
+        *QUIET,
+    ]
 
 
 RUNS = {
@@ -65,6 +77,7 @@ def reads_per_step(monkeypatch, args: list[str]) -> dict[int, list[str]]:
                 if not loading and "torch/optim/" not in site.filename:
                     reads[batch[0]].append(f"{name} at {site.filename}:{site.lineno}")
             return read(*args, **kwargs)
+
         return wrapper
 
     monkeypatch.setattr(TaskModule, "on_train_batch_start", next_batch)
@@ -82,9 +95,18 @@ def reads_per_step(monkeypatch, args: list[str]) -> dict[int, list[str]]:
 
     monkeypatch.setattr(torch.Tensor, "__getitem__", getitem)
     # One epoch longer than the steps (an epoch's end reads its metrics), no validation.
-    status = run_main(["fit", *args, f"--trainer.max_steps={STEPS}", "--trainer.max_epochs=2",
-                       f"--trainer.limit_train_batches={STEPS + 1}", "--trainer.limit_val_batches=0",
-                       f"--trainer.log_every_n_steps={EVERY}", "--trainer.enable_progress_bar=true"])
+    status = run_main(
+        [
+            "fit",
+            *args,
+            f"--trainer.max_steps={STEPS}",
+            "--trainer.max_epochs=2",
+            f"--trainer.limit_train_batches={STEPS + 1}",
+            "--trainer.limit_val_batches=0",
+            f"--trainer.log_every_n_steps={EVERY}",
+            "--trainer.enable_progress_bar=true",
+        ]
+    )
     assert status == 0
     assert batch[0] == STEPS - 1
     return reads

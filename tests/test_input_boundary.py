@@ -18,28 +18,36 @@ ROOT = Path(__file__).resolve().parents[1]
 GPT = str(ROOT / "recipes/quickstart/gpt_stdlib.yaml")
 # No progress bar in these in-process runs: its redraws would fill the output the test reads; the bar's own
 # path (every rank, every mode) is tests/test_multiprocess_matrix.py's.
-TINY_GPT = ["--model.net.dim=16", "--model.net.depth=1", "--model.net.num_heads=2", "--trainer.max_steps=2",
-            "--trainer.enable_progress_bar=false"]
+TINY_GPT = [
+    "--model.net.dim=16",
+    "--model.net.depth=1",
+    "--model.net.num_heads=2",
+    "--trainer.max_steps=2",
+    "--trainer.enable_progress_bar=false",
+]
 
 
 def files_under(folder: Path) -> list[Path]:
     return [p for p in folder.rglob("*") if p.is_file()] if folder.exists() else []
 
 
-@pytest.mark.parametrize("given, words", [
-    (["--seed_everything", "4294967296"], ["--seed_everything 4294967296", "from 0 to 4294967295"]),
-    (["--seed_everything", "99999999999999999999"], ["--seed_everything 99999999999999999999", "4294967295"]),
-    (["--data.split_seed", "-1"], ["split_seed=-1", "from 0 to 4294967295"]),
-    (["--data.data_seed", "-1"], ["data_seed=-1", "from 0 to 4294967295"]),  # the same rule as split_seed
-    (["--model.net.mlp_ratio", "1e400"], ["mlp_ratio=inf", "finite"]),
-    (["--model.net.mlp_ratio", "1e-9"], ["mlp_ratio=1e-09", "hidden width", "= 0", "mlp_ratio >= 1/16"]),
-    (["--trainer.precision", "64-true"], ["--trainer.precision 64-true", "32-true", "bf16-mixed"]),
-    (["--trainer.gradient_clip_algorithm", "foo"], ["--trainer.gradient_clip_algorithm 'foo'", "norm, value"]),
-    (["--trainer.gradient_clip_val", "-1"], ["--trainer.gradient_clip_val -1", "> 0", "no clipping"]),
-    (["--trainer.devices", "-1"], ["--trainer.devices -1", "CPU", "from 1"]),
-    (["--trainer.num_nodes", "0"], ["--trainer.num_nodes 0", "from 1"]),
-    (["--run.name", "a" * 300], ["--run.name", "300 bytes", "255"]),
-])
+@pytest.mark.parametrize(
+    "given, words",
+    [
+        (["--seed_everything", "4294967296"], ["--seed_everything 4294967296", "from 0 to 4294967295"]),
+        (["--seed_everything", "99999999999999999999"], ["--seed_everything 99999999999999999999", "4294967295"]),
+        (["--data.split_seed", "-1"], ["split_seed=-1", "from 0 to 4294967295"]),
+        (["--data.data_seed", "-1"], ["data_seed=-1", "from 0 to 4294967295"]),  # the same rule as split_seed
+        (["--model.net.mlp_ratio", "1e400"], ["mlp_ratio=inf", "finite"]),
+        (["--model.net.mlp_ratio", "1e-9"], ["mlp_ratio=1e-09", "hidden width", "= 0", "mlp_ratio >= 1/16"]),
+        (["--trainer.precision", "64-true"], ["--trainer.precision 64-true", "32-true", "bf16-mixed"]),
+        (["--trainer.gradient_clip_algorithm", "foo"], ["--trainer.gradient_clip_algorithm 'foo'", "norm, value"]),
+        (["--trainer.gradient_clip_val", "-1"], ["--trainer.gradient_clip_val -1", "> 0", "no clipping"]),
+        (["--trainer.devices", "-1"], ["--trainer.devices -1", "CPU", "from 1"]),
+        (["--trainer.num_nodes", "0"], ["--trainer.num_nodes 0", "from 1"]),
+        (["--run.name", "a" * 300], ["--run.name", "300 bytes", "255"]),
+    ],
+)
 @pytest.mark.slow
 def test_a_value_a_library_would_fail_on_is_one_sentence_before_anything_is_written(given, words, in_tmp, capsys):
     sentence = refused(["fit", "--config", VIT, *TINY, "--run.root", str(in_tmp / "runs"), *given], capsys)
@@ -51,16 +59,27 @@ def test_a_value_a_library_would_fail_on_is_one_sentence_before_anything_is_writ
 def test_a_seed_out_of_range_in_a_recipe_is_refused(in_tmp, capsys):
     recipe = in_tmp / "seed.yaml"
     recipe.write_text("seed_everything: 4294967296\n")
-    sentence = refused(["fit", "--config", VIT, "--config", str(recipe), *TINY, "--run.root", str(in_tmp / "runs")],
-                       capsys)
+    sentence = refused(["fit", "--config", VIT, "--config", str(recipe), *TINY, "--run.root", str(in_tmp / "runs")], capsys)
     assert "--seed_everything 4294967296" in sentence and "4294967295" in sentence
 
 
 @pytest.mark.slow
 def test_a_validation_interval_longer_than_the_epoch_is_lightnings_sentence(in_tmp, capsys):
-    sentence = refused(["fit", "--config", VIT, "--model.net.dim=16", "--model.net.depth=1", "--model.net.num_heads=2",
-                        "--trainer.enable_progress_bar=false", "--trainer.val_check_interval=100000",
-                        "--run.root", str(in_tmp / "runs")], capsys)
+    sentence = refused(
+        [
+            "fit",
+            "--config",
+            VIT,
+            "--model.net.dim=16",
+            "--model.net.depth=1",
+            "--model.net.num_heads=2",
+            "--trainer.enable_progress_bar=false",
+            "--trainer.val_check_interval=100000",
+            "--run.root",
+            str(in_tmp / "runs"),
+        ],
+        capsys,
+    )
     assert "`val_check_interval` (100000) must be less than or equal to the number of the training batches" in sentence
     assert not files_under(in_tmp / "runs")  # the run directory made for it is gone again
 
@@ -68,8 +87,9 @@ def test_a_validation_interval_longer_than_the_epoch_is_lightnings_sentence(in_t
 @pytest.mark.slow
 def test_a_language_model_data_dir_that_is_a_file_is_refused(in_tmp, capsys):
     (in_tmp / "afile").write_text("not a folder")
-    sentence = refused(["fit", "--config", GPT, *TINY_GPT, f"--data.data_dir={in_tmp / 'afile'}",
-                        "--run.root", str(in_tmp / "runs")], capsys)
+    sentence = refused(
+        ["fit", "--config", GPT, *TINY_GPT, f"--data.data_dir={in_tmp / 'afile'}", "--run.root", str(in_tmp / "runs")], capsys
+    )
     assert f"data_dir={str(in_tmp / 'afile')!r} is a file, not a folder" in sentence
     assert not files_under(in_tmp / "runs")
 
@@ -78,8 +98,20 @@ def test_a_language_model_data_dir_that_is_a_file_is_refused(in_tmp, capsys):
 def test_a_language_model_on_a_corpus_too_small_to_split_names_it_and_the_smallest(in_tmp, capsys):
     corpus = in_tmp / "one.txt"
     corpus.write_text("only one line here\n")
-    sentence = refused(["fit", "--config", GPT, *TINY_GPT, "--data.dataset=text", f"--data.data_files={corpus}",
-                        f"--data.data_dir={in_tmp / 'data'}", "--run.root", str(in_tmp / "runs")], capsys)
+    sentence = refused(
+        [
+            "fit",
+            "--config",
+            GPT,
+            *TINY_GPT,
+            "--data.dataset=text",
+            f"--data.data_files={corpus}",
+            f"--data.data_dir={in_tmp / 'data'}",
+            "--run.root",
+            str(in_tmp / "runs"),
+        ],
+        capsys,
+    )
     assert str(corpus) in sentence and "holds 1 line," in sentence and "smallest corpus that splits has 3 lines" in sentence
     assert not files_under(in_tmp / "runs")
 
@@ -109,16 +141,40 @@ def test_an_imagefolder_of_one_class_names_the_folder(in_tmp, capsys):
     for split in ("train", "val", "test"):
         (in_tmp / "images" / split / "cats").mkdir(parents=True)
         Image.new("RGB", (8, 8)).save(in_tmp / "images" / split / "cats" / "0.png")
-    sentence = refused(["fit", "--config", VIT, *TINY, "--data.dataset=imagefolder",
-                        f"--data.data_dir={in_tmp / 'images'}", "--run.root", str(in_tmp / "runs")], capsys)
+    sentence = refused(
+        [
+            "fit",
+            "--config",
+            VIT,
+            *TINY,
+            "--data.dataset=imagefolder",
+            f"--data.data_dir={in_tmp / 'images'}",
+            "--run.root",
+            str(in_tmp / "runs"),
+        ],
+        capsys,
+    )
     assert str(in_tmp / "images" / "train") in sentence and "one class folder ('cats')" in sentence
     assert "at least two" in sentence
 
 
 @pytest.mark.slow
 def test_a_model_too_large_for_the_machine_is_refused_with_the_estimate(in_tmp, capsys):
-    sentence = refused(["fit", "--config", GPT, "--data.max_len", "100000000", "--data.batch_size", "1",
-                        "--trainer.max_steps=2", "--run.root", str(in_tmp / "runs")], capsys)
+    sentence = refused(
+        [
+            "fit",
+            "--config",
+            GPT,
+            "--data.max_len",
+            "100000000",
+            "--data.batch_size",
+            "1",
+            "--trainer.max_steps=2",
+            "--run.root",
+            str(in_tmp / "runs"),
+        ],
+        capsys,
+    )
     # GPT(dim 128, depth 4) with 10^8 positions: the position table alone is 1.28e10 parameters.
     assert "12,800,820,352 parameters" in sentence and "204.8 GB" in sentence and "--data.max_len" in sentence
     assert not files_under(in_tmp / "runs")
@@ -167,8 +223,10 @@ def test_a_misconfiguration_raised_while_training_is_one_sentence(in_tmp, capsys
 
     monkeypatch.setattr(ImageClassifier, "training_step", refuse)
     sentence = refused(["fit", "--config", VIT, *TINY, "--run.root", str(in_tmp / "runs")], capsys)
-    assert sentence == ("error: Lightning refused a setting: `training_step` returned nothing to optimise; change the "
-                        "option it names (`lit-attention fit --help` lists the trainer options).")
+    assert sentence == (
+        "error: Lightning refused a setting: `training_step` returned nothing to optimise; change the "
+        "option it names (`lit-attention fit --help` lists the trainer options)."
+    )
 
 
 @pytest.mark.slow
@@ -263,18 +321,23 @@ def test_the_traceback_setting_adds_the_traceback_and_changes_nothing_else(in_tm
 # ------------------------------------------------------------------ an unknown field of the model's config
 
 
-@pytest.mark.parametrize("given, field, guess", [
-    (["--model.net.bogus", "3"], "bogus", None),
-    (["--model.net.heads", "4"], "heads", "num_heads"),
-    (["--model.net.hidden_dim=128"], "hidden_dim", "mlp_hidden"),  # the MLP's width is a field now
-    (["--model.net.heads", "4", "--print_config"], "heads", "num_heads"),
-])
+@pytest.mark.parametrize(
+    "given, field, guess",
+    [
+        (["--model.net.bogus", "3"], "bogus", None),
+        (["--model.net.heads", "4"], "heads", "num_heads"),
+        (["--model.net.hidden_dim=128"], "hidden_dim", "mlp_hidden"),  # the MLP's width is a field now
+        (["--model.net.heads", "4", "--print_config"], "heads", "num_heads"),
+    ],
+)
 @pytest.mark.slow
 def test_an_unknown_model_config_field_names_the_option_the_fields_and_the_closest(given, field, guess, in_tmp, capsys):
     sentence = refused(["fit", "--config", VIT, *given], capsys)
     # The data's sizes, the block's fields every family shares (ModelConfig's), then the ViT's own.
-    assert sentence.startswith(f"error: Unknown option `--model.net.{field}`; the valid fields of ViTConfig are "
-                               "num_classes, image_size, in_channels, dim, num_heads, mlp_ratio,")
+    assert sentence.startswith(
+        f"error: Unknown option `--model.net.{field}`; the valid fields of ViTConfig are "
+        "num_classes, image_size, in_channels, dim, num_heads, mlp_ratio,"
+    )
     assert sentence.endswith(f"; did you mean `{guess}`?" if guess else "patch_size, depth, pool.")
     assert "NestedArg" not in sentence
 

@@ -102,8 +102,12 @@ def test_head_products_are_the_layers_own_scores_and_value_path():
     """Per head, softmax(s X W_Q,i W_K,iᵀ Xᵀ) is the layer's attention and Σ_i A_i X W_V,i W_O,i its output."""
     torch.manual_seed(0)
     # Grouped heads too: query head i reads key/value head i // (h / kv_heads), its W_K and W_V (d, kv·d_h).
-    for variant, num_heads in (("standard", 2), ("residual_query", 2), ("standard,kv_heads=2", 4),
-                               ("residual_query,kv_heads=1", 4)):
+    for variant, num_heads in (
+        ("standard", 2),
+        ("residual_query", 2),
+        ("standard,kv_heads=2", 4),
+        ("residual_query,kv_heads=1", 4),
+    ):
         layer = MultiHeadAttention(8, num_heads, variant, fused=False).double().eval()
         x = torch.randn(3, 5, 8, dtype=torch.float64)
         layer.record_weights = True
@@ -183,8 +187,9 @@ def test_a_report_of_grouped_heads_names_the_shared_key_value_heads():
         summary, _, _ = summarise(run, collector, 1)
         assert [layer["kv_heads"] for layer in summary["layers"].values()] == [1 if "kv" in variant else 2] * 2
         assert len(summary["layers"]["blocks.0.attn"]["projections"]["W_K"]["singular_values"]) == (8 if "kv" in variant else 16)
-        sentences.append("Key/value heads are shared (kv_heads = 1): W_K and W_V are d × kv_heads·d_h"
-                         in markdown(summary, ["spectra.png"]))
+        sentences.append(
+            "Key/value heads are shared (kv_heads = 1): W_K and W_V are d × kv_heads·d_h" in markdown(summary, ["spectra.png"])
+        )
     assert sentences == [True, False]
 
 
@@ -232,8 +237,13 @@ def test_the_nonlinear_query_ratio_is_the_size_of_f():
 TINY_NET = ["--model.net.dim=16", "--model.net.num_heads=2"]
 # No progress bar in these in-process runs: its redraws would fill the output the test reads; the bar's own
 # path (every rank, every mode) is tests/test_multiprocess_matrix.py's.
-ONE_STEP = ["--trainer.max_steps=1", "--trainer.limit_val_batches=0", "--trainer.enable_progress_bar=false",
-            "--trainer.accelerator=cpu", "--trainer.devices=1"]
+ONE_STEP = [
+    "--trainer.max_steps=1",
+    "--trainer.limit_val_batches=0",
+    "--trainer.enable_progress_bar=false",
+    "--trainer.accelerator=cpu",
+    "--trainer.devices=1",
+]
 
 
 def recipe_arguments(task: str, folder: Path) -> list[str]:
@@ -241,18 +251,42 @@ def recipe_arguments(task: str, folder: Path) -> list[str]:
     if task == "image":
         return ["--config", str(ROOT / "recipes/quickstart/vit_digits.yaml"), *TINY_NET, "--model.net.depth=1"]
     if task == "lm":
-        return ["--config", str(ROOT / "recipes/quickstart/gpt_stdlib.yaml"), *TINY_NET, "--model.net.depth=1",
-                "--trainer.val_check_interval=null", "--data.max_files=20", "--data.val_fraction=0.2",
-                "--data.val_windows=4", "--data.max_len=16", "--data.batch_size=4"]
+        return [
+            "--config",
+            str(ROOT / "recipes/quickstart/gpt_stdlib.yaml"),
+            *TINY_NET,
+            "--model.net.depth=1",
+            "--trainer.val_check_interval=null",
+            "--data.max_files=20",
+            "--data.val_fraction=0.2",
+            "--data.val_windows=4",
+            "--data.max_len=16",
+            "--data.batch_size=4",
+        ]
     if task == "mqar":
         return ["--config", str(ROOT / "recipes/diagnostics/mqar.yaml"), *TINY_NET, "--model.net.depth=1"]
     if task == "text":
         recipe = ROOT / "recipes/super_attention/text_imdb.yaml"
-        return ["--config", str(recipe), *TINY_NET, "--model.net.depth=1", *offline_data(recipe, folder),
-                "--data.num_workers=0", "--data.batch_size=8"]
+        return [
+            "--config",
+            str(recipe),
+            *TINY_NET,
+            "--model.net.depth=1",
+            *offline_data(recipe, folder),
+            "--data.num_workers=0",
+            "--data.batch_size=8",
+        ]
     recipe = ROOT / "recipes/super_attention/translation_en_es.yaml"
-    return ["--config", str(recipe), *TINY_NET, "--model.net.encoder_depth=1", "--model.net.decoder_depth=1",
-            *offline_data(recipe, folder), "--data.num_workers=0", "--data.batch_size=8"]
+    return [
+        "--config",
+        str(recipe),
+        *TINY_NET,
+        "--model.net.encoder_depth=1",
+        "--model.net.decoder_depth=1",
+        *offline_data(recipe, folder),
+        "--data.num_workers=0",
+        "--data.batch_size=8",
+    ]
 
 
 # task -> (variant, attention layers, whether a CLS / patch grid, whether causal)
@@ -266,7 +300,9 @@ TASKS = {
 
 
 def checksums(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -281,8 +317,10 @@ def test_inspect_reads_a_checkpoint_of_every_task(task, data_folder, monkeypatch
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     variant, layers, cls = TASKS[task]
     root = data_folder / "runs" / task
-    assert run_main(["fit", *recipe_arguments(task, data_folder), *ONE_STEP, f"--model.attention={variant}",
-                     f"--run.root={root}"]) == 0
+    assert (
+        run_main(["fit", *recipe_arguments(task, data_folder), *ONE_STEP, f"--model.attention={variant}", f"--run.root={root}"])
+        == 0
+    )
     [run] = root.glob(f"*/*/{variant}/seed_0/version_0")
     before = checksums(run)
     compare = ["--compare-to", str(run)] if task == "image" else []
@@ -307,23 +345,41 @@ def test_inspect_reads_a_checkpoint_of_every_task(task, data_folder, monkeypatch
 
         table = compare_runs([run / "inspect", run / "inspect"], data_folder / "side_by_side", labels=["a", "b"])
         assert (table.parent / "compare.png").is_file()
-        assert [line.split(" | ")[0] for line in table.read_text().splitlines() if line.startswith("| ") and "`super`" in line] == ["| a", "| b"]
+        assert [
+            line.split(" | ")[0] for line in table.read_text().splitlines() if line.startswith("| ") and "`super`" in line
+        ] == ["| a", "| b"]
         # Written before the tasks moved and the architecture went into `net` (the study runs
         # committed under results/): the same model loads from the old layout of the hyper-parameters.
         from lit_attention.analysis.loading import checkpoint_file, load_run
 
         checkpoint = torch.load(checkpoint_file(run), weights_only=False)
         kept = checkpoint["hyper_parameters"]
-        checkpoint["hyper_parameters"] = {**{k: v for k, v in kept.items() if k != "net"}, **kept["net"],
-                                          "_class_path": "lit_attention.tasks.ImageClassifier"}
+        checkpoint["hyper_parameters"] = {
+            **{k: v for k, v in kept.items() if k != "net"},
+            **kept["net"],
+            "_class_path": "lit_attention.tasks.ImageClassifier",
+        }
         torch.save(checkpoint, data_folder / "old_layout.ckpt")
         old, new = load_run(data_folder / "old_layout.ckpt"), load_run(checkpoint_file(run))
         assert type(old.task) is type(new.task) and old.task.config == new.task.config
         assert all(torch.equal(a, b) for a, b in zip(old.task.state_dict().values(), new.task.state_dict().values()))
     if task == "lm":  # the cached token file read from another folder, as given
         monkeypatch.chdir(data_folder.parent)
-        assert run_main(["inspect", "--ckpt_path", str(run), "--batches=1", "--no-progress", "--output", str(data_folder / "lm"),
-                         f"--data_dir={data_folder / 'data'}"]) == 0
+        assert (
+            run_main(
+                [
+                    "inspect",
+                    "--ckpt_path",
+                    str(run),
+                    "--batches=1",
+                    "--no-progress",
+                    "--output",
+                    str(data_folder / "lm"),
+                    f"--data_dir={data_folder / 'data'}",
+                ]
+            )
+            == 0
+        )
         assert not (data_folder.parent / "data").exists()
     if task == "mqar":
         assert run_main(["inspect", "--ckpt_path", str(run), "--data_dir=elsewhere"]) == 2  # it generates its data
@@ -350,8 +406,13 @@ def test_a_checkpoint_or_option_inspect_cannot_use_is_one_sentence(problem, tmp_
     err = capsys.readouterr().err
     assert "Traceback" not in err
     [sentence] = [line for line in err.splitlines() if line.startswith("error: ")]
-    expected = {"garbage": "cannot be read", "missing": "does not exist", "empty_run": "holds no checkpoint",
-                "bad_batches": "--batches 0 is invalid", "unknown_option": "--batch=3"}[problem]
+    expected = {
+        "garbage": "cannot be read",
+        "missing": "does not exist",
+        "empty_run": "holds no checkpoint",
+        "bad_batches": "--batches 0 is invalid",
+        "unknown_option": "--batch=3",
+    }[problem]
     assert expected in sentence, sentence
     assert not list(tmp_path.rglob("inspect*"))
 
@@ -372,16 +433,17 @@ def test_padded_rows_and_keys_are_left_out():
     assert result["first"] == [pytest.approx((2 * 0.5 + 4 * 0.25) / 6)]  # 6 real rows
 
 
-
 @pytest.mark.slow  # trains a tiny run once (shared), then inspects copies of it
 def test_a_run_copied_under_another_name_is_inspected_beside_its_checkpoints_and_without_config_says_so(
-        finished_run, tmp_path, capsys):
+    finished_run, tmp_path, capsys
+):
     """A run copied to a folder not named version_<k>: its report goes beside its checkpoints/ (it was refused
     as an --output inside them, an option never given); without its config.yaml, the sentence names that."""
     import shutil
 
-    trained = finished_run(["--config", str(ROOT / "recipes/quickstart/vit_digits.yaml"), *TINY_NET, "--model.net.depth=1",
-                            *ONE_STEP])
+    trained = finished_run(
+        ["--config", str(ROOT / "recipes/quickstart/vit_digits.yaml"), *TINY_NET, "--model.net.depth=1", *ONE_STEP]
+    )
     [run] = trained.glob("runs/**/version_0")
     copied = Path(shutil.copytree(run, tmp_path / "my_run"))
     assert run_main(["inspect", "--ckpt_path", str(copied), "--batches=1", "--no-progress"]) == 0

@@ -86,8 +86,15 @@ def test_the_outcome_file_is_the_same_bytes_for_the_same_outcomes_and_checked_ag
 
 
 def record(test: float, per_example: dict | None = None) -> dict:
-    found = {"monitor": "val/acc", "mode": "max", "curve": [[0, 10, test]], "best": {"epoch": 0, "step": 10, "value": test},
-             "final": test, "test": {"test/acc": test}, "params": {"total": 10, "non_embedding": 8, "attention": 4}}
+    found = {
+        "monitor": "val/acc",
+        "mode": "max",
+        "curve": [[0, 10, test]],
+        "best": {"epoch": 0, "step": 10, "value": test},
+        "final": test,
+        "test": {"test/acc": test},
+        "params": {"total": 10, "non_embedding": 8, "attention": 4},
+    }
     return {**found, "per_example": per_example} if per_example else found
 
 
@@ -105,8 +112,13 @@ def sweep(tmp_path: Path, outcomes: bool) -> tuple[Plan, list[RunState]]:
             correct[:6] = arm == "efficient"
             folder = tmp_path / arm / str(seed)
             folder.mkdir(parents=True)
-            entry = write_outcomes(folder, {"test_index": np.arange(40), "test_correct": correct,
-                                            "test_loss": (~correct).astype(np.float32)}) if outcomes else None
+            entry = (
+                write_outcomes(
+                    folder, {"test_index": np.arange(40), "test_correct": correct, "test_loss": (~correct).astype(np.float32)}
+                )
+                if outcomes
+                else None
+            )
             states.append(RunState(run, record=record(float(correct.mean()), entry), directory=folder))
     return plan, states
 
@@ -145,9 +157,26 @@ def test_a_compare_on_the_digits_keeps_each_runs_outcomes_and_reports_over_seeds
     from in_process import run_main
     from test_compare import VIT
 
-    sweep = ["compare", "--config", VIT, "--variants", "standard,efficient", "--seeds", "1", "--test", "--parallel", "2",
-             "--output", "out", "--trainer.max_epochs=1", "--trainer.limit_train_batches=2",
-             "--trainer.limit_val_batches=1", "--model.net.dim=16", "--model.net.num_heads=2", "--model.net.depth=1"]
+    sweep = [
+        "compare",
+        "--config",
+        VIT,
+        "--variants",
+        "standard,efficient",
+        "--seeds",
+        "1",
+        "--test",
+        "--parallel",
+        "2",
+        "--output",
+        "out",
+        "--trainer.max_epochs=1",
+        "--trainer.limit_train_batches=2",
+        "--trainer.limit_val_batches=1",
+        "--model.net.dim=16",
+        "--model.net.num_heads=2",
+        "--model.net.depth=1",
+    ]
     assert run_main(sweep) == 0, capsys.readouterr().err[-3000:]
     records = sorted((in_tmp / "out").glob("runs/**/record.json"))
     assert len(records) == 2

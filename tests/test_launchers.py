@@ -16,9 +16,15 @@ from lit_attention.training.records import RECORD
 
 ROOT = Path(__file__).resolve().parents[1]
 VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
-TINY = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=4", "--trainer.limit_val_batches=2",
-        "--model.net.dim=32", "--model.net.depth=1", "--seed_everything=3",
-        "--trainer.accelerator=cpu"]
+TINY = [
+    "--trainer.max_epochs=1",
+    "--trainer.limit_train_batches=4",
+    "--trainer.limit_val_batches=2",
+    "--model.net.dim=32",
+    "--model.net.depth=1",
+    "--seed_everything=3",
+    "--trainer.accelerator=cpu",
+]
 WHERE_AND_HOW_LONG = ("run_dir", "train_seconds", "train_samples_per_second", "wall_seconds")
 FORKED = multiprocessing.get_context("forkserver").Process
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="runs are forked on Linux only")
@@ -64,8 +70,12 @@ def test_a_forked_run_equals_a_fresh_process(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_a_forked_ddp_run_starts_its_second_rank(tmp_path, monkeypatch):
-    [(status, line, kind)] = launch(LocalLauncher(parallel=1), [fit(tmp_path, "--trainer.devices=2", "--trainer.strategy=ddp")],
-                                    tmp_path / "logs", monkeypatch)
+    [(status, line, kind)] = launch(
+        LocalLauncher(parallel=1),
+        [fit(tmp_path, "--trainer.devices=2", "--trainer.strategy=ddp")],
+        tmp_path / "logs",
+        monkeypatch,
+    )
     assert status == 0 and kind is FORKED, line
     found = record(tmp_path)
     assert found["optimizer_steps"] == 4 and found["samples_seen"] == 4 * 64 * 2  # both ranks' batches
@@ -73,9 +83,17 @@ def test_a_forked_ddp_run_starts_its_second_rank(tmp_path, monkeypatch):
 
 # What sbatch and srun set in a job step of one task on one node: Lightning's SLURM environment takes
 # a process with these for one of SLURM's tasks, and refuses a 2-device run in it.
-ONE_SLURM_TASK = {"SLURM_NTASKS": "1", "SLURM_NTASKS_PER_NODE": "1", "SLURM_NNODES": "1", "SLURM_JOB_NAME": "sweep",
-                  "SLURM_JOB_ID": "4242", "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0",
-                  "SLURM_NODELIST": "node1"}
+ONE_SLURM_TASK = {
+    "SLURM_NTASKS": "1",
+    "SLURM_NTASKS_PER_NODE": "1",
+    "SLURM_NNODES": "1",
+    "SLURM_JOB_NAME": "sweep",
+    "SLURM_JOB_ID": "4242",
+    "SLURM_PROCID": "0",
+    "SLURM_LOCALID": "0",
+    "SLURM_NODEID": "0",
+    "SLURM_NODELIST": "node1",
+}
 SHOW_SLURM = "import json, os; print(json.dumps({k: v for k, v in os.environ.items() if k.startswith('SLURM_')}))"
 
 
@@ -96,8 +114,10 @@ def test_a_run_ended_by_sigterm_is_reported_with_its_non_zero_status(tmp_path, m
     SIGTERM stopped (lit-attention's 143, or -15 for a process the signal killed) so the run is FAILED."""
     commands = [["sh", "-c", "kill -TERM $$"], ["sh", "-c", "echo 'fit stopped on SIGTERM at step 6'; exit 143"]]
     results = launch(LocalLauncher(parallel=2, fresh=True), commands, tmp_path, monkeypatch)
-    assert [(status, line) for status, line, _ in results] == [(-15, "$ sh -c kill -TERM $$"),
-                                                                (143, "fit stopped on SIGTERM at step 6")]
+    assert [(status, line) for status, line, _ in results] == [
+        (-15, "$ sh -c kill -TERM $$"),
+        (143, "fit stopped on SIGTERM at step 6"),
+    ]
 
 
 def test_sigterm_to_the_sweep_reaches_its_runs_which_are_reported_as_they_end(tmp_path):
@@ -131,8 +151,9 @@ def test_sigterm_to_the_sweep_reaches_its_runs_which_are_reported_as_they_end(tm
     assert signal.getsignal(signal.SIGTERM) == before
 
 
-@pytest.mark.parametrize("budget, parallel, expected", [("1", 1, 1), ("1", 2, 1), ("", 1, None), ("0", 1, None),
-                                                        ("many", 1, None)])
+@pytest.mark.parametrize(
+    "budget, parallel, expected", [("1", 1, 1), ("1", 2, 1), ("", 1, None), ("0", 1, None), ("many", 1, None)]
+)
 def test_runs_share_the_usable_cores_and_an_omp_num_threads_already_set(monkeypatch, budget, parallel, expected):
     """A run gets usable cores / parallel threads: the process's affinity, at most a positive integer
     OMP_NUM_THREADS given from outside (a test runner's worker, a cluster's default). Anything else in
@@ -144,8 +165,9 @@ def test_runs_share_the_usable_cores_and_an_omp_num_threads_already_set(monkeypa
 
 
 @pytest.mark.slow  # plans the sweep through LightningCLI (about a second)
-@pytest.mark.parametrize("layout", [["--devices-per-run", "2"],
-                                    ["--launcher", "slurm", "--slurm-gpus-per-node", "2", "--slurm-cluster", "local"]])
+@pytest.mark.parametrize(
+    "layout", [["--devices-per-run", "2"], ["--launcher", "slurm", "--slurm-gpus-per-node", "2", "--slurm-cluster", "local"]]
+)
 def test_a_sweep_of_multi_process_runs_on_unprepared_token_files_is_refused_before_any_run(layout, in_tmp, capsys):
     """Each run would refuse the token files when it starts (on SLURM once its job has queued): the sweep is
     refused on the node that plans it, before anything is started or submitted."""

@@ -64,11 +64,22 @@ def test_why_last_checkpoint_exists(writer, tmp_path):
     from test_tasks import ListDataset, lm_setup
 
     def make(callbacks):
-        checkpoint = (ModelCheckpoint(dirpath=tmp_path, save_last=True, every_n_train_steps=2, save_top_k=0)
-                      if writer == "plain" else LastCheckpoint(every_n_steps=2, dirpath=str(tmp_path)))
-        return L.Trainer(max_steps=8, val_check_interval=4, limit_val_batches=1, logger=False, enable_progress_bar=False,
-                         enable_model_summary=False, num_sanity_val_steps=0, accelerator="cpu",
-                         callbacks=[checkpoint, *callbacks])
+        checkpoint = (
+            ModelCheckpoint(dirpath=tmp_path, save_last=True, every_n_train_steps=2, save_top_k=0)
+            if writer == "plain"
+            else LastCheckpoint(every_n_steps=2, dirpath=str(tmp_path))
+        )
+        return L.Trainer(
+            max_steps=8,
+            val_check_interval=4,
+            limit_val_batches=1,
+            logger=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            num_sanity_val_steps=0,
+            accelerator="cpu",
+            callbacks=[checkpoint, *callbacks],
+        )
 
     module, items = lm_setup("standard")
     loader = DataLoader(ListDataset(items * 4), batch_size=4)

@@ -17,10 +17,21 @@ VOCAB = 61
 
 
 def config_of(family, **overrides):
-    settings = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
-                    num_key_value_heads=2, max_position_embeddings=32, rms_norm_eps=1e-5, tie_word_embeddings=False,
-                    rope_parameters={"rope_type": "default", "rope_theta": 500.0},
-                    bos_token_id=None, eos_token_id=None, pad_token_id=0)
+    settings = dict(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,
+        rope_parameters={"rope_type": "default", "rope_theta": 500.0},
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=0,
+    )
     if family == "Qwen3":
         settings["head_dim"] = 8
     return getattr(transformers, f"{family}Config")(**{**settings, **overrides})
@@ -122,8 +133,9 @@ def test_llama_features_this_gpt_cannot_compute_are_refused():
         with pytest.raises(ConfigError, match=re.escape(f"The Llama config has {reason}")):
             GPT.from_llama(transformers.LlamaForCausalLM(config_of("Llama", **overrides)))
     with pytest.raises(ConfigError, match="The Qwen3 config has sliding-window layers"):
-        GPT.from_qwen3(transformers.Qwen3ForCausalLM(config_of("Qwen3", use_sliding_window=True, sliding_window=8,
-                                                               max_window_layers=1)))
+        GPT.from_qwen3(
+            transformers.Qwen3ForCausalLM(config_of("Qwen3", use_sliding_window=True, sliding_window=8, max_window_layers=1))
+        )
     state_dict = transformers.LlamaForCausalLM(config_of("Llama")).state_dict()
     with pytest.raises(ConfigError, match="A Llama state dict does not say its heads"):
         GPT.from_llama(state_dict)
@@ -132,8 +144,18 @@ def test_llama_features_this_gpt_cannot_compute_are_refused():
 
 
 def tiny(config_class, **fields):
-    settings = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=1, num_attention_heads=4,
-                    num_key_value_heads=2, max_position_embeddings=32, bos_token_id=None, eos_token_id=None, pad_token_id=0)
+    settings = dict(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=0,
+    )
     return getattr(transformers, config_class)(**{**settings, **fields})
 
 
@@ -150,18 +172,28 @@ def test_a_mistral_without_a_window_shorter_than_its_context_computes_as_transfo
         torch.testing.assert_close(ours(tokens), reference(tokens).logits, rtol=1e-10, atol=1e-10)
 
 
-@pytest.mark.parametrize("config_class, fields, said", [
-    ("MistralConfig", {"sliding_window": 4}, "The mistral config has sliding_window=4, which Llama's own config does not have"),
-    ("GemmaConfig", {"head_dim": 8}, "A 'gemma' model is not one GPT.from_llama computes"),
-    ("Qwen2Config", {}, "A 'qwen2' model is not one GPT.from_llama computes"),
-    ("Phi3Config", {"pad_token_id": 0}, "A 'phi3' model is not one GPT.from_llama computes"),
-    ("GPT2Config", None, "A 'gpt2' model is not one GPT.from_llama computes (llama, mistral); use GPT.from_gpt2"),
-])
+@pytest.mark.parametrize(
+    "config_class, fields, said",
+    [
+        (
+            "MistralConfig",
+            {"sliding_window": 4},
+            "The mistral config has sliding_window=4, which Llama's own config does not have",
+        ),
+        ("GemmaConfig", {"head_dim": 8}, "A 'gemma' model is not one GPT.from_llama computes"),
+        ("Qwen2Config", {}, "A 'qwen2' model is not one GPT.from_llama computes"),
+        ("Phi3Config", {"pad_token_id": 0}, "A 'phi3' model is not one GPT.from_llama computes"),
+        ("GPT2Config", None, "A 'gpt2' model is not one GPT.from_llama computes (llama, mistral); use GPT.from_gpt2"),
+    ],
+)
 def test_a_model_from_llama_would_take_by_its_names_but_not_compute_is_refused(config_class, fields, said):
     """Found from the config classes: a model type the port does not compute, and a field Llama's own config
     does not have (Mistral's window shorter than the context gave logits 0.34 away from transformers')."""
-    config = (transformers.GPT2Config(vocab_size=VOCAB, n_positions=16, n_embd=32, n_layer=1, n_head=4)
-              if fields is None else tiny(config_class, **fields))
+    config = (
+        transformers.GPT2Config(vocab_size=VOCAB, n_positions=16, n_embd=32, n_layer=1, n_head=4)
+        if fields is None
+        else tiny(config_class, **fields)
+    )
     with pytest.raises(ConfigError, match=re.escape(said)):
         GPT.from_llama(transformers.AutoModelForCausalLM.from_config(config))
 

@@ -28,39 +28,47 @@ CASES = {
     "a value of the wrong type": (
         ["fit", "--config", VIT, "--model.lr", "abc"],
         ["the parser key", "the class path", "the expected type", "the given value"],
-        "--model.lr 'abc' is invalid; it must be a number."),
+        "--model.lr 'abc' is invalid; it must be a number.",
+    ),
     "a value of the data's wrong type": (
         ["fit", "--config", VIT, "--data.batch_size", "x"],
         ["the parser key", "the class path", "the expected type", "the given value"],
-        "--data.batch_size 'x' is invalid; it must be an integer."),
+        "--data.batch_size 'x' is invalid; it must be an integer.",
+    ),
     "a value outside a task's choices": (
         ["fit", "--config", GPT, "--model.monitor", "val/x"],
         ["the parser key", "the class path", "the Literal's choices", "the given value"],
-        "--model.monitor 'val/x' is invalid; valid choices are val/loss, val/acc."),
+        "--model.monitor 'val/x' is invalid; valid choices are val/loss, val/acc.",
+    ),
     "a value outside a config field's choices": (
         ["fit", "--config", VIT, "--model.net.pool", "max"],
         ["the parser key", "the class path", "the Literal's choices", "the config field of a bad value"],
-        "--model.net.pool 'max' is invalid; valid choices are cls, mean."),
+        "--model.net.pool 'max' is invalid; valid choices are cls, mean.",
+    ),
     "an option the task does not take": (
         ["fit", "--config", VIT, "--model.nope", "1"],
         ["the unknown option", "the option's owner"],
-        "Option 'nope' is not accepted by lit_attention.training.tasks.ImageClassifier."),
+        "Option 'nope' is not accepted by lit_attention.training.tasks.ImageClassifier.",
+    ),
     "a config field given flat, as the model's arguments were before the configs": (
         ["fit", "--config", VIT, "--model.dim", "64"],
         ["the unknown option", "the option's owner"],
         "Option 'dim' is not accepted by lit_attention.training.tasks.ImageClassifier: the model's architecture is its "
-        "config `net`, so write --model.net.dim (in a recipe, under model.init_args.net)."),
+        "config `net`, so write --model.net.dim (in a recipe, under model.init_args.net).",
+    ),
     "a class that does not exist": (
         ["fit", "--config", VIT, "--model", "NoSuchTask"],
         ["the parser key", "the import path"],
         "--model 'NoSuchTask' is not one of this suite's classes; valid choices are CausalLanguageModel, ImageClassifier, "
-        "Seq2SeqTranslator, TextClassifier."),
+        "Seq2SeqTranslator, TextClassifier.",
+    ),
     "a seed that is not a number": (
         ["fit", "--config", VIT, "--seed_everything", "true"],
         ["the parser key", "the given value"],
         "--seed_everything 'True' is invalid; give a whole number from 0 (a run is kept, resumed and compared under "
         "seed_<n>, so its seed is chosen before it starts: `fit --seed_everything true` on the command line draws one, a "
-        "recipe or a run whose ranks torchrun or srun start gives the number)."),
+        "recipe or a run whose ranks torchrun or srun start gives the number).",
+    ),
 }
 
 
@@ -97,7 +105,8 @@ def test_each_rewrite_still_reads_the_installed_jsonargparse(case, monkeypatch):
             f"The rewrite's pattern for {name} ({PATTERNS[name].pattern!r}) no longer matches jsonargparse "
             f"{jsonargparse.__version__}'s message for {case} ({' '.join(words[3:])}); the user would get the raw "
             f"report. Update training/parser_errors.py for it, or keep jsonargparse in pyproject's range. "
-            f"The message: {message}")
+            f"The message: {message}"
+        )
     monkeypatch.undo()
     if sentence is not None:
         assert sentence_of(words) == sentence
@@ -116,7 +125,8 @@ def test_an_unknown_field_of_the_config_is_told_the_fields(monkeypatch):
     message = raw_message(words, monkeypatch)
     assert parser_errors.unknown_net_field(message) == "dimm", (
         f"The pattern for the config field jsonargparse could not place ({PATTERNS['the config field jsonargparse could not place'].pattern!r}) "
-        f"no longer finds `dimm` in jsonargparse {jsonargparse.__version__}'s message: {' '.join(message.split())}")
+        f"no longer finds `dimm` in jsonargparse {jsonargparse.__version__}'s message: {' '.join(message.split())}"
+    )
     monkeypatch.undo()
     assert sentence_of(words).startswith("Unknown option `--model.net.dimm`; the valid fields of ViTConfig are ")
 
@@ -130,7 +140,8 @@ def test_a_recipe_field_of_another_family_is_told_the_fields(tmp_path, monkeypat
     for name in ("the config group", "the unknown option", "the option's owner"):
         assert PATTERNS[name].search(message), (
             f"The rewrite's pattern for {name} ({PATTERNS[name].pattern!r}) no longer matches jsonargparse "
-            f"{jsonargparse.__version__}'s message for a recipe's field of another config: {message}")
+            f"{jsonargparse.__version__}'s message for a recipe's field of another config: {message}"
+        )
     monkeypatch.undo()
     assert sentence_of(words).startswith("Unknown option `--model.net.patch_size`; the valid fields of GPTConfig are ")
 

@@ -55,15 +55,37 @@ def test_seq2seq_decoder_caches_hold_bf16_under_autocast(variant, beam_size, sdp
 
 @pytest.mark.slow
 def test_predict_in_bf16_mixed_continues_prompts_of_different_lengths(in_tmp):
-    tiny = ["--config", str(ROOT / "recipes/quickstart/gpt_stdlib.yaml"), "--trainer.max_steps=2",
-            "--trainer.limit_val_batches=0", "--data.max_files=40", "--data.val_fraction=0.2", "--data.max_len=16",
-            "--model.net.dim=16", "--model.net.num_heads=2", "--model.net.depth=1",
-            f"--data.data_dir={in_tmp / 'data'}", "--trainer.enable_progress_bar=false"]
+    tiny = [
+        "--config",
+        str(ROOT / "recipes/quickstart/gpt_stdlib.yaml"),
+        "--trainer.max_steps=2",
+        "--trainer.limit_val_batches=0",
+        "--data.max_files=40",
+        "--data.val_fraction=0.2",
+        "--data.max_len=16",
+        "--model.net.dim=16",
+        "--model.net.num_heads=2",
+        "--model.net.depth=1",
+        f"--data.data_dir={in_tmp / 'data'}",
+        "--trainer.enable_progress_bar=false",
+    ]
     prompts = in_tmp / "prompts.txt"
     prompts.write_text("def f():\nx\n  return 1\n")  # all cached: 8 + 4 bytes fit max_len
     assert run_main(["fit", *tiny]) == 0
-    assert run_main(["predict", *tiny, "--ckpt_path=last", f"--data.predict_files={prompts}",
-                     "--trainer.precision=bf16-mixed", "--model.max_new_tokens=4", "--model.temperature=0"]) == 0
+    assert (
+        run_main(
+            [
+                "predict",
+                *tiny,
+                "--ckpt_path=last",
+                f"--data.predict_files={prompts}",
+                "--trainer.precision=bf16-mixed",
+                "--model.max_new_tokens=4",
+                "--model.temperature=0",
+            ]
+        )
+        == 0
+    )
     [path] = Path.cwd().glob("runs/**/evaluations/predict_*/predictions.jsonl")
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     assert [row["prompt"] for row in rows] == ["def f():", "x", "  return 1"]

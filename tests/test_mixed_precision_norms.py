@@ -32,6 +32,7 @@ def cuda_norm_policy(monkeypatch) -> list[torch.dtype]:
             with torch.autocast("cpu", enabled=False):
                 rest = [a.float() if torch.is_tensor(a) else a for a in args]  # layer_norm's bias, the eps
                 return norm(input.float(), normalized_shape, None if weight is None else weight.float(), *rest, **kwargs)
+
         return run
 
     monkeypatch.setattr(F, "layer_norm", in_float32(layer_norm))
@@ -44,23 +45,61 @@ def families():
     tokens = torch.randint(3, 30, (2, 8))
     images = torch.randn(2, 1, 8, 8)
     return [
-        ("gpt", lambda a, o: GPT(GPTConfig(vocab_size=30, max_len=8, dim=32, depth=2, num_heads=4, **o), attention=a),
-         (tokens,)),
-        ("text", lambda a, o: TextEncoderClassifier(TextEncoderConfig(vocab_size=30, max_len=9, num_classes=3, pad_id=0, dim=32,
-                                                                       depth=2, num_heads=4, **o), attention=a),
-         (tokens, tokens == 3)),
-        ("seq2seq", lambda a, o: Seq2SeqTransformer(Seq2SeqConfig(pad_id=0, bos_id=1, eos_id=2, vocab_size=30, max_src_len=8,
-                                                                  max_tgt_len=8, dim=32, encoder_depth=1, decoder_depth=1,
-                                                                  num_heads=4, **o), attention=a),
-         (tokens, tokens)),
-        ("vit", lambda a, o: VisionTransformer(ViTConfig(num_classes=3, image_size=8, in_channels=1, patch_size=2, dim=32, depth=2,
-                                           num_heads=4, **{k: v for k, v in o.items() if k != "position"}), attention=a),
-         (images,)),
+        ("gpt", lambda a, o: GPT(GPTConfig(vocab_size=30, max_len=8, dim=32, depth=2, num_heads=4, **o), attention=a), (tokens,)),
+        (
+            "text",
+            lambda a, o: TextEncoderClassifier(
+                TextEncoderConfig(vocab_size=30, max_len=9, num_classes=3, pad_id=0, dim=32, depth=2, num_heads=4, **o),
+                attention=a,
+            ),
+            (tokens, tokens == 3),
+        ),
+        (
+            "seq2seq",
+            lambda a, o: Seq2SeqTransformer(
+                Seq2SeqConfig(
+                    pad_id=0,
+                    bos_id=1,
+                    eos_id=2,
+                    vocab_size=30,
+                    max_src_len=8,
+                    max_tgt_len=8,
+                    dim=32,
+                    encoder_depth=1,
+                    decoder_depth=1,
+                    num_heads=4,
+                    **o,
+                ),
+                attention=a,
+            ),
+            (tokens, tokens),
+        ),
+        (
+            "vit",
+            lambda a, o: VisionTransformer(
+                ViTConfig(
+                    num_classes=3,
+                    image_size=8,
+                    in_channels=1,
+                    patch_size=2,
+                    dim=32,
+                    depth=2,
+                    num_heads=4,
+                    **{k: v for k, v in o.items() if k != "position"},
+                ),
+                attention=a,
+            ),
+            (images,),
+        ),
     ]
 
 
-OPTIONS = [{"norm": "layernorm"}, {"norm": "rmsnorm", "qk_norm": True}, {"qk_norm": True, "position": "rope"},
-           {"norm": "rmsnorm", "position": "alibi"}]
+OPTIONS = [
+    {"norm": "layernorm"},
+    {"norm": "rmsnorm", "qk_norm": True},
+    {"qk_norm": True, "position": "rope"},
+    {"norm": "rmsnorm", "position": "alibi"},
+]
 VARIANTS = ["standard", "nonlinear_query", "super", "standard,kv_heads=2"]
 
 

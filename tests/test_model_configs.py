@@ -25,27 +25,33 @@ def test_a_task_takes_its_config_whole_and_mirrors_none_of_its_fields(task):
     assert set(task.config_class.from_data) <= {f.name for f in fields(task.config_class)}
 
 
-@pytest.mark.parametrize("bad, sentence", [
-    (dict(dim=0), "dim=0 is invalid; it must be a positive integer"),
-    (dict(dropout=1.0), "dropout=1.0 is invalid; it must be in [0, 1)"),
-    (dict(init_std=0.0), "init_std=0.0 is invalid; it must be > 0"),
-    (dict(max_len=-3), "max_len=-3 is invalid"),
-    (dict(mlp_hidden=0), "mlp_hidden=0 is invalid; it must be a positive integer"),
-    (dict(norm="batchnorm"), "Unknown norm 'batchnorm'; valid choices are layernorm, rmsnorm."),
-    (dict(mlp="relu"), "Unknown mlp 'relu'; valid choices are gelu, swiglu."),
-])
+@pytest.mark.parametrize(
+    "bad, sentence",
+    [
+        (dict(dim=0), "dim=0 is invalid; it must be a positive integer"),
+        (dict(dropout=1.0), "dropout=1.0 is invalid; it must be in [0, 1)"),
+        (dict(init_std=0.0), "init_std=0.0 is invalid; it must be > 0"),
+        (dict(max_len=-3), "max_len=-3 is invalid"),
+        (dict(mlp_hidden=0), "mlp_hidden=0 is invalid; it must be a positive integer"),
+        (dict(norm="batchnorm"), "Unknown norm 'batchnorm'; valid choices are layernorm, rmsnorm."),
+        (dict(mlp="relu"), "Unknown mlp 'relu'; valid choices are gelu, swiglu."),
+    ],
+)
 def test_a_config_refuses_a_value_outside_its_limits(bad, sentence):
     with pytest.raises(ConfigError, match=sentence.replace("[", r"\[").replace(")", r"\)")):
         GPTConfig(**bad)
 
 
-@pytest.mark.parametrize("task, bad, sentence", [
-    (CausalLanguageModel, dict(lr=0.0), "lr=0.0 is invalid; it must be > 0."),
-    (CausalLanguageModel, dict(top_k=0), "top_k=0 is invalid; it must be a positive integer or null."),
-    (CausalLanguageModel, dict(top_k=True), "top_k=True is invalid; it must be a positive integer or null."),
-    (Seq2SeqTranslator, dict(bleu_batches=0), "bleu_batches=0 is invalid; it must be a positive integer."),
-    (ImageClassifier, dict(betas=(0.9, 1.0)), "betas=(0.9, 1.0) is invalid; it must be two numbers in [0, 1)."),
-])
+@pytest.mark.parametrize(
+    "task, bad, sentence",
+    [
+        (CausalLanguageModel, dict(lr=0.0), "lr=0.0 is invalid; it must be > 0."),
+        (CausalLanguageModel, dict(top_k=0), "top_k=0 is invalid; it must be a positive integer or null."),
+        (CausalLanguageModel, dict(top_k=True), "top_k=True is invalid; it must be a positive integer or null."),
+        (Seq2SeqTranslator, dict(bleu_batches=0), "bleu_batches=0 is invalid; it must be a positive integer."),
+        (ImageClassifier, dict(betas=(0.9, 1.0)), "betas=(0.9, 1.0) is invalid; it must be two numbers in [0, 1)."),
+    ],
+)
 def test_a_task_refuses_a_value_outside_the_same_table(task, bad, sentence):
     with pytest.raises(ConfigError) as raised:
         task(**bad)
@@ -56,15 +62,39 @@ def test_one_table_holds_the_limits_of_the_configs_and_the_tasks():
     import inspect
 
     from lit_attention.limits import LIMITS
+
     # Every numeric field of a config and every numeric argument of a task has its limits there: a new one
     # without limits would take any number silently.
     # Not limits but choices (Literal, bool, a variant), the data's token ids, and the signatures' own names.
-    unlimited = {"monitor", "attention", "compile", "decay_positions", "decay_value_mix", "pool", "bias", "activation", "tie_weights",
-                 "norm", "mlp", "pad_id", "bos_id", "eos_id", "net", "self", "task", "optimization", "position",
-                 "qk_norm"}
+    unlimited = {
+        "monitor",
+        "attention",
+        "compile",
+        "decay_positions",
+        "decay_value_mix",
+        "pool",
+        "bias",
+        "activation",
+        "tie_weights",
+        "norm",
+        "mlp",
+        "pad_id",
+        "bos_id",
+        "eos_id",
+        "net",
+        "self",
+        "task",
+        "optimization",
+        "position",
+        "qk_norm",
+    }
     names = {f.name for task in TASKS for f in fields(task.config_class)}
-    names |= {name for task in (*TASKS, *(t.__mro__[1] for t in TASKS)) if "__init__" in vars(task)
-              for name in inspect.signature(task.__init__).parameters}
+    names |= {
+        name
+        for task in (*TASKS, *(t.__mro__[1] for t in TASKS))
+        if "__init__" in vars(task)
+        for name in inspect.signature(task.__init__).parameters
+    }
     numeric = names - unlimited
     assert numeric <= set(LIMITS), sorted(numeric - set(LIMITS))
 
@@ -81,8 +111,7 @@ def test_a_config_from_a_dict_names_an_unknown_field_and_a_model_names_a_missing
 
 def test_data_sizes_fill_the_declared_fields_and_data_of_another_kind_is_refused():
     net = {"dim": 32}
-    copy_data_sizes(net, ViTConfig, {"num_classes": 10, "image_size": 8, "in_channels": 1}, "ImageDataModule",
-                    "ImageClassifier")
+    copy_data_sizes(net, ViTConfig, {"num_classes": 10, "image_size": 8, "in_channels": 1}, "ImageDataModule", "ImageClassifier")
     assert net == {"dim": 32, "num_classes": 10, "image_size": 8, "in_channels": 1}
     grown = {"vocab_size": 512}  # a larger vocabulary than the data's is kept; a smaller one is refused
     copy_data_sizes(grown, GPTConfig, {"vocab_size": 256, "max_len": 16}, "LM", "CausalLanguageModel")
@@ -90,16 +119,18 @@ def test_data_sizes_fill_the_declared_fields_and_data_of_another_kind_is_refused
     with pytest.raises(ConfigError, match="--model.net.vocab_size 100 conflicts with the data: LM gives vocab_size=256"):
         copy_data_sizes({"vocab_size": 100}, GPTConfig, {"vocab_size": 256, "max_len": 16}, "LM", "CausalLanguageModel")
     with pytest.raises(ConfigError, match="ImageDataModule does not give vocab_size, which CausalLanguageModel needs"):
-        copy_data_sizes({}, GPTConfig, {"num_classes": 10, "image_size": 8, "in_channels": 1}, "ImageDataModule",
-                        "CausalLanguageModel")
+        copy_data_sizes(
+            {}, GPTConfig, {"num_classes": 10, "image_size": 8, "in_channels": 1}, "ImageDataModule", "CausalLanguageModel"
+        )
     kept = {"dim": 8}  # no sizes at all (print_config offline): nothing is copied and nothing refused
     copy_data_sizes(kept, Seq2SeqConfig, {}, "TranslationDataModule", "Seq2SeqTranslator")
     assert kept == {"dim": 8}
 
 
 def test_hyper_parameters_hold_the_config_as_plain_values():
-    module = TextClassifier(net=TextEncoderConfig(vocab_size=20, max_len=6, num_classes=2, pad_id=0, dim=16,
-                                                  num_heads=2, depth=1), attention="super")
+    module = TextClassifier(
+        net=TextEncoderConfig(vocab_size=20, max_len=6, num_classes=2, pad_id=0, dim=16, num_heads=2, depth=1), attention="super"
+    )
     assert module.hparams.net == module.config.to_dict() and isinstance(module.hparams.net, dict)
     assert module.hparams_initial.net == module.hparams.net  # what the logger and hparams.yaml see
     again = TextClassifier(**module.hparams)  # as load_from_checkpoint builds it
@@ -121,9 +152,9 @@ def test_a_config_field_set_to_null_on_the_command_line(capsys):
     from lit_attention.main import main
     from lit_attention.training.cli_input import nulls_as_mappings
 
-    assert nulls_as_mappings(["--model.net.vocab_size=null", "--model.init_args.net.max_len", "None", "--ckpt_path", "",
-                              "--model.top_k=null"]) == [
-        "--model.net={vocab_size: null}", "--model.net={max_len: null}", "--ckpt_path", "", "--model.top_k=null"]
+    assert nulls_as_mappings(
+        ["--model.net.vocab_size=null", "--model.init_args.net.max_len", "None", "--ckpt_path", "", "--model.top_k=null"]
+    ) == ["--model.net={vocab_size: null}", "--model.net={max_len: null}", "--ckpt_path", "", "--model.top_k=null"]
     recipe = str(Path(__file__).resolve().parents[1] / "recipes/nonlinear_query/gpt3_small.yaml")  # vocab_size 50304
     try:
         main(["fit", "--config", recipe, "--data.tokenizer=bytes", "--model.net.vocab_size", "null", "--print_config"])
@@ -138,10 +169,11 @@ def test_a_bad_block_option_on_the_command_line_is_one_sentence_and_exit_status_
     from lit_attention.main import main
 
     recipe = str(Path(__file__).resolve().parents[1] / "recipes/quickstart/vit_digits.yaml")
-    for argument, sentence in (("--model.net.norm=batchnorm", "--model.net.norm 'batchnorm' is invalid; valid choices "
-                                "are layernorm, rmsnorm."),
-                               ("--model.net.mlp=relu", "--model.net.mlp 'relu' is invalid; valid choices are gelu, swiglu."),
-                               ("--model.net.mlp_hidden=0", "mlp_hidden=0 is invalid; it must be a positive integer.")):
+    for argument, sentence in (
+        ("--model.net.norm=batchnorm", "--model.net.norm 'batchnorm' is invalid; valid choices are layernorm, rmsnorm."),
+        ("--model.net.mlp=relu", "--model.net.mlp 'relu' is invalid; valid choices are gelu, swiglu."),
+        ("--model.net.mlp_hidden=0", "mlp_hidden=0 is invalid; it must be a positive integer."),
+    ):
         with pytest.raises(SystemExit) as exit_:
             main(["fit", "--config", recipe, argument, "--trainer.max_steps=1"])
         error = capsys.readouterr().err
@@ -156,15 +188,23 @@ def test_a_record_from_the_flat_arguments_meets_the_plan_under_its_new_names():
     old = {"model.init_args.dim": 64, "model.init_args.attention": "super", "model.init_args.lr": 0.004}
     assert config_differences(old, {"model.init_args.net.dim": 64, "model.init_args.attention": "super"}) == []
     assert config_differences(old, {"model.init_args.net.dim": 32, "model.init_args.lr": 0.004}) == [
-        "model.init_args.net.dim 64 -> 32"]
+        "model.init_args.net.dim 64 -> 32"
+    ]
 
 
-@pytest.mark.parametrize("family, fields, said, where_used", [
-    ("ViTConfig", {"rope_base": 5.0}, "rope_base=5.0 has no effect, since positions are not rope", {"position": "rope"}),
-    ("GPTConfig", {"mlp": "swiglu", "activation": "gelu_tanh"}, "activation='gelu_tanh' has no effect", {"mlp": "gelu"}),
-    ("GPTConfig", {"mlp_hidden": 48, "mlp_ratio": 2.0}, "mlp_ratio=2.0 has no effect, since mlp_hidden",
-     {"mlp_hidden": None}),
-])
+@pytest.mark.parametrize(
+    "family, fields, said, where_used",
+    [
+        ("ViTConfig", {"rope_base": 5.0}, "rope_base=5.0 has no effect, since positions are not rope", {"position": "rope"}),
+        ("GPTConfig", {"mlp": "swiglu", "activation": "gelu_tanh"}, "activation='gelu_tanh' has no effect", {"mlp": "gelu"}),
+        (
+            "GPTConfig",
+            {"mlp_hidden": 48, "mlp_ratio": 2.0},
+            "mlp_ratio=2.0 has no effect, since mlp_hidden",
+            {"mlp_hidden": None},
+        ),
+    ],
+)
 def test_an_option_the_others_make_no_use_of_is_named_in_one_warning(family, fields, said, where_used):
     import lit_attention.modeling as modeling
 

@@ -26,12 +26,29 @@ def randomise_value_mix(model):
 def build(family, attention, seed=0):
     torch.manual_seed(seed)
     if family == "vit":
-        return VisionTransformer(ViTConfig(image_size=8, patch_size=2, in_channels=1, num_classes=5, depth=2, **SMALL), attention=attention)
+        return VisionTransformer(
+            ViTConfig(image_size=8, patch_size=2, in_channels=1, num_classes=5, depth=2, **SMALL), attention=attention
+        )
     if family == "text":
-        return TextEncoderClassifier(TextEncoderConfig(pad_id=0, vocab_size=VOCAB, max_len=LENGTH, num_classes=3, depth=2, **SMALL), attention=attention)
+        return TextEncoderClassifier(
+            TextEncoderConfig(pad_id=0, vocab_size=VOCAB, max_len=LENGTH, num_classes=3, depth=2, **SMALL), attention=attention
+        )
     if family == "gpt":
         return GPT(GPTConfig(vocab_size=VOCAB, max_len=LENGTH, depth=2, **SMALL), attention=attention)
-    return Seq2SeqTransformer(Seq2SeqConfig(pad_id=0, bos_id=1, eos_id=2, vocab_size=VOCAB, max_src_len=LENGTH, max_tgt_len=LENGTH, encoder_depth=2, decoder_depth=2, **SMALL), attention=attention)
+    return Seq2SeqTransformer(
+        Seq2SeqConfig(
+            pad_id=0,
+            bos_id=1,
+            eos_id=2,
+            vocab_size=VOCAB,
+            max_src_len=LENGTH,
+            max_tgt_len=LENGTH,
+            encoder_depth=2,
+            decoder_depth=2,
+            **SMALL,
+        ),
+        attention=attention,
+    )
 
 
 def batch_for(family, generator):
@@ -103,7 +120,10 @@ def test_seq2seq_decoder_is_causal_and_ignores_padded_source(attention):
 @pytest.mark.parametrize("attention", PRESET_NAMES)
 def test_text_encoder_ignores_padded_content(attention, pool):
     torch.manual_seed(0)
-    model = TextEncoderClassifier(TextEncoderConfig(pad_id=0, vocab_size=VOCAB, max_len=LENGTH, num_classes=3, depth=2, pool=pool, **SMALL), attention=attention)
+    model = TextEncoderClassifier(
+        TextEncoderConfig(pad_id=0, vocab_size=VOCAB, max_len=LENGTH, num_classes=3, depth=2, pool=pool, **SMALL),
+        attention=attention,
+    )
     model = randomise_value_mix(model).eval()
     tokens = torch.randint(1, VOCAB, (3, LENGTH))
     padding = torch.arange(LENGTH)[None] >= torch.tensor([LENGTH, 6, 1])[:, None]
@@ -115,7 +135,9 @@ def test_text_encoder_ignores_padded_content(attention, pool):
 
 
 def test_padding_mask_defaults_to_pad_id():
-    model = TextEncoderClassifier(TextEncoderConfig(vocab_size=VOCAB, max_len=LENGTH, num_classes=3, depth=1, pad_id=0, **SMALL)).eval()
+    model = TextEncoderClassifier(
+        TextEncoderConfig(vocab_size=VOCAB, max_len=LENGTH, num_classes=3, depth=1, pad_id=0, **SMALL)
+    ).eval()
     tokens = torch.randint(1, VOCAB, (2, LENGTH))
     tokens[1, 5:] = 0
     torch.testing.assert_close(model(tokens), model(tokens, tokens == 0))
@@ -131,11 +153,15 @@ def test_parameter_counts(attention):
     assert counts["total"] == sum(p.numel() for p in gpt.parameters())
     assert counts["non_embedding"] == counts["total"] - VOCAB * d - LENGTH * d  # tied head counts once
 
-    vit = VisionTransformer(ViTConfig(image_size=8, patch_size=2, in_channels=1, num_classes=5, depth=1, **SMALL), attention=attention)
+    vit = VisionTransformer(
+        ViTConfig(image_size=8, patch_size=2, in_channels=1, num_classes=5, depth=1, **SMALL), attention=attention
+    )
     tokens = 16 + 1  # 4x4 patches + CLS
     assert vit.blocks[0].attn.max_len == tokens
     with_biases = attention_parameters(attention, d, num_heads=heads, max_len=tokens, bias=True)  # ViT keeps biases
-    assert vit.parameter_counts()["attention"] == with_biases > attention_parameters(attention, d, num_heads=heads, max_len=tokens)
+    assert (
+        vit.parameter_counts()["attention"] == with_biases > attention_parameters(attention, d, num_heads=heads, max_len=tokens)
+    )
 
 
 def test_gpt_generate_returns_requested_length_and_respects_top_k():

@@ -54,8 +54,9 @@ def randomised(module: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
 
 def attention(variant: str, position: str, qk_norm: bool, causal: bool) -> MultiHeadAttention:
     spec = replace(resolve_spec(variant), value_mix_init="normal")
-    return randomised(MultiHeadAttention(DIM, HEADS, spec, max_len=MAX_LEN, causal=causal, qk_norm=qk_norm,
-                                         alibi=position == "alibi"))
+    return randomised(
+        MultiHeadAttention(DIM, HEADS, spec, max_len=MAX_LEN, causal=causal, qk_norm=qk_norm, alibi=position == "alibi")
+    )
 
 
 def rotary_of(position: str, length: int):
@@ -88,10 +89,11 @@ def test_rotary_tables_rotate_each_pair_of_half_columns_by_its_angle():
 def test_alibi_slopes_follow_the_papers_geometric_sequence_for_any_head_count():
     torch.testing.assert_close(alibi_slopes(8), torch.tensor([2.0 ** -(i + 1) for i in range(8)], dtype=torch.float64))
     # 6 heads: the 4-head sequence 2^-2, 2^-4, 2^-6, 2^-8, then every other one of the 8-head sequence.
-    torch.testing.assert_close(alibi_slopes(6), torch.tensor([2.0 ** -2, 2.0 ** -4, 2.0 ** -6, 2.0 ** -8, 2.0 ** -1,
-                                                              2.0 ** -3], dtype=torch.float64))
+    torch.testing.assert_close(
+        alibi_slopes(6), torch.tensor([2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8, 2.0**-1, 2.0**-3], dtype=torch.float64)
+    )
     bias = alibi_bias(alibi_slopes(2), torch.arange(3), torch.arange(4))
-    assert bias.shape == (2, 3, 4) and bias[1, 2, 0] == -2 * 2.0 ** -8 and bias[0, 1, 3] == -2 * 2.0 ** -4
+    assert bias.shape == (2, 3, 4) and bias[1, 2, 0] == -2 * 2.0**-8 and bias[0, 1, 3] == -2 * 2.0**-4
 
 
 # ---------------------------------------------------------------- each option against its definition
@@ -207,8 +209,9 @@ def test_every_combination_decodes_from_the_cache_as_it_recomputes():
             for block_cache in cache:
                 block_cache.attn.keep_first(torch.tensor([4, 2]))
             step = model(tokens[:, 4:5], cache=cache)
-            torch.testing.assert_close(step[1, 0], model(torch.cat([tokens[1:, :2], tokens[1:, 4:5]], 1))[0, -1],
-                                       rtol=1e-9, atol=1e-9, msg=str(case))
+            torch.testing.assert_close(
+                step[1, 0], model(torch.cat([tokens[1:, :2], tokens[1:, 4:5]], 1))[0, -1], rtol=1e-9, atol=1e-9, msg=str(case)
+            )
 
 
 @torch.no_grad()  # forward guarantees: autograd's bookkeeping would only cost time
@@ -221,22 +224,55 @@ def test_encoders_ignore_padding_and_seq2seq_decodes_from_the_cache_with_every_p
         if "kv_heads=1" in variant:
             continue  # kv_heads 2 covers the grouped path; the cache above covers multi-query
         case = (variant, position, qk_norm)
-        encoder = randomised(TextEncoderClassifier(TextEncoderConfig(
-            vocab_size=11, max_len=6, num_classes=3, pad_id=0, dim=DIM, depth=1, num_heads=HEADS, position=position,
-            qk_norm=qk_norm, pool="mean"), variant))
+        encoder = randomised(
+            TextEncoderClassifier(
+                TextEncoderConfig(
+                    vocab_size=11,
+                    max_len=6,
+                    num_classes=3,
+                    pad_id=0,
+                    dim=DIM,
+                    depth=1,
+                    num_heads=HEADS,
+                    position=position,
+                    qk_norm=qk_norm,
+                    pool="mean",
+                ),
+                variant,
+            )
+        )
         tokens = src.masked_fill(src_padding, 0)
         logits = encoder(tokens)
         torch.testing.assert_close(encoder(tokens[1:, :4])[0], logits[1], rtol=1e-9, atol=1e-9, msg=str(case))
-        model = randomised(Seq2SeqTransformer(Seq2SeqConfig(
-            vocab_size=11, max_src_len=6, max_tgt_len=6, pad_id=0, bos_id=1, eos_id=2, dim=DIM, encoder_depth=1,
-            decoder_depth=1, num_heads=HEADS, position=position, qk_norm=qk_norm), variant))
+        model = randomised(
+            Seq2SeqTransformer(
+                Seq2SeqConfig(
+                    vocab_size=11,
+                    max_src_len=6,
+                    max_tgt_len=6,
+                    pad_id=0,
+                    bos_id=1,
+                    eos_id=2,
+                    dim=DIM,
+                    encoder_depth=1,
+                    decoder_depth=1,
+                    num_heads=HEADS,
+                    position=position,
+                    qk_norm=qk_norm,
+                ),
+                variant,
+            )
+        )
         memory = model.encode(src, src_padding)
         target = torch.randint(3, 11, (2, 5))
         cache = model.new_decoder_cache(memory, src_padding)
-        chunks = [model.decode(target[:, :3], memory, src_padding, cache=cache),
-                  model.decode(target[:, 3:], memory, src_padding, cache=cache)]
-        torch.testing.assert_close(torch.cat(chunks, 1), model.decode(target, memory, src_padding),
-                                   rtol=1e-9, atol=1e-9, msg=str(case))
+        chunks = [
+            model.decode(target[:, :3], memory, src_padding, cache=cache),
+            model.decode(target[:, 3:], memory, src_padding, cache=cache),
+        ]
+        torch.testing.assert_close(
+            torch.cat(chunks, 1), model.decode(target, memory, src_padding), rtol=1e-9, atol=1e-9, msg=str(case)
+        )
 
 
 # ---------------------------------------------------------------- accounting
@@ -271,9 +307,12 @@ def test_bad_combinations_are_one_sentence():
         (lambda: MultiHeadAttention(DIM, HEADS, "optimized,kv_heads=1"), "has an identity value"),
         (lambda: resolve_spec("standard,kv_heads=0"), "kv_heads=0 is invalid"),
         (lambda: MultiHeadAttention(DIM, HEADS, cross_attention=True, alibi=True), "alibi=True is for self-attention"),
-        (lambda: MultiHeadAttention(DIM, HEADS, cross_attention=True)(torch.randn(1, 2, DIM), memory=torch.randn(1, 3, DIM),
-                                                                      rotary=rotary_tables(torch.arange(2), 4)),
-         "rotary is for self-attention"),
+        (
+            lambda: MultiHeadAttention(DIM, HEADS, cross_attention=True)(
+                torch.randn(1, 2, DIM), memory=torch.randn(1, 3, DIM), rotary=rotary_tables(torch.arange(2), 4)
+            ),
+            "rotary is for self-attention",
+        ),
         (lambda: TextEncoderConfig(position="none"), "position='none' is invalid for the text encoder"),
         (lambda: Seq2SeqConfig(position="none"), "position='none' is invalid for the encoder-decoder"),
         (lambda: GPTConfig(dim=12, num_heads=4, position="rope"), "needs an even head width, got d_h = dim / num_heads = 3"),

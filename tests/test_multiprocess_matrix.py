@@ -32,8 +32,13 @@ RECIPES = ROOT / "recipes"
 MODES = {
     "one_process": [],
     "ddp": ["--trainer.accelerator=cpu", "--trainer.devices=2", "--trainer.strategy=ddp"],
-    "fsdp": ["--config", str(RECIPES / "trainer/fsdp.yaml"), "--trainer.accelerator=cpu", "--trainer.devices=2",
-             "--trainer.strategy.class_path=cpu_fsdp.CPUFSDPStrategy"],
+    "fsdp": [
+        "--config",
+        str(RECIPES / "trainer/fsdp.yaml"),
+        "--trainer.accelerator=cpu",
+        "--trainer.devices=2",
+        "--trainer.strategy.class_path=cpu_fsdp.CPUFSDPStrategy",
+    ],
 }
 TIMEOUT = 600  # seconds for all of a mode's commands: a hang fails the tests instead of hanging the suite
 
@@ -42,12 +47,23 @@ def shrunk(recipe: str, folder: Path) -> list[str]:
     """The recipe with small sizes and 2 batches a split: everything else is as it ships."""
     path = RECIPES / recipe
     text = path.read_text()
-    depth = (["--model.net.encoder_depth=1", "--model.net.decoder_depth=1"] if "encoder_depth" in text
-             else ["--model.net.depth=1"])
-    steps = (["--trainer.val_check_interval=2"] if "max_steps:" in text else [])  # step-based: validate every 2
-    return ["--config", str(path), *offline_data(path, folder), "--model.net.dim=16", "--model.net.num_heads=2",
-            *depth, "--data.batch_size=4", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=2",
-            "--trainer.limit_test_batches=2", "--model.warmup_steps=1", *steps, f"--run.root={folder / 'runs'}"]
+    depth = ["--model.net.encoder_depth=1", "--model.net.decoder_depth=1"] if "encoder_depth" in text else ["--model.net.depth=1"]
+    steps = ["--trainer.val_check_interval=2"] if "max_steps:" in text else []  # step-based: validate every 2
+    return [
+        "--config",
+        str(path),
+        *offline_data(path, folder),
+        "--model.net.dim=16",
+        "--model.net.num_heads=2",
+        *depth,
+        "--data.batch_size=4",
+        "--trainer.limit_train_batches=2",
+        "--trainer.limit_val_batches=2",
+        "--trainer.limit_test_batches=2",
+        "--model.warmup_steps=1",
+        *steps,
+        f"--run.root={folder / 'runs'}",
+    ]
 
 
 def run_name(recipe: str) -> str:
@@ -67,8 +83,17 @@ def commands(mode: str, folder: Path) -> list[list[str]]:
         base = ["fit", *shrunk(recipe, folder), *MODES[mode], f"--run.name={mode}/{run_name(recipe)}"]
         listed += [[*base, "--trainer.max_steps=2"], [*base, "--trainer.max_steps=4", "--ckpt_path=last", "--run.test=true"]]
     if mode == "fsdp":  # no validation, so no best checkpoint: the test after fit loads last.ckpt into a new copy
-        listed.append(["fit", *shrunk(NO_VALIDATION, folder), *MODES[mode], f"--run.name={mode}/no-validation",
-                       "--trainer.max_steps=2", "--trainer.limit_val_batches=0", "--run.test=true"])
+        listed.append(
+            [
+                "fit",
+                *shrunk(NO_VALIDATION, folder),
+                *MODES[mode],
+                f"--run.name={mode}/no-validation",
+                "--trainer.max_steps=2",
+                "--trainer.limit_val_batches=0",
+                "--run.test=true",
+            ]
+        )
     if mode != "one_process":
         listed += [validate(recipe, mode, folder, MODES[mode]) for recipe in VALIDATED]
     return listed
@@ -87,8 +112,15 @@ def validate(recipe: str, mode: str, folder: Path, layout: list[str]) -> list[st
     and 1, 3, 5, ... to rank 1, so the ranks' first 2 batches hold the same 16 items)."""
     batch = "--data.batch_size=4" if layout else "--data.batch_size=8"
     # In float32 both ways (fsdp.yaml's bf16 would differ from one process by precision, not by syncing).
-    return ["validate", *shrunk(recipe, folder), *layout, f"--run.name={mode}/{run_name(recipe)}", "--ckpt_path=last", batch,
-            "--trainer.precision=32"]
+    return [
+        "validate",
+        *shrunk(recipe, folder),
+        *layout,
+        f"--run.name={mode}/{run_name(recipe)}",
+        "--ckpt_path=last",
+        batch,
+        "--trainer.precision=32",
+    ]
 
 
 # Every command in turn, in this process; under DDP Lightning starts rank 1 once, running this script again,
@@ -121,8 +153,13 @@ def matrix(data_folder) -> dict[str, dict]:
             environment = {**os.environ, **OFFLINE, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
             try:
                 finished = subprocess.run(
-                    [sys.executable, "one_after_the_other.py", f"{mode}.json", f"{mode}.statuses.json"], cwd=data_folder,
-                    capture_output=True, text=True, timeout=TIMEOUT, env=environment)
+                    [sys.executable, "one_after_the_other.py", f"{mode}.json", f"{mode}.statuses.json"],
+                    cwd=data_folder,
+                    capture_output=True,
+                    text=True,
+                    timeout=TIMEOUT,
+                    env=environment,
+                )
                 output = finished.stdout + finished.stderr
             except subprocess.TimeoutExpired as expired:
                 output = f"timed out after {TIMEOUT} s (a hang?):\n{expired.stderr or ''}"
@@ -141,8 +178,8 @@ def test_the_recipe_fits_resumes_and_tests_as_it_ships(mode, recipe, matrix, dat
     ran = matrix(mode)
     assert ran["statuses"] is not None, ran["output"][-4000:]
     index = len(PREPARED) + 2 * MATRIX.index(recipe)
-    assert ran["statuses"][:len(PREPARED)] == [0] * len(PREPARED), ran["output"][-4000:]
-    fit, resumed = ran["statuses"][index: index + 2]
+    assert ran["statuses"][: len(PREPARED)] == [0] * len(PREPARED), ran["output"][-4000:]
+    fit, resumed = ran["statuses"][index : index + 2]
     assert (fit, resumed) == (0, 0), ran["output"][-4000:]
     runs = list((data_folder / "runs" / mode / run_name(recipe)).glob("*/seed_0/version_*"))
     assert len(runs) == 1, runs  # the resume continued the fit's run, in its directory
@@ -165,7 +202,7 @@ def test_every_epoch_metric_of_two_ranks_is_the_one_process_value(mode, recipe, 
     """Each epoch metric TensorBoard shows after a validation on 2 ranks (loss, perplexity, accuracy, F1)
     is synced: it equals what one process computes on the same items and weights."""
     ran = matrix(mode)
-    assert ran["statuses"] is not None and ran["statuses"][-len(VALIDATED):] == [0] * len(VALIDATED), ran["output"][-4000:]
+    assert ran["statuses"] is not None and ran["statuses"][-len(VALIDATED) :] == [0] * len(VALIDATED), ran["output"][-4000:]
     assert "without `sync_dist=True`" not in ran["output"] and "sync_dist=True)` when logging on epoch" not in ran["output"]
     assert run_main(validate(recipe, mode, data_folder, [])) == 0  # one process, on the CPU
     [run] = (data_folder / "runs" / mode / run_name(recipe)).glob("*/seed_0/version_*")
@@ -180,11 +217,34 @@ def test_compare_runs_each_run_on_two_processes_and_resumes_nothing_done(data_fo
     """`compare --devices-per-run 2`: each run a DDP run of 2 processes (on CPU, 2 gloo ranks sharing the
     cores), the recipe as it ships but for sizes and steps; the same command again trains nothing."""
     sizes = [word for word in shrunk("quickstart/vit_digits.yaml", data_folder) if not word.startswith("--run.root")]
-    sweep = ["compare", *sizes, "--trainer.max_steps=4", "--variants", "super", "--baseline", "super", "--seeds", "1", "--test",
-             "--devices-per-run", "2", "--output", str(data_folder / "compare")]
+    sweep = [
+        "compare",
+        *sizes,
+        "--trainer.max_steps=4",
+        "--variants",
+        "super",
+        "--baseline",
+        "super",
+        "--seeds",
+        "1",
+        "--test",
+        "--devices-per-run",
+        "2",
+        "--output",
+        str(data_folder / "compare"),
+    ]
     environment = {**os.environ, **OFFLINE}
-    first, again = (subprocess.run([sys.executable, "-m", "lit_attention", *sweep], cwd=data_folder, capture_output=True,
-                                   text=True, timeout=TIMEOUT, env=environment) for _ in range(2))
+    first, again = (
+        subprocess.run(
+            [sys.executable, "-m", "lit_attention", *sweep],
+            cwd=data_folder,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            env=environment,
+        )
+        for _ in range(2)
+    )
     assert first.returncode == 0, first.stderr[-4000:]
     assert "2 DDP processes each" in first.stdout + first.stderr
     records = [json.loads(p.read_text()) for p in (data_folder / "compare/runs").rglob("record.json")]

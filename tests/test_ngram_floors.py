@@ -29,8 +29,15 @@ def test_the_floors_of_tiny_token_files_equal_a_hand_count(tmp_path):
     files = {"train": "abracadabra\nabc\n", "validation": "cabbage\nzz\n", "test": "abra\n"}
     for split, text in files.items():
         (tmp_path / f"{split}.txt").write_text(text)
-    dm = LanguageModelingDataModule(dataset=None, data_files={s: str(tmp_path / f"{s}.txt") for s in files},
-                                    data_dir=str(tmp_path / "data"), hf_cache_dir=str(tmp_path / "hf"), max_len=2, batch_size=1, num_workers=0)
+    dm = LanguageModelingDataModule(
+        dataset=None,
+        data_files={s: str(tmp_path / f"{s}.txt") for s in files},
+        data_dir=str(tmp_path / "data"),
+        hf_cache_dir=str(tmp_path / "hf"),
+        max_len=2,
+        batch_size=1,
+        num_workers=0,
+    )
     dm.setup("fit")
     floors = dm.ngram_floors()
     dtype = json.loads((dm.cache_dir / "meta.json").read_text())["dtype"]
@@ -48,8 +55,15 @@ def test_the_floors_of_tiny_token_files_equal_a_hand_count(tmp_path):
     assert {k: meta["ngram_floors"][k] for k in ("unigram", "bigram")} == {k: floors[k] for k in ("unigram", "bigram")}
     del meta["ngram_floors"]
     (dm.cache_dir / "meta.json").write_text(json.dumps(meta))
-    again = LanguageModelingDataModule(dataset=None, data_files={s: str(tmp_path / f"{s}.txt") for s in files},
-                                       data_dir=str(tmp_path / "data"), hf_cache_dir=str(tmp_path / "hf"), max_len=2, batch_size=1, num_workers=0)
+    again = LanguageModelingDataModule(
+        dataset=None,
+        data_files={s: str(tmp_path / f"{s}.txt") for s in files},
+        data_dir=str(tmp_path / "data"),
+        hf_cache_dir=str(tmp_path / "hf"),
+        max_len=2,
+        batch_size=1,
+        num_workers=0,
+    )
     again.setup("fit")
     assert again.ngram_floors() == floors
     assert "ngram_floors" in json.loads((dm.cache_dir / "meta.json").read_text())
@@ -67,12 +81,18 @@ def test_a_large_vocabulary_counts_the_same_pairs_sparsely(monkeypatch):
 
 
 def test_the_report_line_is_given_only_for_records_that_have_floors():
-    floors = {"unit": "nats/byte", "train_tokens": 9, "unigram": {"validation": 3.25, "test": 3.5},
-              "bigram": {"validation": 2.375, "test": 2.5}}
+    floors = {
+        "unit": "nats/byte",
+        "train_tokens": 9,
+        "unigram": {"validation": 3.25, "test": 3.5},
+        "bigram": {"validation": 2.375, "test": 2.5},
+    }
     record = {"monitor": "val/loss", "ngram_floors": floors}
-    assert floors_line([record, record]) == ("\nn-gram floors on this data (fitted on the training split, scored on "
-                                             "validation / test): unigram 3.2500 / 3.5000, bigram 2.3750 / 2.5000 "
-                                             "nats/byte.\n")
+    assert floors_line([record, record]) == (
+        "\nn-gram floors on this data (fitted on the training split, scored on "
+        "validation / test): unigram 3.2500 / 3.5000, bigram 2.3750 / 2.5000 "
+        "nats/byte.\n"
+    )
     assert floors_line([{"monitor": "val/loss"}]) == ""  # a committed record from before floors
     assert floors_line([{"monitor": "val/acc", "ngram_floors": floors}]) == ""
     other = {"monitor": "val/loss", "ngram_floors": {**floors, "train_tokens": 10}}

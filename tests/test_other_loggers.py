@@ -26,12 +26,30 @@ def test_a_csv_logger_is_named_after_the_run_and_given_its_labels(in_tmp, capsys
 
     monkeypatch.setattr(other_loggers, "NOTED", set())  # the note is once a process: this test's own
     # As the recipe ships (progress bar, clipping, checkpoints), with two validations that draw attention maps.
-    assert run_main(["fit", "--config", VIT, *CSV, *TINY, "--trainer.max_steps=4", "--trainer.val_check_interval=2",
-                     "--run.attention_maps=true", "--model.attention=super"]) == 0
+    assert (
+        run_main(
+            [
+                "fit",
+                "--config",
+                VIT,
+                *CSV,
+                *TINY,
+                "--trainer.max_steps=4",
+                "--trainer.val_check_interval=2",
+                "--run.attention_maps=true",
+                "--model.attention=super",
+            ]
+        )
+        == 0
+    )
     logs = in_tmp / "logs" / "quickstart" / "vit_digits" / "super" / "seed_0" / "version_0"
     labels = yaml.safe_load((logs / "hparams.yaml").read_text())
     assert {k: labels[k] for k in ("variant", "seed", "recipe", "settings")} == {
-        "variant": "super", "seed": 0, "recipe": "quickstart/vit_digits", "settings": "default"}
+        "variant": "super",
+        "seed": 0,
+        "recipe": "quickstart/vit_digits",
+        "settings": "default",
+    }
     assert labels["params/non_embedding"] > 0 and labels["data/dataset"] == "digits" and labels["attention"] == "super"
     rows = list(csv.DictReader((logs / "metrics.csv").open()))
     assert [r["step"] for r in rows if r.get("val/acc")] == ["1", "3"]  # validations at steps 2 and 4
@@ -42,9 +60,30 @@ def test_a_csv_logger_is_named_after_the_run_and_given_its_labels(in_tmp, capsys
 
 @pytest.mark.slow  # a sweep of four runs
 def test_compare_names_each_runs_csv_logs_by_grid_point_arm_variant_and_seed(in_tmp):
-    assert run_main(["compare", "--config", VIT, "--variants", "standard", "--add-control", "efficient", "--seeds", "2",
-                     "--output", "out", "--parallel", "1", *CSV, *TINY, "--trainer.max_steps=2",
-                     "--trainer.val_check_interval=2"]) == 0
+    assert (
+        run_main(
+            [
+                "compare",
+                "--config",
+                VIT,
+                "--variants",
+                "standard",
+                "--add-control",
+                "efficient",
+                "--seeds",
+                "2",
+                "--output",
+                "out",
+                "--parallel",
+                "1",
+                *CSV,
+                *TINY,
+                "--trainer.max_steps=2",
+                "--trainer.val_check_interval=2",
+            ]
+        )
+        == 0
+    )
     found = sorted(str(p.parent.relative_to(in_tmp / "logs")) for p in (in_tmp / "logs").rglob("metrics.csv"))
     assert len(found) == 4 and len(set(found)) == 4, found
     assert all(name.endswith(("seed_0/version_0", "seed_1/version_0")) for name in found), found
@@ -57,15 +96,18 @@ def test_compare_names_each_runs_csv_logs_by_grid_point_arm_variant_and_seed(in_
 def test_a_logger_missing_a_required_argument_is_one_sentence(in_tmp, capsys):
     assert run_main(["fit", "--config", VIT, "--trainer.logger", "CSVLogger"]) == 2
     [line] = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
-    assert line.startswith("error: --trainer.logger CSVLogger needs save_dir, which it has no default for; add "
-                           "--trainer.logger.save_dir <value>")
+    assert line.startswith(
+        "error: --trainer.logger CSVLogger needs save_dir, which it has no default for; add --trainer.logger.save_dir <value>"
+    )
     assert not (in_tmp / "runs").exists()
 
 
 def test_a_logger_the_user_named_keeps_its_name():
     from jsonargparse import Namespace
 
-    mine = Namespace(class_path="lightning.pytorch.loggers.CSVLogger", init_args=Namespace(save_dir="l", name="mine", version=None))
+    mine = Namespace(
+        class_path="lightning.pytorch.loggers.CSVLogger", init_args=Namespace(save_dir="l", name="mine", version=None)
+    )
     unnamed = Namespace(class_path="lightning.pytorch.loggers.MLFlowLogger", init_args=Namespace(run_name=None))
     trainer = Namespace(logger=[mine, unnamed])
     name_loggers(trainer, "default/efficient/seed_1", "version_2")

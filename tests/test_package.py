@@ -68,8 +68,10 @@ def test_an_unknown_recipe_name_gets_one_sentence_with_the_closest_names(in_tmp,
         main(["fit", "--config", "quickstart/vit_digit"])
     assert exit_.value.code == 2
     [line] = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
-    assert line == ("error: Recipe 'quickstart/vit_digit' does not exist; pass a YAML file, or the name of a recipe the "
-                    "package ships, such as quickstart/vit_digits (did you mean quickstart/vit_digits?).")
+    assert line == (
+        "error: Recipe 'quickstart/vit_digit' does not exist; pass a YAML file, or the name of a recipe the "
+        "package ships, such as quickstart/vit_digits (did you mean quickstart/vit_digits?)."
+    )
 
 
 def test_without_fcntl_a_lock_is_its_held_file(tmp_path, monkeypatch):
@@ -123,31 +125,57 @@ def test_the_built_wheel_runs_a_readme_command_from_an_empty_folder(tmp_path):
     torch again takes minutes); its own `lit_attention` is the wheel's, not the clone's editable one."""
     wheels, venv, empty = tmp_path / "wheels", tmp_path / "venv", tmp_path / "empty"
     empty.mkdir()
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q",
-                            "-w", str(wheels)], capture_output=True, text=True, timeout=300)
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert built.returncode == 0, built.stderr[-3000:]
     [wheel] = wheels.glob("lit_attention-*.whl")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
-    installed = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q",
-                                str(wheel)], capture_output=True, text=True, timeout=300)
+    installed = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert installed.returncode == 0, installed.stderr[-3000:]
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     # A plain path line: the development site-packages joins sys.path, but its .pth files (the editable
     # install's finder) are not run, so nothing points back at the clone.
     (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     from in_process import OFFLINE
 
     env = {**{k: v for k, v in os.environ.items() if not k.startswith(("PYTHONPATH", "LIT_ATTENTION"))}, **OFFLINE}
-    located = subprocess.run([str(python), "-c", "import lit_attention, datamodules; print(lit_attention.__file__, "
-                              "datamodules.__file__)"], cwd=empty, env=env, capture_output=True, text=True, check=True)
+    located = subprocess.run(
+        [str(python), "-c", "import lit_attention, datamodules; print(lit_attention.__file__, datamodules.__file__)"],
+        cwd=empty,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert str(ROOT) not in located.stdout and str(site) in located.stdout, located.stdout
     script = venv / "bin" / "lit-attention"
     version = subprocess.run([str(script), "--version"], cwd=empty, env=env, capture_output=True, text=True, timeout=60)
     assert version.stdout == f"lit-attention {lit_attention.__version__}\n", version.stderr[-2000:]
-    fit = subprocess.run([str(script), "fit", "--config", "quickstart/vit_digits", "--trainer.max_steps", "2"],
-                         cwd=empty, env=env, capture_output=True, text=True, timeout=600)
+    fit = subprocess.run(
+        [str(script), "fit", "--config", "quickstart/vit_digits", "--trainer.max_steps", "2"],
+        cwd=empty,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert fit.returncode == 0, (fit.stdout[-2000:], fit.stderr[-3000:])
     [record] = (empty / "runs" / "quickstart" / "vit_digits" / "standard" / "seed_0").glob("version_*/record.json")
     saved = json.loads(record.read_text())

@@ -11,10 +11,12 @@ from lit_attention.training.callbacks import PredictionWriter, rank_file
 
 
 def trainer(rank: int, world: int, where: str):
-    strategy = SimpleNamespace(broadcast=lambda value: where, barrier=lambda: None,
-                               reduce_boolean_decision=lambda decision, all=True: decision)
-    return SimpleNamespace(world_size=world, global_rank=rank, is_global_zero=rank == 0, strategy=strategy,
-                           received_sigterm=False)
+    strategy = SimpleNamespace(
+        broadcast=lambda value: where, barrier=lambda: None, reduce_boolean_decision=lambda decision, all=True: decision
+    )
+    return SimpleNamespace(
+        world_size=world, global_rank=rank, is_global_zero=rank == 0, strategy=strategy, received_sigterm=False
+    )
 
 
 def test_each_rank_keeps_its_rows_as_they_come_and_rank_0_merges_them_in_input_order(tmp_path):

@@ -13,7 +13,14 @@ import pytest
 from lit_attention.training.preemption import SIGTERM_STATUS, resume_command
 from lit_attention.training.records import TIMING_FIELDS, read_record
 from test_reliability import (  # noqa: F401  (lm_data_dir is a fixture)
-    assert_same_tensors, gpt_args, lm_data_dir, load, run_dirs, run_here, scalars, start,
+    assert_same_tensors,
+    gpt_args,
+    lm_data_dir,
+    load,
+    run_dirs,
+    run_here,
+    scalars,
+    start,
 )
 
 
@@ -51,8 +58,11 @@ def terminate_when_waiting(process, marker: Path, log: Path) -> tuple[int, str]:
 
 
 def waiting(step: int, marker: Path) -> list[str]:
-    return ["--trainer.callbacks+=test_preemption.WaitForSigterm", f"--trainer.callbacks.step={step}",
-            f"--trainer.callbacks.marker={marker}"]
+    return [
+        "--trainer.callbacks+=test_preemption.WaitForSigterm",
+        f"--trainer.callbacks.step={step}",
+        f"--trainer.callbacks.marker={marker}",
+    ]
 
 
 PROMPTS = 40  # lines to predict on, 4 per batch: the signal comes after the third batch
@@ -70,11 +80,24 @@ def preempted(tmp_path_factory, lm_data_dir):  # noqa: F811  (the fixture import
     assert status == 0, stderr[-3000:]
     prompts = root / "prompts.txt"
     prompts.write_text("".join(f"def f{i}(x):\n" for i in range(PROMPTS)))
-    predict = start(["predict", *gpt_args(lm_data_dir), "--run.root=a", "--ckpt_path=last", "--data.batch_size=4",
-                     f"--data.predict_files={prompts}", "--model.max_new_tokens=4", *waiting(2, root / "predict.waiting")],
-                    root, "predict")
-    results = {"fit": terminate_when_waiting(fit, root / "fit.waiting", root / "fit.stderr"),
-               "predict": terminate_when_waiting(predict, root / "predict.waiting", root / "predict.stderr")}
+    predict = start(
+        [
+            "predict",
+            *gpt_args(lm_data_dir),
+            "--run.root=a",
+            "--ckpt_path=last",
+            "--data.batch_size=4",
+            f"--data.predict_files={prompts}",
+            "--model.max_new_tokens=4",
+            *waiting(2, root / "predict.waiting"),
+        ],
+        root,
+        "predict",
+    )
+    results = {
+        "fit": terminate_when_waiting(fit, root / "fit.waiting", root / "fit.stderr"),
+        "predict": terminate_when_waiting(predict, root / "predict.waiting", root / "predict.stderr"),
+    }
     return root, args, results
 
 
@@ -119,11 +142,15 @@ def test_sigterm_stops_predict_after_the_batch_in_progress_keeping_the_predictio
     [predictions] = root.glob("a/**/evaluations/predict_*/predictions.jsonl")
     rows = predictions.read_text().splitlines()
     assert len(rows) == 12 < PROMPTS  # the three batches before the signal, nothing after
-    assert (f"predict stopped on SIGTERM after 12 input(s); the predictions file {predictions} keeps theirs; "
-            "run the same command again to predict every input.") in stderr
+    assert (
+        f"predict stopped on SIGTERM after 12 input(s); the predictions file {predictions} keeps theirs; "
+        "run the same command again to predict every input."
+    ) in stderr
     assert "Traceback" not in stderr
 
 
 def test_the_resume_command_replaces_the_checkpoint_given_by_last():
-    assert resume_command(["fit", "--config", "a b.yaml", "--ckpt_path", "x.ckpt", "--ckpt_path=y"]) == \
-        "lit-attention fit --config 'a b.yaml' --ckpt_path last"
+    assert (
+        resume_command(["fit", "--config", "a b.yaml", "--ckpt_path", "x.ckpt", "--ckpt_path=y"])
+        == "lit-attention fit --config 'a b.yaml' --ckpt_path last"
+    )

@@ -13,8 +13,16 @@ from in_process import run_main  # tests/ is on sys.path under pytest (in_tmp: c
 
 ROOT = Path(__file__).resolve().parents[1]
 GPT = str(ROOT / "recipes/quickstart/gpt_stdlib.yaml")
-SMALL_GPT = ["--config", GPT, "--data.max_files=40", "--data.max_len=16", "--model.net.dim=16",
-             "--model.net.num_heads=2", "--model.net.depth=1", "--trainer.accelerator=cpu"]
+SMALL_GPT = [
+    "--config",
+    GPT,
+    "--data.max_files=40",
+    "--data.max_len=16",
+    "--model.net.dim=16",
+    "--model.net.num_heads=2",
+    "--model.net.depth=1",
+    "--trainer.accelerator=cpu",
+]
 TWO_PROCESSES = ["--trainer.devices=2", "--trainer.strategy=ddp"]
 
 

@@ -36,9 +36,13 @@ class EightThenFourGPUs:
 
     def __init__(self, monkeypatch, count: int, current: int) -> None:
         self.states = {device: torch.full((16,), device, dtype=torch.uint8) for device in range(count)}
-        for name, value in {"is_available": lambda: True, "device_count": lambda: count,
-                            "current_device": lambda: current, "get_rng_state": lambda device: self.states[device].clone(),
-                            "set_rng_state": self.set}.items():
+        for name, value in {
+            "is_available": lambda: True,
+            "device_count": lambda: count,
+            "current_device": lambda: current,
+            "get_rng_state": lambda device: self.states[device].clone(),
+            "set_rng_state": self.set,
+        }.items():
             monkeypatch.setattr(torch.cuda, name, value)
 
     def set(self, state, device) -> None:

@@ -52,9 +52,22 @@ from in_process import run_main  # tests/ is on sys.path under pytest (in_tmp: c
 ROOT = Path(__file__).resolve().parents[1]
 # The documents whose blocks run, in the order their commands run: the tour's fit before the pages that
 # use its run, the recipes' fits before the resume in guarantees.md.
-DOCUMENTS = ["README.md", "docs/tutorial.md", "docs/recipes.md", "docs/models.md", "docs/guarantees.md",
-             "docs/statistics.md", "docs/gpus.md", "docs/adding-a-variant.md", "docs/testing.md", "docs/layout.md",
-             "docs/DESIGN.md", "docs/reference/fit.md", "docs/reference/compare.md", "docs/reference/inspect.md"]
+DOCUMENTS = [
+    "README.md",
+    "docs/tutorial.md",
+    "docs/recipes.md",
+    "docs/models.md",
+    "docs/guarantees.md",
+    "docs/statistics.md",
+    "docs/gpus.md",
+    "docs/adding-a-variant.md",
+    "docs/testing.md",
+    "docs/layout.md",
+    "docs/DESIGN.md",
+    "docs/reference/fit.md",
+    "docs/reference/compare.md",
+    "docs/reference/inspect.md",
+]
 TEXTS = {name: (ROOT / name).read_text(encoding="utf-8") for name in DOCUMENTS}
 README = TEXTS["README.md"]
 README_LIMIT = 12_000
@@ -63,16 +76,33 @@ ON_A_COPY = "docs/adding-a-variant.md"
 LIT = ".venv/bin/lit-attention"
 QUICKSTART = {"recipes/quickstart/vit_digits.yaml", "recipes/quickstart/gpt_stdlib.yaml", "recipes/quickstart/text_stdlib.yaml"}
 NET = ["--model.net.dim=16", "--model.net.depth=1", "--model.net.num_heads=2"]
-TINY_VIT = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1",
-            "--trainer.limit_test_batches=1", "--trainer.enable_progress_bar=false", *NET]
+TINY_VIT = [
+    "--trainer.max_epochs=1",
+    "--trainer.limit_train_batches=2",
+    "--trainer.limit_val_batches=1",
+    "--trainer.limit_test_batches=1",
+    "--trainer.enable_progress_bar=false",
+    *NET,
+]
 TINY = {  # by recipe (None: no --config)
     "recipes/quickstart/vit_digits.yaml": TINY_VIT,
     None: TINY_VIT,
     "recipes/quickstart/gpt_stdlib.yaml": [
-        "--trainer.max_steps=2", "--trainer.val_check_interval=2", "--trainer.enable_progress_bar=false",
-        "--data.max_files=60", "--data.val_fraction=0.2", "--data.val_windows=4", "--data.max_len=16", *NET],
+        "--trainer.max_steps=2",
+        "--trainer.val_check_interval=2",
+        "--trainer.enable_progress_bar=false",
+        "--data.max_files=60",
+        "--data.val_fraction=0.2",
+        "--data.val_windows=4",
+        "--data.max_len=16",
+        *NET,
+    ],
     "recipes/quickstart/text_stdlib.yaml": [
-        *TINY_VIT, "--data.windows_per_class=12", "--data.windows_per_file=2", "--data.max_len=16"],
+        *TINY_VIT,
+        "--data.windows_per_class=12",
+        "--data.windows_per_file=2",
+        "--data.max_len=16",
+    ],
 }
 # The stand-ins for what a cluster or the user provides: torchrun's node rank and master, SLURM's counts.
 VARIABLES = {"$NODE_RANK": "0", "$MASTER": "127.0.0.1", '"$SLURM_NNODES"': "2", '"$SLURM_GPUS_PER_NODE"': "8"}
@@ -107,8 +137,11 @@ def recipe_of(words: list[str]) -> str | None:
 
 def expensive(words: list[str]) -> bool:
     """Needs GPUs, a cluster, several nodes or a download: only its arguments are checked."""
-    return words[0] != LIT or (words[1] not in ("compare", "inspect") and recipe_of(words) not in QUICKSTART and
-                               "--model" not in words) or "--launcher" in words
+    return (
+        words[0] != LIT
+        or (words[1] not in ("compare", "inspect") and recipe_of(words) not in QUICKSTART and "--model" not in words)
+        or "--launcher" in words
+    )
 
 
 def lit(args: list[str]) -> int:
@@ -174,13 +207,13 @@ def repo(in_tmp):
 
 def test_every_shell_command_calls_what_make_installed():
     """One way throughout: the programs in .venv/bin (or make, sbatch); nothing a fresh clone lacks on PATH."""
-    assert SHELL and all(words[0] in ("make", "sbatch", LIT, ".venv/bin/torchrun") for words in SHELL), \
-        [shlex.join(words) for words in SHELL if words[0] not in ("make", "sbatch", LIT, ".venv/bin/torchrun")]
+    assert SHELL and all(words[0] in ("make", "sbatch", LIT, ".venv/bin/torchrun") for words in SHELL), [
+        shlex.join(words) for words in SHELL if words[0] not in ("make", "sbatch", LIT, ".venv/bin/torchrun")
+    ]
     assert ["make", "test"] in SHELL  # the README's test command is CI's
 
 
-INLINE = [shlex.split(span) for name in DOCUMENTS
-          for span in re.findall(r"`((?:\.venv/bin/|make |bash )[^`]*)`", TEXTS[name])]
+INLINE = [shlex.split(span) for name in DOCUMENTS for span in re.findall(r"`((?:\.venv/bin/|make |bash )[^`]*)`", TEXTS[name])]
 
 
 def script_help_status(words: list[str]) -> int:
@@ -239,16 +272,20 @@ def test_every_docs_page_is_run_and_linked():
     generated references, which docs/reference/fit.md stands for."""
     pages = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "docs").rglob("*.md"))
     assert sorted(DOCUMENTS[1:]) == pages
-    assert all(f"({page})" in README for page in pages if not page.startswith("docs/reference/") or
-               page == "docs/reference/fit.md"), [page for page in pages if f"({page})" not in README]
+    assert all(
+        f"({page})" in README for page in pages if not page.startswith("docs/reference/") or page == "docs/reference/fit.md"
+    ), [page for page in pages if f"({page})" not in README]
 
 
 def test_readme_is_a_landing_page():
     """README.md: what the suite is for, the two commands, the tour, the variants table and links."""
     assert len(README) <= README_LIMIT, f"README.md has {len(README)} characters; move text into docs/"
     assert ["make", "demo"] in SHELL and ["make", "test"] in SHELL
-    assert [w[1] for w in SHELL if w[0] == LIT and w in [c for b in blocks("bash", "README.md") for c in commands(b)]] \
-        == ["fit", "inspect", "compare"]
+    assert [w[1] for w in SHELL if w[0] == LIT and w in [c for b in blocks("bash", "README.md") for c in commands(b)]] == [
+        "fit",
+        "inspect",
+        "compare",
+    ]
 
 
 def test_relative_links_point_at_files():
@@ -266,16 +303,21 @@ def test_relative_links_point_at_files():
 def test_commands_on_a_copy_are_the_variant_pages():
     """The page's `.venv/bin/python` commands regenerate the tables and run the preset's tests, and only
     that page has them (test_adding_a_variant.py runs them)."""
-    assert [w[:3] for w in COPY_COMMANDS] == [[".venv/bin/python", "-m", "lit_attention.modeling.variant_tables"],
-                                              [".venv/bin/python", "-m", "pytest"]], COPY_COMMANDS
+    assert [w[:3] for w in COPY_COMMANDS] == [
+        [".venv/bin/python", "-m", "lit_attention.modeling.variant_tables"],
+        [".venv/bin/python", "-m", "pytest"],
+    ], COPY_COMMANDS
     assert all(words[0] != ".venv/bin/python" for words in SHELL), SHELL
 
 
 @pytest.mark.slow
 def test_parse_only_commands_parse(repo, capsys):
     """--help, --print_config, and what needs GPUs, nodes, SLURM or a download (their arguments only)."""
-    cheap = [w for w in SHELL if w[0] != "make" and ("--help" in w or "--print_config" in w or
-                                                   (expensive(w) and "--launcher" not in w))]
+    cheap = [
+        w
+        for w in SHELL
+        if w[0] != "make" and ("--help" in w or "--print_config" in w or (expensive(w) and "--launcher" not in w))
+    ]
     assert len(cheap) >= 6, cheap  # help, print_config, DDP, torchrun, sbatch, translation fit and predict
     for words in cheap:
         run_command(words, repo)
@@ -287,8 +329,15 @@ def test_training_blocks_run_in_order(repo):
     """fit, inspect, test, predict and the resume, in DOCUMENTS order with tiny sizes: inspect, test and
     predict find the runs the fits above them trained, and the resume continues its run instead of
     starting another."""
-    trained = [w for w in SHELL if w[0] == LIT and w[1] in ("fit", "test", "predict", "inspect") and not expensive(w)
-               and "--help" not in w and "--print_config" not in w]
+    trained = [
+        w
+        for w in SHELL
+        if w[0] == LIT
+        and w[1] in ("fit", "test", "predict", "inspect")
+        and not expensive(w)
+        and "--help" not in w
+        and "--print_config" not in w
+    ]
     assert [w[1] for w in trained] == ["fit", "inspect", "test", "predict", "fit", "fit", "fit", "predict", "fit"], trained
     for words in trained:
         run_command(words, repo)

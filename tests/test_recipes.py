@@ -77,8 +77,14 @@ def offline_home(tmp_path_factory):
     """An empty working directory and a private home for every cache, for the whole module."""
     home = tmp_path_factory.mktemp("recipes")
     saved = dict(os.environ)
-    os.environ.update({"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(home / "hf_home"),
-                       "TORCH_HOME": str(home / "torch_home")})
+    os.environ.update(
+        {
+            "HF_HUB_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
+            "HF_HOME": str(home / "hf_home"),
+            "TORCH_HOME": str(home / "torch_home"),
+        }
+    )
     # The libraries read HF_HUB_OFFLINE when imported, maybe before this module: set what they read, or
     # the GPT-2 tokenizer's lookup spends its network retries (about 20 s per recipe) before failing.
     flags = [(datasets.config, "HF_HUB_OFFLINE"), (huggingface_hub.constants, "HF_HUB_OFFLINE")]
@@ -181,8 +187,7 @@ def test_in_process_printing_is_what_the_console_script_prints(offline_home, cap
     in_process = print_config(configs, capsys)
     script = Path(sys.executable).with_name("lit-attention")
     command = [str(script)] if script.exists() else [sys.executable, "-m", "lit_attention"]
-    done = subprocess.run([*command, "fit", *config_args(configs), "--print_config"], capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run([*command, "fit", *config_args(configs), "--print_config"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert yaml.safe_load(done.stdout) == in_process
 
@@ -232,9 +237,14 @@ def test_nonlinear_query_arms_are_the_authors_settings(plans):
         plan = plans[NQ / f"{arm}.yaml"]
         model = plan.config.model.init_args
         assert (model.attention, model.net.mlp_ratio, model.lr, model.weight_decay, model.net.tie_weights) == (
-            attention, mlp_ratio, lr, weight_decay, tied), arm
+            attention,
+            mlp_ratio,
+            lr,
+            weight_decay,
+            tied,
+        ), arm
         layer = next(m for m in plan.model.modules() if isinstance(m, MultiHeadAttention))
-        assert layer.scale == pytest.approx((0.5 if half else 1.0) / 64 ** 0.5), arm
+        assert layer.scale == pytest.approx((0.5 if half else 1.0) / 64**0.5), arm
         assert model.decay_positions, arm  # every >= 2-D parameter decayed, as nanoGPT and the authors
         for section in ("trainer", "data", "seed_everything"):
             assert plan.config[section] == base[section], (arm, section)
@@ -330,13 +340,14 @@ def test_llama_style_quickstart_is_the_stdlib_quickstart_in_a_modern_block(plans
     for section in ("trainer", "data", "seed_everything"):
         assert llama.config[section] == classic.config[section], section
     model, base = llama.config.model.init_args, classic.config.model.init_args
-    assert {k for k in model.keys() if model[k] != base[k]} == {
-        "attention", "net.position", "net.norm", "net.mlp"}
+    assert {k for k in model.keys() if model[k] != base[k]} == {"attention", "net.position", "net.norm", "net.mlp"}
 
 
-@pytest.mark.parametrize("overlay", sorted(p for p in (ROOT / "recipes").rglob("*.yaml")
-                                           if p.read_text().startswith("# Overlay for")),
-                         ids=lambda p: str(p.relative_to(ROOT / "recipes")))
+@pytest.mark.parametrize(
+    "overlay",
+    sorted(p for p in (ROOT / "recipes").rglob("*.yaml") if p.read_text().startswith("# Overlay for")),
+    ids=lambda p: str(p.relative_to(ROOT / "recipes")),
+)
 def test_an_overlay_run_alone_is_one_sentence_naming_the_recipe_it_stacks_on(overlay, in_tmp, capsys):
     from in_process import run_main
 

@@ -13,11 +13,25 @@ from test_datamodules_text import write_pairs_json, write_reviews  # tests/ is o
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "recipes"
 NQ = RECIPES / "nonlinear_query"
-SMALL_GPT = ["--model.net.dim=64", "--model.net.depth=1", "--model.net.num_heads=2", "--model.net.vocab_size=null",
-             "--data.dataset=stdlib", "--data.tokenizer=bytes", "--data.max_len=64", "--data.max_files=20",
-             "--data.val_fraction=0.2"]
-CPU_FAST_DEV_RUN = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.num_nodes=1", "--trainer.strategy=auto",
-                    "--trainer.precision=32", "--trainer.fast_dev_run=true"]
+SMALL_GPT = [
+    "--model.net.dim=64",
+    "--model.net.depth=1",
+    "--model.net.num_heads=2",
+    "--model.net.vocab_size=null",
+    "--data.dataset=stdlib",
+    "--data.tokenizer=bytes",
+    "--data.max_len=64",
+    "--data.max_files=20",
+    "--data.val_fraction=0.2",
+]
+CPU_FAST_DEV_RUN = [
+    "--trainer.accelerator=cpu",
+    "--trainer.devices=1",
+    "--trainer.num_nodes=1",
+    "--trainer.strategy=auto",
+    "--trainer.precision=32",
+    "--trainer.fast_dev_run=true",
+]
 # A batch of 2 meets every part of the recipe a batch of 64 meets, at a fraction of the CPU (translation
 # decodes each validation item greedily, token by token).
 SMALL_BATCH = ["--data.batch_size=2"]
@@ -54,12 +68,20 @@ def offline_data(recipe: Path, folder: Path) -> list[str]:
     if "ImageDataModule" in text:
         return ["--data.dataset=digits", "--data.rand_augment=false"]
     if "TextClassificationDataModule" in text:
-        return [f"--data.data_files={{train: {folder / 'reviews' / 'train.parquet'}, test: {folder / 'reviews' / 'test.parquet'}}}",
-                "--data.dataset=null", "--data.max_len=32", "--data.vocab_size=300"]
+        return [
+            f"--data.data_files={{train: {folder / 'reviews' / 'train.parquet'}, test: {folder / 'reviews' / 'test.parquet'}}}",
+            "--data.dataset=null",
+            "--data.max_len=32",
+            "--data.vocab_size=300",
+        ]
     if "TranslationDataModule" in text:
         # Targets of up to 32 tokens: validation decodes (beam search) to the longest target the model takes.
-        return [f"--data.data_files={{train: {folder / 'pairs.jsonl'}}}", "--data.dataset=null", "--data.vocab_size=320",
-                "--data.max_tgt_len=32"]
+        return [
+            f"--data.data_files={{train: {folder / 'pairs.jsonl'}}}",
+            "--data.dataset=null",
+            "--data.vocab_size=320",
+            "--data.max_tgt_len=32",
+        ]
     raise AssertionError(f"{recipe}: which offline data stands in for its download?")
 
 
@@ -69,8 +91,14 @@ def test_every_recipe_runs_a_fast_dev_run(recipe, workdir, monkeypatch, capsys):
     monkeypatch.chdir(workdir)  # data/ and the runs land here, not in the repository
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     stack = [NQ / "gpt3_small.yaml", recipe] if NQ in recipe.parents and recipe.name != "gpt3_small.yaml" else [recipe]
-    argv = ["fit", *[w for c in stack for w in ("--config", str(c))], *CPU_FAST_DEV_RUN,
-            f"--run.root={workdir / 'runs'}", *offline_data(recipe, workdir), *SMALL_BATCH]
+    argv = [
+        "fit",
+        *[w for c in stack for w in ("--config", str(c))],
+        *CPU_FAST_DEV_RUN,
+        f"--run.root={workdir / 'runs'}",
+        *offline_data(recipe, workdir),
+        *SMALL_BATCH,
+    ]
     try:
         main(argv)
     except SystemExit as exit_:

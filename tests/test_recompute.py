@@ -96,8 +96,7 @@ def test_a_misprinted_number_of_the_cross_fit_over_every_point_is_named(tmp_path
     section_check.check_section(copy, checker)
     out = capsys.readouterr().out
     assert checker.total_mismatches == 2
-    assert (f"MISMATCH {SECTION} extended cross-fit, super, test/acc (other half's choice): "
-            "printed '0.9577 ± 0.0092'") in out
+    assert (f"MISMATCH {SECTION} extended cross-fit, super, test/acc (other half's choice): printed '0.9577 ± 0.0092'") in out
     assert f"MISMATCH {SECTION} extended cross-fit comparison, super, difference: printed '+0.0199'" in out
 
 
@@ -132,20 +131,34 @@ def test_a_wrong_number_of_comparisons_csv_is_named(tmp_path, capsys, recompute_
 # arm that does at N what the baseline does at 1.3·N, two rates (the better one falls with size, so the
 # tuned-rate trend has a slope) and two seeds, with a little noise seeded per run.
 DIM = "model.init_args.net.dim"
-SCALED_COMMAND = ("lit-attention compare --config recipes/quickstart/gpt_stdlib.yaml --variants standard,nonlinear_query "
-                  "--arm standard+12.5%;standard;model.init_args.net.mlp_ratio=4.5 "
-                  f"--scale {DIM}=16,32,64,128 --tokens-per-parameter 20 --grid model.init_args.lr=1e-3,3e-3 --seeds 2 "
-                  "--test --output out")
-ARMS = (("standard", "standard", 1.0, 1.0), ("standard+12.5%", "standard", 1.125, 1.0),
-        ("nonlinear_query", "nonlinear_query", 1.0, 1.3))  # (arm, variant, parameters x, worth x)
+SCALED_COMMAND = (
+    "lit-attention compare --config recipes/quickstart/gpt_stdlib.yaml --variants standard,nonlinear_query "
+    "--arm standard+12.5%;standard;model.init_args.net.mlp_ratio=4.5 "
+    f"--scale {DIM}=16,32,64,128 --tokens-per-parameter 20 --grid model.init_args.lr=1e-3,3e-3 --seeds 2 "
+    "--test --output out"
+)
+ARMS = (
+    ("standard", "standard", 1.0, 1.0),
+    ("standard+12.5%", "standard", 1.125, 1.0),
+    ("nonlinear_query", "nonlinear_query", 1.0, 1.3),
+)  # (arm, variant, parameters x, worth x)
 
 
 def synthetic_record(arm: str, variant: str, seed: int, settings: dict, params: float, loss: float) -> dict:
     steps = int(settings["max_steps"])
-    return {"variant": variant, "seed": seed, "settings": settings, "monitor": "val/loss", "mode": "min",
-            "curve": [[0, steps, loss]], "best": {"epoch": 0, "step": steps, "value": loss}, "final": loss,
-            "test": {"test/loss": loss + 0.05}, "train_flops": 6 * params * steps * 64,
-            "params": {"total": params + 100, "non_embedding": params, "attention": params / 3}}
+    return {
+        "variant": variant,
+        "seed": seed,
+        "settings": settings,
+        "monitor": "val/loss",
+        "mode": "min",
+        "curve": [[0, steps, loss]],
+        "best": {"epoch": 0, "step": steps, "value": loss},
+        "final": loss,
+        "test": {"test/loss": loss + 0.05},
+        "train_flops": 6 * params * steps * 64,
+        "params": {"total": params + 100, "non_embedding": params, "attention": params / 3},
+    }
 
 
 @pytest.fixture(scope="module")
@@ -162,8 +175,12 @@ def scaled_output(tmp_path_factory) -> Path:
     parts = []
     for dim in (16, 32, 64, 128):
         n = 10.0 * dim
-        budget = (("tokens_per_parameter", "20"), ("tokens_per_step", "64"), ("max_steps", str(round(20 * n / 64))),
-                  ("warmup_steps", "3"))
+        budget = (
+            ("tokens_per_parameter", "20"),
+            ("tokens_per_step", "64"),
+            ("max_steps", str(round(20 * n / 64))),
+            ("warmup_steps", "3"),
+        )
         size = Size(f"dim={dim}", ((DIM, str(dim)),), budget)
         points = [(("model.init_args.lr", lr),) for lr in ("1e-3", "3e-3")]
         plan = Plan(arms=[arm for arm, *_ in ARMS], points=points, seeds=[0, 1])
@@ -205,8 +222,7 @@ def test_a_scaled_sweeps_report_agrees_with_its_records(scaled_output, capsys, r
 
 
 @pytest.mark.slow
-def test_a_misprinted_law_multiplier_or_rate_of_a_scaled_sweep_is_named(scaled_output, tmp_path, capsys,
-                                                                         recompute_modules):
+def test_a_misprinted_law_multiplier_or_rate_of_a_scaled_sweep_is_named(scaled_output, tmp_path, capsys, recompute_modules):
     printed_numbers, _ = recompute_modules
     import scaled_check
 
@@ -225,10 +241,12 @@ def test_a_misprinted_law_multiplier_or_rate_of_a_scaled_sweep_is_named(scaled_o
     m = multiplier.split(" | ")[5].split(" ")[0]
     wrong_m = f"{float(m) + 0.02:.3g}"
     rate = next(line for line in text.splitlines() if line.startswith("| standard | 4 | "))
-    changed = (text.replace(law, law.replace(f"| {alpha} [", f"| {wrong_alpha} ["))
-               .replace(multiplier, multiplier.replace(f"| {m} [", f"| {wrong_m} [", 1))
-               .replace(rate, rate.replace("| -0.634 [", "| -0.635 ["))
-               .replace("| 64 | 200 | 3 |", "| 64 | 201 | 3 |"))
+    changed = (
+        text.replace(law, law.replace(f"| {alpha} [", f"| {wrong_alpha} ["))
+        .replace(multiplier, multiplier.replace(f"| {m} [", f"| {wrong_m} [", 1))
+        .replace(rate, rate.replace("| -0.634 [", "| -0.635 ["))
+        .replace("| 64 | 200 | 3 |", "| 64 | 201 | 3 |")
+    )
     (copy / "results.md").write_text(changed, encoding="utf-8")
     checker = printed_numbers.Checker()
     scaled_check.check_scaled(copy, checker)
@@ -241,8 +259,10 @@ def test_a_misprinted_law_multiplier_or_rate_of_a_scaled_sweep_is_named(scaled_o
 
 
 ITEMS_SECTION = "super_mechanism"  # a section whose runs keep their per-example outcomes
-ITEM_ROW = ("| super | 10 × 360 | +0.0242 | [+0.0161, +0.0331] | [+0.0086, +0.0406] | McNemar: 53 items for, "
-            "19 against | 7.56e-05 | 0.000529 |")
+ITEM_ROW = (
+    "| super | 10 × 360 | +0.0242 | [+0.0161, +0.0331] | [+0.0086, +0.0406] | McNemar: 53 items for, "
+    "19 against | 7.56e-05 | 0.000529 |"
+)
 
 
 def items_copy(tmp_path: Path) -> tuple[Path, str]:

@@ -12,8 +12,17 @@ timm = pytest.importorskip("timm", reason="timm is in the dev extra")
 
 
 def random_gpt2(vocab=97, positions=24, dim=32, layers=2, heads=4, n_inner=None):
-    config = transformers.GPT2Config(vocab_size=vocab, n_positions=positions, n_embd=dim, n_layer=layers, n_head=heads,
-                                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, n_inner=n_inner)
+    config = transformers.GPT2Config(
+        vocab_size=vocab,
+        n_positions=positions,
+        n_embd=dim,
+        n_layer=layers,
+        n_head=heads,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        n_inner=n_inner,
+    )
     torch.manual_seed(0)
     reference = transformers.GPT2LMHeadModel(config).double().eval()
     with torch.no_grad():  # every weight random, biases and norms included: nothing hides behind zeros and ones
@@ -79,20 +88,55 @@ def test_from_gpt2_rejects_a_foreign_state_dict():
 
 def test_vit_with_timm_eps_computes_timm_vision_transformer_logits():
     torch.manual_seed(0)
-    reference = timm.models.vision_transformer.VisionTransformer(
-        img_size=8, patch_size=2, in_chans=1, num_classes=10, embed_dim=32, depth=2, num_heads=4, mlp_ratio=2.0,
-        qkv_bias=True, class_token=True, global_pool="token",
-    ).double().eval()
+    reference = (
+        timm.models.vision_transformer.VisionTransformer(
+            img_size=8,
+            patch_size=2,
+            in_chans=1,
+            num_classes=10,
+            embed_dim=32,
+            depth=2,
+            num_heads=4,
+            mlp_ratio=2.0,
+            qkv_bias=True,
+            class_token=True,
+            global_pool="token",
+        )
+        .double()
+        .eval()
+    )
     with torch.no_grad():
         for p in reference.parameters():
             p.copy_(torch.randn_like(p) * 0.2 + (1.0 if p.dim() == 1 else 0.0) * 0.5)
-    ours = VisionTransformer(ViTConfig(image_size=8, patch_size=2, in_channels=1, num_classes=10, dim=32, depth=2, num_heads=4, mlp_ratio=2.0, norm_eps=1e-6)).double().eval()
+    ours = (
+        VisionTransformer(
+            ViTConfig(
+                image_size=8,
+                patch_size=2,
+                in_channels=1,
+                num_classes=10,
+                dim=32,
+                depth=2,
+                num_heads=4,
+                mlp_ratio=2.0,
+                norm_eps=1e-6,
+            )
+        )
+        .double()
+        .eval()
+    )
     ours.load_state_dict(timm_vit_state_dict(reference.state_dict()))
     images = torch.randn(4, 1, 8, 8, dtype=torch.float64)
     expected = reference(images)
     torch.testing.assert_close(ours(images), expected, rtol=0, atol=1e-10)
     # timm's LayerNorm eps (1e-6) differs from torch's default (1e-5): with 1e-5 the logits move.
-    default_eps = VisionTransformer(ViTConfig(image_size=8, patch_size=2, in_channels=1, num_classes=10, dim=32, depth=2, num_heads=4, mlp_ratio=2.0)).double().eval()
+    default_eps = (
+        VisionTransformer(
+            ViTConfig(image_size=8, patch_size=2, in_channels=1, num_classes=10, dim=32, depth=2, num_heads=4, mlp_ratio=2.0)
+        )
+        .double()
+        .eval()
+    )
     default_eps.load_state_dict(ours.state_dict())
     assert (default_eps(images) - expected).abs().max() > 1e-9
 
@@ -103,25 +147,54 @@ def random_timm_rope_vit(indexing="xy"):
     float32 even in a float64 model (about 2e-9 on these logits), so it is rebuilt in float64 with timm's
     own function and timm's frequencies, 100^(-i/(d_h/4)), computed in float64."""
     torch.manual_seed(0)
-    reference = timm.models.eva.Eva(
-        img_size=8, patch_size=2, in_chans=1, num_classes=10, embed_dim=32, depth=2, num_heads=2, mlp_ratio=2.0,
-        attn_type="rope", qkv_bias=True, class_token=True, global_pool="token", use_abs_pos_emb=False,
-        use_rot_pos_emb=True, rope_grid_indexing=indexing, rope_temperature=100.0,
-    ).double().eval()
+    reference = (
+        timm.models.eva.Eva(
+            img_size=8,
+            patch_size=2,
+            in_chans=1,
+            num_classes=10,
+            embed_dim=32,
+            depth=2,
+            num_heads=2,
+            mlp_ratio=2.0,
+            attn_type="rope",
+            qkv_bias=True,
+            class_token=True,
+            global_pool="token",
+            use_abs_pos_emb=False,
+            use_rot_pos_emb=True,
+            rope_grid_indexing=indexing,
+            rope_temperature=100.0,
+        )
+        .double()
+        .eval()
+    )
     with torch.no_grad():
         for p in reference.parameters():
             p.copy_(torch.randn_like(p) * 0.2 + (1.0 if p.dim() == 1 else 0.0) * 0.5)
     bands = 1.0 / 100.0 ** (torch.arange(4, dtype=torch.float64) / 4)  # d_h / 4 = 4 per axis
     sin, cos = timm.layers.pos_embed_sincos.build_rotary_pos_embed(
-        [4, 4], bands=bands, in_pixels=False, grid_indexing=indexing, dtype=torch.float64)
+        [4, 4], bands=bands, in_pixels=False, grid_indexing=indexing, dtype=torch.float64
+    )
     reference.rope.pos_embed = torch.cat([sin, cos], dim=-1)
     return reference
 
 
 def test_vit_with_rope_computes_timm_axial_rope_vit_logits():
     reference = random_timm_rope_vit()
-    config = ViTConfig(image_size=8, patch_size=2, in_channels=1, num_classes=10, dim=32, depth=2, num_heads=2,
-                       mlp_ratio=2.0, norm_eps=1e-6, position="rope", rope_base=100.0)
+    config = ViTConfig(
+        image_size=8,
+        patch_size=2,
+        in_channels=1,
+        num_classes=10,
+        dim=32,
+        depth=2,
+        num_heads=2,
+        mlp_ratio=2.0,
+        norm_eps=1e-6,
+        position="rope",
+        rope_base=100.0,
+    )
     ours = VisionTransformer(config).double().eval()
     ours.load_state_dict(timm_rope_vit_state_dict(reference.state_dict(), num_heads=2))
     images = torch.randn(4, 1, 8, 8, dtype=torch.float64)

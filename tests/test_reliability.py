@@ -38,18 +38,30 @@ VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
 SMALL = dict(dim=32, depth=1, num_heads=4)
 QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false", "--trainer.log_every_n_steps=1"]
 # ThroughputMonitor's counters restart with each process and its rates are wall-clock: never compared.
-TIMING_TAGS = tuple(f"{stage}/{name}" for stage in ("train", "validate")
-                    for name in ("device/", "time", "batches", "samples", "lengths", "flops"))
+TIMING_TAGS = tuple(
+    f"{stage}/{name}" for stage in ("train", "validate") for name in ("device/", "time", "batches", "samples", "lengths", "flops")
+)
 
 
 def gpt_args(data_dir) -> list[str]:
     """A 32-wide, 1-layer GPT with dropout on 40 stdlib files: 5 batches per epoch, validation every
     4 steps, 12 steps in all (3 epochs, the last one cut short)."""
     return [
-        "--config", GPT, "--trainer.max_steps=12", "--model.warmup_steps=2",
-        "--data.max_files=40", "--data.val_windows=8", "--data.max_len=32", "--data.batch_size=8",
-        "--data.train_windows_per_epoch=40", "--trainer.val_check_interval=4", "--model.net.dim=32",
-        "--model.net.depth=1", "--model.net.dropout=0.1", "--trainer.deterministic=true", f"--data.data_dir={data_dir}",
+        "--config",
+        GPT,
+        "--trainer.max_steps=12",
+        "--model.warmup_steps=2",
+        "--data.max_files=40",
+        "--data.val_windows=8",
+        "--data.max_len=32",
+        "--data.batch_size=8",
+        "--data.train_windows_per_epoch=40",
+        "--trainer.val_check_interval=4",
+        "--model.net.dim=32",
+        "--model.net.depth=1",
+        "--model.net.dropout=0.1",
+        "--trainer.deterministic=true",
+        f"--data.data_dir={data_dir}",
         *QUIET,
     ]
 
@@ -88,8 +100,11 @@ def load(path: Path) -> dict:
 def scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     events = EventAccumulator(str(run_dir))  # applies TensorBoard's purge of points a resumed run logs again
     events.Reload()
-    return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]
-            if not tag.startswith(TIMING_TAGS)}
+    return {
+        tag: [(e.step, e.value) for e in events.Scalars(tag)]
+        for tag in events.Tags()["scalars"]
+        if not tag.startswith(TIMING_TAGS)
+    }
 
 
 def assert_same_tensors(a, b, where="") -> None:
@@ -141,7 +156,8 @@ class KillWhileSaving(L.Callback):
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint) -> None:
         if trainer.global_step == self.step and any(
-                isinstance(frame.frame.f_locals.get("self"), LastCheckpoint) for frame in inspect.stack(context=0)):
+            isinstance(frame.frame.f_locals.get("self"), LastCheckpoint) for frame in inspect.stack(context=0)
+        ):
             checkpoint["zz_kill"] = _KillWhenPickled()  # pickled last, after the weights
 
 
@@ -165,8 +181,13 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1"}  # one core per run; and bit-exact sums ne
 
 def start(args: list[str], cwd: Path, name: str) -> subprocess.Popen:
     """The CLI in the background, its stderr going to `<cwd>/<name>.stderr`."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **ONE_THREAD,
-           "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        **ONE_THREAD,
+        "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+    }
     with open(cwd / f"{name}.stderr", "w") as stderr:
         return subprocess.Popen([*CLI, *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
 
@@ -187,13 +208,30 @@ def gpt_runs(tmp_path_factory, lm_data_dir):
         "uninterrupted": start([*args, "--run.checkpoint_every_n_steps=3", "--run.root=a"], root, "uninterrupted"),
         # last.ckpt is written at steps 3 (periodic), 4 (validation), 5 (epoch end), 6 (periodic) and 8
         # (validation): the kill lands inside that last write, in the middle of the second epoch.
-        "killed": start([*args, "--run.checkpoint_every_n_steps=3", "--run.root=b",
-                         "--trainer.callbacks+=test_reliability.KillWhileSaving", "--trainer.callbacks.step=8"],
-                        root, "killed"),
+        "killed": start(
+            [
+                *args,
+                "--run.checkpoint_every_n_steps=3",
+                "--run.root=b",
+                "--trainer.callbacks+=test_reliability.KillWhileSaving",
+                "--trainer.callbacks.step=8",
+            ],
+            root,
+            "killed",
+        ),
     }
     # --ckpt_path last with no earlier run simply starts one (a job script can always pass it).
-    nan = run_here([*args, "--run.checkpoint_every_n_steps=2", "--run.root=nan", "--ckpt_path=last",
-                    "--trainer.callbacks+=test_reliability.PoisonWeightsAt", "--trainer.callbacks.step=7"], root)
+    nan = run_here(
+        [
+            *args,
+            "--run.checkpoint_every_n_steps=2",
+            "--run.root=nan",
+            "--ckpt_path=last",
+            "--trainer.callbacks+=test_reliability.PoisonWeightsAt",
+            "--trainer.callbacks.step=7",
+        ],
+        root,
+    )
     return root, {**finish(root, processes), "nan": nan}
 
 
@@ -210,8 +248,9 @@ def test_killed_run_resumes_to_bit_identical_weights_and_metrics(gpt_runs, lm_da
     assert survivor["loops"]["fit_loop"]["state_dict"]["combined_loader"] == [{"epoch": 1, "batches": 1}]
     assert list((run_b / "checkpoints").glob(".last.ckpt.*.tmp"))  # what the killed write left behind
 
-    status, stderr = run_here(["fit", *gpt_args(lm_data_dir), "--run.checkpoint_every_n_steps=3", "--run.root=b",
-                               "--ckpt_path=last"], root)
+    status, stderr = run_here(
+        ["fit", *gpt_args(lm_data_dir), "--run.checkpoint_every_n_steps=3", "--run.root=b", "--ckpt_path=last"], root
+    )
     assert status == 0, stderr[-3000:]
     assert run_dirs(root / "b") == [run_b]  # continued in place, no new version
     assert not list((run_b / "checkpoints").glob(".*.tmp"))  # and cleaned up
@@ -328,12 +367,20 @@ def test_last_checkpoint_is_written_every_n_steps_after_validations_and_at_epoch
     inputs, targets = _lm_items(20)
     data = list(zip(inputs, targets))
     last = RecordingLastCheckpoint(every_n_steps=3, dirpath=str(tmp_path))
-    trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,
-                        callbacks=[last], num_sanity_val_steps=0,
-                        limit_val_batches=1, **schedule)
+    trainer = L.Trainer(
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[last],
+        num_sanity_val_steps=0,
+        limit_val_batches=1,
+        **schedule,
+    )
     model = CausalLanguageModel(net=dict(vocab_size=40, max_len=12, **SMALL), warmup_steps=1)
-    trainer.fit(model, make_loader(data, batch_size=4, num_workers=0, shuffle=True),
-                make_loader(data, batch_size=4, num_workers=0))
+    trainer.fit(
+        model, make_loader(data, batch_size=4, num_workers=0, shuffle=True), make_loader(data, batch_size=4, num_workers=0)
+    )
     assert last.saved_at == expected
     assert load(tmp_path / "last.ckpt")["global_step"] == expected[-1]
 
@@ -347,9 +394,16 @@ def test_last_checkpoint_knows_the_best_checkpoint_chosen_at_the_same_epoch_end(
     inputs, targets = _lm_items(20)
     data = list(zip(inputs, targets))
     newest = ModelCheckpoint(dirpath=tmp_path, monitor=None, save_top_k=1, filename="{epoch}-{step}")  # each epoch's
-    trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,
-                        callbacks=[newest, LastCheckpoint(every_n_steps=None)], num_sanity_val_steps=0,
-                        limit_val_batches=1, max_epochs=2)
+    trainer = L.Trainer(
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[newest, LastCheckpoint(every_n_steps=None)],
+        num_sanity_val_steps=0,
+        limit_val_batches=1,
+        max_epochs=2,
+    )
     model = CausalLanguageModel(net=dict(vocab_size=40, max_len=12, **SMALL), warmup_steps=1)
     trainer.fit(model, make_loader(data, batch_size=4, num_workers=0), make_loader(data, batch_size=4, num_workers=0))
     states = load(tmp_path / "last.ckpt")["callbacks"]
@@ -379,9 +433,21 @@ def test_nan_loss_stops_the_run_naming_the_step_and_keeps_the_last_good_checkpoi
 
 
 VIT_ARGS = [  # dropout, drop-path, augmentation and shuffling all draw random numbers: the seed must fix every one
-    "fit", "--config", VIT, "--trainer.max_epochs=3", "--trainer.limit_train_batches=4", "--trainer.limit_val_batches=2",
-    "--data.batch_size=32", "--data.random_affine=true", "--model.net.dim=32", "--model.net.depth=1", "--model.net.dropout=0.1", "--model.net.drop_path=0.1",
-    "--trainer.deterministic=true", "--run.checkpoint_every_n_steps=2", *QUIET,
+    "fit",
+    "--config",
+    VIT,
+    "--trainer.max_epochs=3",
+    "--trainer.limit_train_batches=4",
+    "--trainer.limit_val_batches=2",
+    "--data.batch_size=32",
+    "--data.random_affine=true",
+    "--model.net.dim=32",
+    "--model.net.depth=1",
+    "--model.net.dropout=0.1",
+    "--model.net.drop_path=0.1",
+    "--trainer.deterministic=true",
+    "--run.checkpoint_every_n_steps=2",
+    *QUIET,
 ]
 
 
@@ -391,8 +457,14 @@ def vit_runs(tmp_path_factory):
     one killed in the middle of its second epoch (after the periodic checkpoint of step 6)."""
     root = tmp_path_factory.mktemp("vit")
     kill = ["--run.root=killed", "--trainer.callbacks+=test_reliability.KillAtStep", "--trainer.callbacks.step=7"]
-    return root, finish(root, {"first": start(VIT_ARGS, root, "first"), "second": start(VIT_ARGS, root, "second"),
-                               "killed": start([*VIT_ARGS, *kill], root, "killed")})
+    return root, finish(
+        root,
+        {
+            "first": start(VIT_ARGS, root, "first"),
+            "second": start(VIT_ARGS, root, "second"),
+            "killed": start([*VIT_ARGS, *kill], root, "killed"),
+        },
+    )
 
 
 @pytest.mark.slow
@@ -409,8 +481,7 @@ def test_two_runs_started_together_get_own_directories_and_identical_metrics(vit
     curves = scalars(first)
     assert {"val/acc", "val/loss", "train/loss_step"} <= curves.keys()
     assert curves == scalars(second)  # bit-identical floats, every step
-    assert_same_tensors(load(first / "checkpoints/last.ckpt")["state_dict"],
-                        load(second / "checkpoints/last.ckpt")["state_dict"])
+    assert_same_tensors(load(first / "checkpoints/last.ckpt")["state_dict"], load(second / "checkpoints/last.ckpt")["state_dict"])
 
 
 @pytest.mark.slow
@@ -478,14 +549,22 @@ def _empty_file(path: Path) -> str:
 LOCAL_TEXT = ["--data.dataset=null", "--data.max_files=null"]
 # case: (extra arguments given the test's directory, expected words)
 BAD_INPUTS = {
-    "unknown recipe key": (lambda d: ["--config", _write(d / "typo.yaml", "trainer:\n  max_stepz: 3\n")],
-                           "Option 'trainer.max_stepz' is not accepted"),
-    "unknown model key in a recipe": (lambda d: ["--config", _write(d / "typo.yaml", "model:\n  init_args:\n    dimm: 3\n")],
-                                      "Option 'dimm' is not accepted by lit_attention.training.tasks.CausalLanguageModel"),
-    "missing local file": (lambda d: [*LOCAL_TEXT, f"--data.data_files={d}/missing.txt"],
-                           "missing.txt' (split 'train') does not exist"),
-    "empty local file": (lambda d: [*LOCAL_TEXT, f"--data.data_files={_empty_file(d / 'empty.txt')}"],
-                         "empty.txt' (split 'train') is empty"),
+    "unknown recipe key": (
+        lambda d: ["--config", _write(d / "typo.yaml", "trainer:\n  max_stepz: 3\n")],
+        "Option 'trainer.max_stepz' is not accepted",
+    ),
+    "unknown model key in a recipe": (
+        lambda d: ["--config", _write(d / "typo.yaml", "model:\n  init_args:\n    dimm: 3\n")],
+        "Option 'dimm' is not accepted by lit_attention.training.tasks.CausalLanguageModel",
+    ),
+    "missing local file": (
+        lambda d: [*LOCAL_TEXT, f"--data.data_files={d}/missing.txt"],
+        "missing.txt' (split 'train') does not exist",
+    ),
+    "empty local file": (
+        lambda d: [*LOCAL_TEXT, f"--data.data_files={_empty_file(d / 'empty.txt')}"],
+        "empty.txt' (split 'train') is empty",
+    ),
     "missing checkpoint": (lambda d: [f"--ckpt_path={d}/nowhere.ckpt"], "nowhere.ckpt' does not exist"),
     "corrupted checkpoint": (lambda d: [f"--ckpt_path={_garbage(d / 'junk.ckpt')}"], "junk.ckpt' cannot be read"),
     "truncated checkpoint": (lambda d: [f"--ckpt_path={_truncated_checkpoint(d / 'half.ckpt')}"], "half.ckpt' cannot be read"),
@@ -494,7 +573,9 @@ BAD_INPUTS = {
         "attention is 'standard' in the checkpoint but 'residual_query' here",  # same shapes: caught by name
     ),
     "checkpoint of other sizes": (
-        lambda d: [f"--ckpt_path={_lm_checkpoint(d / 'wide.ckpt', dim=64)}"], "net.dim is 64 in the checkpoint but 32 here"),
+        lambda d: [f"--ckpt_path={_lm_checkpoint(d / 'wide.ckpt', dim=64)}"],
+        "net.dim is 64 in the checkpoint but 32 here",
+    ),
     "optimizer override": (lambda d: ["--optimizer=SGD"], "--optimizer is not available: every task builds AdamW"),
     "non-positive learning rate": (lambda d: ["--model.lr=0"], "lr=0.0 is invalid; it must be > 0."),
     # Only found when the data is first loaded (prepare_data), the first expensive step of a run.
@@ -538,8 +619,14 @@ def test_bad_input_fails_before_training_with_one_sentence(case, tmp_path, monke
 
 def _first_batch_error(module: L.LightningModule, inputs: torch.Tensor, targets: torch.Tensor) -> ConfigError:
     """The ConfigError a one-batch fit raises, after checking that no optimizer step ran."""
-    trainer = L.Trainer(accelerator="cpu", max_steps=1, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False)
+    trainer = L.Trainer(
+        accelerator="cpu",
+        max_steps=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     loader = DataLoader(list(zip(inputs, targets)), batch_size=len(inputs))
     with pytest.raises(ConfigError) as caught:
         trainer.fit(module, loader)
@@ -557,13 +644,26 @@ def _tokens(batch: int, length: int, bad_id: int | None = None) -> torch.Tensor:
 @pytest.mark.parametrize(
     "make_module, inputs, targets, message",
     [
-        (lambda: CausalLanguageModel(net=dict(vocab_size=40, max_len=12, **SMALL)), _tokens(4, 12, bad_id=59), _tokens(4, 12),
-         "The inputs hold token id 59, out of range for the model's vocab_size=40 (valid ids are 0 to 39)"),
-        (lambda: CausalLanguageModel(net=dict(vocab_size=40, max_len=16, **SMALL), attention="super"), _tokens(4, 20), _tokens(4, 20),
-         "The input sequences have 20 positions, more than max_len=16, the size of W_A of 'super'"),
-        (lambda: ImageClassifier(net=dict(num_classes=10, image_size=8, in_channels=1, patch_size=2, **SMALL), attention="super"),
-         torch.zeros(4, 1, 16, 16), torch.zeros(4, dtype=torch.long),
-         "The images are 1x16x16 (channels x height x width, 64 patches) but the model was built for 1x8x8 (17 tokens"),
+        (
+            lambda: CausalLanguageModel(net=dict(vocab_size=40, max_len=12, **SMALL)),
+            _tokens(4, 12, bad_id=59),
+            _tokens(4, 12),
+            "The inputs hold token id 59, out of range for the model's vocab_size=40 (valid ids are 0 to 39)",
+        ),
+        (
+            lambda: CausalLanguageModel(net=dict(vocab_size=40, max_len=16, **SMALL), attention="super"),
+            _tokens(4, 20),
+            _tokens(4, 20),
+            "The input sequences have 20 positions, more than max_len=16, the size of W_A of 'super'",
+        ),
+        (
+            lambda: ImageClassifier(
+                net=dict(num_classes=10, image_size=8, in_channels=1, patch_size=2, **SMALL), attention="super"
+            ),
+            torch.zeros(4, 1, 16, 16),
+            torch.zeros(4, dtype=torch.long),
+            "The images are 1x16x16 (channels x height x width, 64 patches) but the model was built for 1x8x8 (17 tokens",
+        ),
     ],
     ids=["vocabulary", "super-max-len", "image-size"],
 )

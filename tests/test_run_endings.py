@@ -13,9 +13,17 @@ from lit_attention.training.records import read_record
 
 ROOT = Path(__file__).resolve().parents[1]
 VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
-TINY_VIT = ["--config", VIT, "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1",
-            "--model.net.dim=16", "--model.net.num_heads=2", "--model.net.depth=1",
-            "--trainer.enable_progress_bar=false", "--trainer.log_every_n_steps=1"]
+TINY_VIT = [
+    "--config",
+    VIT,
+    "--trainer.limit_train_batches=2",
+    "--trainer.limit_val_batches=1",
+    "--model.net.dim=16",
+    "--model.net.num_heads=2",
+    "--model.net.depth=1",
+    "--trainer.enable_progress_bar=false",
+    "--trainer.log_every_n_steps=1",
+]
 
 
 def fit(*args: str) -> tuple[dict, Path]:
@@ -26,8 +34,13 @@ def fit(*args: str) -> tuple[dict, Path]:
 
 @pytest.mark.slow
 def test_a_step_budget_shorter_than_an_epoch_validates_the_final_weights(in_tmp):
-    record, run = fit("--trainer.max_epochs=1", "--trainer.max_steps=1", "--run.test=true", "--data.batch_size=16",
-                      "--trainer.limit_test_batches=1")
+    record, run = fit(
+        "--trainer.max_epochs=1",
+        "--trainer.max_steps=1",
+        "--run.test=true",
+        "--data.batch_size=16",
+        "--trainer.limit_test_batches=1",
+    )
     assert [point[:2] for point in record["curve"]] == [[0, 1]]
     assert record["best"]["step"] == 1 and record["final"] == record["best"]["value"]
     assert [p.name for p in (run / "checkpoints").glob("best-*.ckpt")] == ["best-0-1.ckpt"]
@@ -46,12 +59,13 @@ def test_an_epoch_the_validation_interval_skips_is_validated_when_it_is_the_last
 
 @pytest.mark.slow
 def test_a_run_with_validation_switched_off_tests_its_final_weights_and_says_so(in_tmp, capsys):
-    record, run = fit("--trainer.max_epochs=1", "--trainer.limit_val_batches=0", "--run.test=true",
-                      "--trainer.limit_test_batches=1")
+    record, run = fit(
+        "--trainer.max_epochs=1", "--trainer.limit_val_batches=0", "--run.test=true", "--trainer.limit_test_batches=1"
+    )
     assert record["curve"] == [] and record["best"] is None  # no validation is added where none is asked for
     assert not list((run / "checkpoints").glob("best-*.ckpt"))
     assert record["test_checkpoint"] == "last" and "test/acc" in record["test"]
-    assert "so --run.test scores the final weights (record.json: test_checkpoint \"last\")" in capsys.readouterr().err
+    assert 'so --run.test scores the final weights (record.json: test_checkpoint "last")' in capsys.readouterr().err
 
 
 @pytest.mark.slow

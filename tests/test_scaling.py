@@ -32,13 +32,18 @@ def synthetic_sweep(rng, seeds=5, sizes=5, multiplier=1.3, noise=0.02, shared=0.
     better = arm_law or (lambda n: true_loss(multiplier * n))
     arms = {"standard": {}, "better": {}}
     for i in range(sizes):
-        n = 1e5 * 2 ** i
+        n = 1e5 * 2**i
         common = rng.normal(0, shared, seeds)
         for arm, params, law in (("standard", n, true_loss), ("better", 0.9 * n, better)):
             values = law(params) + common + rng.normal(0, noise, seeds)
             tested = values + rng.normal(0, noise, seeds)
-            arms[arm][f"size{i}"] = SizeRuns(params, 6 * params * TOKENS_PER_PARAMETER * params,
-                                             dict(enumerate(values)), dict(enumerate(tested)), lr=1e-2 / 2 ** (i / 2))
+            arms[arm][f"size{i}"] = SizeRuns(
+                params,
+                6 * params * TOKENS_PER_PARAMETER * params,
+                dict(enumerate(values)),
+                dict(enumerate(tested)),
+                lr=1e-2 / 2 ** (i / 2),
+            )
     return arms
 
 
@@ -65,12 +70,17 @@ def test_the_fit_recovers_the_law_and_the_multipliers_of_a_known_sweep():
         assert m.low <= 1.3 <= m.high
         assert m.ratio == pytest.approx(0.9)
     for m in rows(analysis, axis="flops"):
-        assert m.value == pytest.approx(1.3 ** 2, rel=0.1)
+        assert m.value == pytest.approx(1.3**2, rel=0.1)
 
 
 def test_three_sizes_fit_a_pure_power_law_and_say_why():
-    arms = {arm: {size: SizeRuns(n, n, {s: 7.0 * n ** -0.2 * (1 + 0.001 * s) for s in range(4)}, {})
-                  for size, n in (("a", 1e4), ("b", 1e5), ("c", 1e6))} for arm in ("standard", "other")}
+    arms = {
+        arm: {
+            size: SizeRuns(n, n, {s: 7.0 * n**-0.2 * (1 + 0.001 * s) for s in range(4)}, {})
+            for size, n in (("a", 1e4), ("b", 1e5), ("c", 1e6))
+        }
+        for arm in ("standard", "other")
+    }
     analysis = analyse(arms, "standard", resamples=200)
     law = analysis.fits[("standard", "params")].law
     assert law.pure and law.E == 0
@@ -92,12 +102,15 @@ def test_the_vectorised_bootstrap_fit_finds_the_minimum_scipy_finds():
     for pure in (False, True):
         E_many, A_many, alpha_many = fit_many(x, losses, pure)
         for i in range(len(losses)):
+
             def law(x, E, A, alpha):
                 return (0.0 if pure else E) + A * np.exp(-alpha * x)
+
             found = []
             for start in (0.05, 0.3, 1.0):
-                (E, A, alpha), _ = curve_fit(law, x, losses[i], p0=[1.0, 0.5, start],
-                                              bounds=([0, 0, low], [np.inf, np.inf, high]))
+                (E, A, alpha), _ = curve_fit(
+                    law, x, losses[i], p0=[1.0, 0.5, start], bounds=([0, 0, low], [np.inf, np.inf, high])
+                )
                 found.append((np.sum((law(x, E, A, alpha) - losses[i]) ** 2), alpha))
             error, alpha = min(found)
             profile = np.sum((law(x, E_many[i], A_many[i], alpha_many[i]) - losses[i]) ** 2)
@@ -131,9 +144,13 @@ def test_pairing_narrows_the_interval_when_the_arms_share_seed_noise():
     with every seed common, m's interval is far narrower than with disjoint seeds (unpaired)."""
     arms = synthetic_sweep(np.random.default_rng(5), seeds=8, noise=0.002, shared=0.03)
     paired = analyse(arms, "standard", resamples=500, axes=("params",))
-    shifted = {arm: {size: SizeRuns(r.params, r.flops, {s + (100 if arm == "better" else 0): v
-                                                         for s, v in r.validation.items()}, {})
-                     for size, r in runs.items()} for arm, runs in arms.items()}
+    shifted = {
+        arm: {
+            size: SizeRuns(r.params, r.flops, {s + (100 if arm == "better" else 0): v for s, v in r.validation.items()}, {})
+            for size, r in runs.items()
+        }
+        for arm, runs in arms.items()
+    }
     unpaired = analyse(shifted, "standard", resamples=500, axes=("params",))
     assert any("unpaired" in n for n in unpaired.notes) and not any("unpaired" in n for n in paired.notes)
     width = lambda analysis: rows(analysis)[2].high - rows(analysis)[2].low  # noqa: E731
@@ -171,8 +188,7 @@ def test_an_arm_without_a_finished_run_at_a_size_is_fitted_on_the_others():
     del arms["better"]["size2"]
     arms["standard"].pop("size3")  # the baseline missing at another size: its law bridges it
     analysis = analyse(arms, "standard", resamples=200)
-    assert "`standard` has no finished run with a validation value at size size3: its laws use its other sizes." \
-        in analysis.notes
+    assert "`standard` has no finished run with a validation value at size size3: its laws use its other sizes." in analysis.notes
     at_size3 = [m for m in rows(analysis) if m.size == "size3"][0]
     assert math.isnan(at_size3.ratio) and at_size3.value == pytest.approx(1.3, rel=0.2)
 
@@ -226,6 +242,7 @@ def test_a_loss_that_steepens_past_the_law_is_said_to_miss_it():
     """A loss that falls faster at the largest sizes than any E + A·N^(−α) can (as a small model's does
     once it leaves the n-gram plateau): the sentence names the arm, its χ² and p and the size it misses
     most, and leaves the baseline, which follows its law, out."""
+
     def steepening(n):
         n = np.asarray(n, dtype=float)
         return true_loss(n) - 0.4 * (n > 7e5)  # the two largest sizes fall below the law's reach
@@ -245,8 +262,7 @@ def test_when_every_law_misses_one_sentence_says_so_with_one_example():
     for arm in arms.values():
         for label, runs in arm.items():
             drop = 0.4 if runs.params > 7e5 else 0.0
-            arm[label] = SizeRuns(runs.params, runs.flops, {k: v - drop for k, v in runs.validation.items()},
-                                  runs.test, runs.lr)
+            arm[label] = SizeRuns(runs.params, runs.flops, {k: v - drop for k, v in runs.validation.items()}, runs.test, runs.lr)
     missed = [n for n in analyse(arms, "standard", resamples=100).notes if "no law fits its sizes" in n]
     assert len(missed) == 1 and missed[0].startswith("On validation values, no law fits its sizes")
     assert "every law misses them, with χ² " in missed[0] and "'s law against " in missed[0]
@@ -268,7 +284,7 @@ def test_the_misfit_statistic_is_the_weighted_fits_normal_scores_summed():
         law = scaling_laws.fit_law(x, mean, pure)
         fit = ArmFit("a", "params", tuple(f"s{i}" for i in range(sizes)), x, mean, np.zeros((2, sizes)), e, k, law)
         found = fit.misfit()
-        form = (lambda v, A, a: A * v ** -a) if pure else (lambda v, E_, A, a: E_ + A * v ** -a)
+        form = (lambda v, A, a: A * v**-a) if pure else (lambda v, E_, A, a: E_ + A * v**-a)
         start = [A, ALPHA] if pure else [E, A, ALPHA]
         weighted, _ = curve_fit(form, x, mean, p0=start, sigma=e, absolute_sigma=True, maxfev=20000)
         p_each = 2 * stats.t.sf(np.abs(mean - form(x, *weighted)) / e, k - 1)
@@ -281,8 +297,7 @@ def test_the_misfit_statistic_is_the_weighted_fits_normal_scores_summed():
 def test_a_loss_the_baseline_never_reaches_makes_the_interval_a_bound():
     """An arm whose loss levels off below the baseline's floor E: past some size no baseline size
     reaches it, so m there is only bounded (≥ the ceiling), which the section prints and says."""
-    arms = synthetic_sweep(np.random.default_rng(0), arm_law=lambda n: 1.6 + A * np.asarray(n) ** -ALPHA,
-                           noise=0.002, shared=0.0)
+    arms = synthetic_sweep(np.random.default_rng(0), arm_law=lambda n: 1.6 + A * np.asarray(n) ** -ALPHA, noise=0.002, shared=0.0)
     analysis = analyse(arms, "standard", resamples=200)
     far = rows(analysis, extrapolated=True)[-1]
     assert far.side(far.value) == "past" and far.side(far.high) == "past"
@@ -318,16 +333,19 @@ def test_the_section_is_the_same_bytes_every_time():
 @pytest.mark.slow  # matplotlib's import and one render: about 2.5 s on 2 busy cores
 def test_the_figure_is_written_and_linked(tmp_path):
     arms = synthetic_sweep(np.random.default_rng(4))
-    section = scaling_section(arms, "standard", resamples=50, figure=tmp_path / "scaling.png",
-                              floor_losses={"unigram": 3.1, "bigram": 2.4})
+    section = scaling_section(
+        arms, "standard", resamples=50, figure=tmp_path / "scaling.png", floor_losses={"unigram": 3.1, "bigram": 2.4}
+    )
     assert section.endswith("![scaling](scaling.png)\n")
     assert (tmp_path / "scaling.png").stat().st_size > 10_000
 
 
 def test_the_tuned_rate_trend_recovers_its_exponent():
     rng = np.random.default_rng(0)
-    runs = {f"s{i}": SizeRuns(n, n, {}, {}, lr=0.3 * n ** -0.5 * math.exp(rng.normal(0, 0.05)))
-            for i, n in enumerate(1e5 * 2 ** np.arange(5))}
+    runs = {
+        f"s{i}": SizeRuns(n, n, {}, {}, lr=0.3 * n**-0.5 * math.exp(rng.normal(0, 0.05)))
+        for i, n in enumerate(1e5 * 2 ** np.arange(5))
+    }
     trend = rate_trend("arm", runs)
     assert trend.slope_low < -0.5 < trend.slope_high and trend.slope == pytest.approx(-0.5, abs=0.1)
     assert trend.predicted_low < 0.3 * (2 * 1.6e6) ** -0.5 < trend.predicted_high
@@ -370,10 +388,11 @@ def test_the_committed_scaling_study_rebuilds_its_scaling_section_byte_for_byte(
     variants = {arm: "standard" if arm.startswith("standard") else arm for arm in arms}
     records = [json.loads(p.read_text()) for p in root.glob("runs/**/record.json")]
     assert len(records) == 495
-    section = scaling_section(arms, "standard", mode, claims=control_claims(arms, "standard", variants),
-                              floors=floors_line(records))
+    section = scaling_section(
+        arms, "standard", mode, claims=control_claims(arms, "standard", variants), floors=floors_line(records)
+    )
     committed = (root / "results.md").read_text(encoding="utf-8")
-    assert committed[committed.index("## Scaling with size"):] == section + "\n![scaling](scaling.png)\n"
+    assert committed[committed.index("## Scaling with size") :] == section + "\n![scaling](scaling.png)\n"
     assert "no law fits its sizes" in section
 
 
@@ -381,7 +400,9 @@ def test_the_input_from_records_matches_the_input_from_results_csv():
     """compare's own route (a tuned cell's records) and the folders' route (results.csv) agree."""
     folder = ROOT / "results" / "gpt_ratio_49k"
     arms, _ = sizes_from_folders([folder])
-    records = {int(p.parts[-3].split("_")[1]): json.loads(p.read_text())
-               for p in folder.glob("runs/lr=1e-2/standard/seed_*/version_0/record.json")}
+    records = {
+        int(p.parts[-3].split("_")[1]): json.loads(p.read_text())
+        for p in folder.glob("runs/lr=1e-2/standard/seed_*/version_0/record.json")
+    }
     assert size_runs(records, (("model.init_args.lr", "1e-2"),)) == arms["standard"]["gpt_ratio_49k"]
     assert size_runs({}, ()) is None

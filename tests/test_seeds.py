@@ -12,8 +12,14 @@ from lit_attention.training.records import read_record
 from test_datamodules_text import write_pairs_json, write_reviews  # tests/ is on sys.path under pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-ONE_STEP = ["--trainer.max_steps=1", "--trainer.limit_val_batches=0", "--trainer.enable_progress_bar=false",
-            "--trainer.enable_checkpointing=false", "--model.net.dim=16", "--model.net.num_heads=2"]
+ONE_STEP = [
+    "--trainer.max_steps=1",
+    "--trainer.limit_val_batches=0",
+    "--trainer.enable_progress_bar=false",
+    "--trainer.enable_checkpointing=false",
+    "--model.net.dim=16",
+    "--model.net.num_heads=2",
+]
 
 
 def image_folder(root: Path) -> str:
@@ -28,19 +34,59 @@ def data_args(kind: str, tmp: Path) -> list[str]:
     caches = [f"--data.data_dir={tmp / 'data'}", f"--data.hf_cache_dir={tmp / 'hf'}"]
     return {
         "digits": ["--model=ImageClassifier", "--data=ImageDataModule", "--model.net.patch_size=2", "--model.net.depth=1"],
-        "imagefolder": ["--model=ImageClassifier", "--data=ImageDataModule", "--data.dataset=imagefolder",
-                        f"--data.data_dir={image_folder(tmp / 'images')}", "--model.net.patch_size=8", "--data.batch_size=4", "--model.net.depth=1"],
-        "text": ["--model=TextClassifier", "--data=TextClassificationDataModule", "--data.dataset=null",
-                 f"--data.data_files={write_reviews(tmp / 'reviews')}", "--data.max_len=24", "--data.batch_size=4",
-                 "--model.net.depth=1", *caches],
-        "stdlib": ["--model=CausalLanguageModel", "--data=LanguageModelingDataModule", "--data.max_files=60", "--data.val_fraction=0.2",
-                   "--data.max_len=16", "--data.batch_size=4", "--data.val_windows=4", f"--data.data_dir={tmp / 'data'}", "--model.net.depth=1"],
-        "mqar": ["--model=CausalLanguageModel", "--data=MQARDataModule", "--data.num_kv_pairs=2", "--data.vocab_size=16",
-                 "--data.max_len=16", "--data.num_train=64", "--data.num_val=8", "--data.batch_size=4", "--model.net.depth=1"],
-        "translation": ["--model=Seq2SeqTranslator", "--data=TranslationDataModule", "--data.dataset=null",
-                        f"--data.data_files={{train: {write_pairs_json(tmp / 'pairs.jsonl', 40)}}}", "--data.tokenizer=bytes",
-                        "--data.batch_size=4", "--model.net.encoder_depth=1", "--model.net.decoder_depth=1",
-                        "--model.bleu_batches=1", *caches],
+        "imagefolder": [
+            "--model=ImageClassifier",
+            "--data=ImageDataModule",
+            "--data.dataset=imagefolder",
+            f"--data.data_dir={image_folder(tmp / 'images')}",
+            "--model.net.patch_size=8",
+            "--data.batch_size=4",
+            "--model.net.depth=1",
+        ],
+        "text": [
+            "--model=TextClassifier",
+            "--data=TextClassificationDataModule",
+            "--data.dataset=null",
+            f"--data.data_files={write_reviews(tmp / 'reviews')}",
+            "--data.max_len=24",
+            "--data.batch_size=4",
+            "--model.net.depth=1",
+            *caches,
+        ],
+        "stdlib": [
+            "--model=CausalLanguageModel",
+            "--data=LanguageModelingDataModule",
+            "--data.max_files=60",
+            "--data.val_fraction=0.2",
+            "--data.max_len=16",
+            "--data.batch_size=4",
+            "--data.val_windows=4",
+            f"--data.data_dir={tmp / 'data'}",
+            "--model.net.depth=1",
+        ],
+        "mqar": [
+            "--model=CausalLanguageModel",
+            "--data=MQARDataModule",
+            "--data.num_kv_pairs=2",
+            "--data.vocab_size=16",
+            "--data.max_len=16",
+            "--data.num_train=64",
+            "--data.num_val=8",
+            "--data.batch_size=4",
+            "--model.net.depth=1",
+        ],
+        "translation": [
+            "--model=Seq2SeqTranslator",
+            "--data=TranslationDataModule",
+            "--data.dataset=null",
+            f"--data.data_files={{train: {write_pairs_json(tmp / 'pairs.jsonl', 40)}}}",
+            "--data.tokenizer=bytes",
+            "--data.batch_size=4",
+            "--model.net.encoder_depth=1",
+            "--model.net.decoder_depth=1",
+            "--model.bleu_batches=1",
+            *caches,
+        ],
     }[kind]
 
 
@@ -59,8 +105,7 @@ def test_the_run_seed_orders_the_training_data(kind, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     args = data_args(kind, tmp_path)
-    zero, one, zero_again = (first_batch(args, seed, tmp_path / "runs" / str(i), monkeypatch)
-                             for i, seed in enumerate((0, 1, 0)))
+    zero, one, zero_again = (first_batch(args, seed, tmp_path / "runs" / str(i), monkeypatch) for i, seed in enumerate((0, 1, 0)))
     assert zero == zero_again, "the same seed must give the same first batch"
     assert zero != one, "another seed must give another order"
 

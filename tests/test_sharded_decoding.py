@@ -80,8 +80,13 @@ def test_sharded_translation_decodes_in_lockstep_through_module_forwards(tmp_pat
     script = tmp_path / "decode.py"
     script.write_text(SCRIPT)
     variants = ["standard", "super"]  # super: W_A mixes the memory in the cross-attention cache
-    result = subprocess.run([sys.executable, str(script), str(tmp_path), free_port(), ",".join(variants)],
-                            capture_output=True, text=True, timeout=240, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, str(script), str(tmp_path), free_port(), ",".join(variants)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=ROOT,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     for variant in variants:
         saved = [torch.load(tmp_path / variant / f"rank{rank}.pt", weights_only=True) for rank in (0, 1)]
@@ -99,8 +104,21 @@ def test_translator_decodes_in_lockstep_exactly_when_its_model_is_sharded(tmp_pa
     from lit_attention.modeling import Seq2SeqConfig
     from lit_attention.training.tasks import Seq2SeqTranslator
 
-    task = Seq2SeqTranslator(Seq2SeqConfig(pad_id=0, bos_id=1, eos_id=2, vocab_size=20, max_src_len=8, max_tgt_len=8,
-                                           dim=16, num_heads=2, encoder_depth=1, decoder_depth=1), beam_size=1)
+    task = Seq2SeqTranslator(
+        Seq2SeqConfig(
+            pad_id=0,
+            bos_id=1,
+            eos_id=2,
+            vocab_size=20,
+            max_src_len=8,
+            max_tgt_len=8,
+            dim=16,
+            num_heads=2,
+            encoder_depth=1,
+            decoder_depth=1,
+        ),
+        beam_size=1,
+    )
     batch = {"src": torch.randint(3, 20, (2, 8)), "src_padding_mask": torch.zeros(2, 8, dtype=torch.bool)}
     calls, real = [], task.model.generate
     monkeypatch.setattr(task.model, "generate", lambda *a, **kw: calls.append(kw["lockstep"]) or real(*a, **kw))

@@ -11,11 +11,22 @@ import pytest
 from scipy import stats
 
 from lit_attention.stats import statistics as statistics_module
-from lit_attention.stats.statistics import (Difference, bootstrap_interval,
-                                            bootstrap_interval_two_sample, clopper_pearson, paired_difference,
-                                            permutation_p, permutation_test, sign_flip_p, sign_flip_test,
-                                            smallest_exact_p, smallest_permutation_p, unpaired_difference, verdict,
-                                            with_holm)
+from lit_attention.stats.statistics import (
+    Difference,
+    bootstrap_interval,
+    bootstrap_interval_two_sample,
+    clopper_pearson,
+    paired_difference,
+    permutation_p,
+    permutation_test,
+    sign_flip_p,
+    sign_flip_test,
+    smallest_exact_p,
+    smallest_permutation_p,
+    unpaired_difference,
+    verdict,
+    with_holm,
+)
 
 
 def test_sign_flip_p_counts_the_sign_assignments_by_hand():
@@ -96,8 +107,13 @@ def test_the_two_sided_p_is_the_share_reaching_the_observed_absolute_difference(
     # documented p counts |gap| >= 0.5: 0.4. scipy's default two-sided p, 2 min(P(T <= t), P(T >= t)),
     # would double the upper tail to 0.8, for a null that is not symmetric.
     assert permutation_p([1.0, 0.0], [0.0, 0.0, 0.0]) == pytest.approx(0.4)
-    default = stats.permutation_test(([1.0, 0.0], [0.0, 0.0, 0.0]), lambda x, y, axis: x.mean(axis) - y.mean(axis),
-                                     permutation_type="independent", vectorized=True, n_resamples=np.inf)
+    default = stats.permutation_test(
+        ([1.0, 0.0], [0.0, 0.0, 0.0]),
+        lambda x, y, axis: x.mean(axis) - y.mean(axis),
+        permutation_type="independent",
+        vectorized=True,
+        n_resamples=np.inf,
+    )
     assert default.pvalue == pytest.approx(0.8)
 
 
@@ -106,13 +122,19 @@ def test_the_randomisation_tests_agree_with_scipy_where_no_arrangement_ties():
     rng = np.random.default_rng(3)
     for n in (2, 5, 9):
         differences = list(rng.normal(size=n))
-        flips = stats.permutation_test((differences,), lambda x, axis: x.mean(axis), permutation_type="samples",
-                                       vectorized=True, n_resamples=np.inf)  # symmetric null: 2 min = |.|
+        flips = stats.permutation_test(
+            (differences,), lambda x, axis: x.mean(axis), permutation_type="samples", vectorized=True, n_resamples=np.inf
+        )  # symmetric null: 2 min = |.|
         assert sign_flip_p(differences) == pytest.approx(flips.pvalue, rel=1e-12)
         a, b = list(rng.normal(size=n)), list(rng.normal(size=n + 1))
-        labels = stats.permutation_test((a, b), lambda x, y, axis: abs(x.mean(axis) - y.mean(axis)),
-                                        permutation_type="independent", vectorized=True, n_resamples=np.inf,
-                                        alternative="greater")
+        labels = stats.permutation_test(
+            (a, b),
+            lambda x, y, axis: abs(x.mean(axis) - y.mean(axis)),
+            permutation_type="independent",
+            vectorized=True,
+            n_resamples=np.inf,
+            alternative="greater",
+        )
         assert permutation_p(a, b) == pytest.approx(labels.pvalue, rel=1e-12)
     for n_a, n_b in ((2, 2), (2, 3), (4, 4), (3, 5)):  # the two groups wholly apart: the floor
         assert smallest_permutation_p(n_a, n_b) == pytest.approx(permutation_p([0.0] * n_a, [1.0] * n_b))

@@ -51,7 +51,7 @@ def test_no_import_cycles():
         stack.append(node)
         for nxt in sorted(edges[node]):
             if state.get(nxt) == "open":
-                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(nxt):] + [nxt]))
+                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(nxt) :] + [nxt]))
             if nxt not in state:
                 visit(nxt)
         stack.pop()
@@ -66,28 +66,57 @@ def test_no_import_cycles():
 # Each layer and what it may import from this project; `lit_attention.errors`, `lit_attention.limits`
 # (the limits of every value, which the model configs and the tasks share), `lit_attention.markdown` (the
 # one table writer) and `lit_attention.atomic_files` (the one atomic file writer) are below them all.
-BELOW_ALL = ("lit_attention.errors", "lit_attention.limits", "lit_attention.markdown", "lit_attention.atomic_files",
-             "lit_attention.recipe_names")
+BELOW_ALL = (
+    "lit_attention.errors",
+    "lit_attention.limits",
+    "lit_attention.markdown",
+    "lit_attention.atomic_files",
+    "lit_attention.recipe_names",
+)
 LAYERS = {
     "lit_attention.modeling": BELOW_ALL,
     "datamodules": BELOW_ALL,
     "lit_attention.training": (*BELOW_ALL, "lit_attention.modeling", "datamodules"),
     "lit_attention.analysis": (*BELOW_ALL, "lit_attention.modeling", "lit_attention.training", "datamodules"),
     "lit_attention.stats": BELOW_ALL,
-    "lit_attention.sharing": (*BELOW_ALL, "lit_attention.modeling", "lit_attention.training", "datamodules",
-                              "lit_attention.analysis"),
-    "lit_attention.sweep": (*BELOW_ALL, "lit_attention.modeling", "lit_attention.training", "datamodules",
-                            "lit_attention.analysis", "lit_attention.stats"),
-    "lit_attention.reports": (*BELOW_ALL, "lit_attention.modeling", "lit_attention.training", "datamodules",
-                              "lit_attention.analysis", "lit_attention.stats", "lit_attention.sweep"),
-    "lit_attention.scaling": (*BELOW_ALL, "lit_attention.modeling", "lit_attention.training", "datamodules",
-                              "lit_attention.analysis", "lit_attention.stats", "lit_attention.sweep",
-                              "lit_attention.reports"),
+    "lit_attention.sharing": (
+        *BELOW_ALL,
+        "lit_attention.modeling",
+        "lit_attention.training",
+        "datamodules",
+        "lit_attention.analysis",
+    ),
+    "lit_attention.sweep": (
+        *BELOW_ALL,
+        "lit_attention.modeling",
+        "lit_attention.training",
+        "datamodules",
+        "lit_attention.analysis",
+        "lit_attention.stats",
+    ),
+    "lit_attention.reports": (
+        *BELOW_ALL,
+        "lit_attention.modeling",
+        "lit_attention.training",
+        "datamodules",
+        "lit_attention.analysis",
+        "lit_attention.stats",
+        "lit_attention.sweep",
+    ),
+    "lit_attention.scaling": (
+        *BELOW_ALL,
+        "lit_attention.modeling",
+        "lit_attention.training",
+        "datamodules",
+        "lit_attention.analysis",
+        "lit_attention.stats",
+        "lit_attention.sweep",
+        "lit_attention.reports",
+    ),
 }
 # The entry point and the compare command, which may import every layer, and the --help cache the entry
 # point alone uses.
-TOP = ("lit_attention", "lit_attention.main", "lit_attention.__main__", "lit_attention.help_cache",
-       "lit_attention.compare")
+TOP = ("lit_attention", "lit_attention.main", "lit_attention.__main__", "lit_attention.help_cache", "lit_attention.compare")
 
 
 def layer_of(module: str) -> str | None:
@@ -106,8 +135,7 @@ def test_layers_import_only_downward():
         layer = layer_of(module)
         assert layer is not None, f"{module} belongs to no layer; put it in one of {sorted(LAYERS)} (docs/DESIGN.md §4)"
         allowed = (layer, *LAYERS[layer])
-        wrong += [f"{module} -> {m}" for m in imported
-                  if not any(m == a or m.startswith(a + ".") for a in allowed)]
+        wrong += [f"{module} -> {m}" for m in imported if not any(m == a or m.startswith(a + ".") for a in allowed)]
     assert not wrong, wrong
 
 
@@ -123,8 +151,7 @@ def test_no_private_name_is_imported_across_modules():
         for path in (ROOT / package).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in PACKAGES:
-                    found += [f"{path.relative_to(ROOT)}: {alias.name}" for alias in node.names
-                              if alias.name.startswith("_")]
+                    found += [f"{path.relative_to(ROOT)}: {alias.name}" for alias in node.names if alias.name.startswith("_")]
     assert not found, found
 
 

@@ -19,21 +19,33 @@ VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--seeds", "2", "--first-seed", "4294967295"], "--first-seed 4294967295 with --seeds 2 reaches seed 4294967296, "
-         "past the largest seed 4294967295; give --first-seed 4294967294 or less, or fewer seeds."),
-        (["--first-seed", "4294967296", "--seeds", "1"],
-         "--first-seed 4294967296 is invalid; seeds are whole numbers from 0 to 4294967295."),
+        (
+            ["--seeds", "2", "--first-seed", "4294967295"],
+            "--first-seed 4294967295 with --seeds 2 reaches seed 4294967296, "
+            "past the largest seed 4294967295; give --first-seed 4294967294 or less, or fewer seeds.",
+        ),
+        (
+            ["--first-seed", "4294967296", "--seeds", "1"],
+            "--first-seed 4294967296 is invalid; seeds are whole numbers from 0 to 4294967295.",
+        ),
         (["--first-seed", "-1"], "--first-seed -1 is invalid; seeds are whole numbers from 0 to 4294967295."),
-        (["--grid", "model.lr=1e-3,2e-3", "--grid", "model.init_args.lr=3e-3"],
-         "--grid model.lr and --grid model.init_args.lr set the same key; put all its values in one --grid model.lr=V1,V2,..."),
-        (["--grid", "model.init_args.lr=1e-3,0.001"],
-         "--grid model.init_args.lr gives '1e-3' and '0.001', which are one value; give each value once."),
+        (
+            ["--grid", "model.lr=1e-3,2e-3", "--grid", "model.init_args.lr=3e-3"],
+            "--grid model.lr and --grid model.init_args.lr set the same key; put all its values in one --grid model.lr=V1,V2,...",
+        ),
+        (
+            ["--grid", "model.init_args.lr=1e-3,0.001"],
+            "--grid model.init_args.lr gives '1e-3' and '0.001', which are one value; give each value once.",
+        ),
         (["--grid", "model.init_args.lr=1e-3,2e-3,1e-3"], "--grid model.init_args.lr gives '1e-3' twice; give each value once."),
         (["--success-threshold", "nan"], "--success-threshold nan is invalid: no run's value can reach or cross it"),
         (["--success-threshold", "inf"], "--success-threshold inf is invalid"),
         (["--success-threshold=-inf"], "--success-threshold -inf is invalid"),
-        (["--variants", ""], "--variants '' names no variant; give 'all' or comma-separated variants, each one of the "
-         f"presets {', '.join(list_presets())};"),
+        (
+            ["--variants", ""],
+            "--variants '' names no variant; give 'all' or comma-separated variants, each one of the "
+            f"presets {', '.join(list_presets())};",
+        ),
         (["--variants", " , "], "--variants ' , ' names no variant"),
         (["--baseline", ""], "--baseline '' names no arm; give the arm every other arm is compared with"),
         (["--arm", "a b;standard", "--arm", "a_b;efficient"], "The arms 'a b' and 'a_b' would share the folder 'a_b'"),
@@ -57,7 +69,9 @@ def test_every_seed_up_to_numpys_bound_is_accepted():
 
 def test_grid_values_that_differ_as_numbers_are_kept_in_their_order():
     assert parse_grid(["model.init_args.lr=1e-3,1e-2,0.0001", "model.init_args.optimizer=adam,Adam"]) == [
-        ("model.init_args.lr", ["1e-3", "1e-2", "0.0001"]), ("model.init_args.optimizer", ["adam", "Adam"])]
+        ("model.init_args.lr", ["1e-3", "1e-2", "0.0001"]),
+        ("model.init_args.optimizer", ["adam", "Adam"]),
+    ]
     with pytest.raises(ConfigError, match="gives '32' and '32.0', which are one value"):
         parse_grid(["data.init_args.batch_size=32,32.0"])
 

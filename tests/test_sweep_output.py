@@ -22,8 +22,14 @@ from lit_attention.sweep.runs import Plan, Run, RunState
 
 ROOT = Path(__file__).resolve().parents[1]
 VIT = str(ROOT / "recipes/quickstart/vit_digits.yaml")
-TINY = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1",
-        "--model.net.dim=16", "--model.net.depth=1", "--model.net.num_heads=2"]
+TINY = [
+    "--trainer.max_epochs=1",
+    "--trainer.limit_train_batches=2",
+    "--trainer.limit_val_batches=1",
+    "--model.net.dim=16",
+    "--model.net.depth=1",
+    "--model.net.num_heads=2",
+]
 REPORT = ["compare", "--config", VIT, "--variants", "standard", "--seeds", "1", "--output", "out", "--report"]
 TRAIN = ["compare", "--config", VIT, "--variants", "standard", "--seeds", "1", "--output", "out", *TINY]
 
@@ -45,16 +51,20 @@ def test_a_directory_of_the_users_files_is_refused_and_left_as_it_was(in_tmp, ca
     for command in (REPORT, TRAIN):
         assert run_main(command) == 2
         error = capsys.readouterr().err
-        assert ("--output 'out' holds files that are not a compare sweep's (data.csv); compare writes only into a new "
-                "or empty directory or one of its own sweeps, so choose another --output.") in error, error
+        assert (
+            "--output 'out' holds files that are not a compare sweep's (data.csv); compare writes only into a new "
+            "or empty directory or one of its own sweeps, so choose another --output."
+        ) in error, error
         assert tree(in_tmp / "out") == before
     assert sorted(os.listdir(in_tmp / "out")) == ["data.csv", "results.md"]  # not even a lock file
 
 
 def test_report_on_a_missing_or_empty_output_says_there_is_nothing_to_report(in_tmp, capsys):
     assert run_main(REPORT) == 2
-    assert ("--output 'out' does not exist, so --report has nothing to report; run the same command without --report "
-            "to train the sweep.") in capsys.readouterr().err
+    assert (
+        "--output 'out' does not exist, so --report has nothing to report; run the same command without --report "
+        "to train the sweep."
+    ) in capsys.readouterr().err
     assert not (in_tmp / "out").exists()
     (in_tmp / "out").mkdir()
     assert run_main(REPORT) == 2
@@ -87,8 +97,10 @@ def test_a_second_command_into_a_locked_output_is_refused_naming_the_holder_or_w
     before = tree(output)
     assert run_main(REPORT) == 2
     error = capsys.readouterr().err
-    assert (f"--output 'out' is in use by process {os.getpid()} (lit-attention compare --the-first-one) on "
-            f"{socket.gethostname()}; wait for it to end, or pass --wait-for-lock to start when it does.") in error, error
+    assert (
+        f"--output 'out' is in use by process {os.getpid()} (lit-attention compare --the-first-one) on "
+        f"{socket.gethostname()}; wait for it to end, or pass --wait-for-lock to start when it does."
+    ) in error, error
     assert tree(output) == before
     releaser = threading.Timer(1.0, holder.release)
     releaser.start()
@@ -102,8 +114,11 @@ def test_a_second_command_into_a_locked_output_is_refused_naming_the_holder_or_w
 def waiting_for(lock: Path) -> bool:
     """Whether some process waits for the flock on `lock` (Linux lists a waiter as `N: -> FLOCK ...`)."""
     inode = str(os.stat(lock).st_ino)
-    return any(words[1] == "->" and words[6].rsplit(":", 1)[-1] == inode
-               for words in (line.split() for line in Path("/proc/locks").read_text().splitlines()) if len(words) > 6)
+    return any(
+        words[1] == "->" and words[6].rsplit(":", 1)[-1] == inode
+        for words in (line.split() for line in Path("/proc/locks").read_text().splitlines())
+        if len(words) > 6
+    )
 
 
 def test_ctrl_c_while_waiting_for_the_lock_is_one_sentence(in_tmp, capsys):
@@ -145,9 +160,16 @@ def finished_states(best: float) -> tuple[Plan, list[RunState]]:
     states = []
     for arm, value in (("standard", best), ("super", 0.6)):
         plan.runs.append(Run(arm, arm, (), 0))
-        record = {"monitor": "val/acc", "mode": "max", "curve": [[0, 10, value]], "best": {"epoch": 0, "step": 10, "value": value},
-                  "final": value, "test": {"test/acc": value}, "params": {"total": 10, "non_embedding": 8, "attention": 4},
-                  "train_seconds": 100 * value}
+        record = {
+            "monitor": "val/acc",
+            "mode": "max",
+            "curve": [[0, 10, value]],
+            "best": {"epoch": 0, "step": 10, "value": value},
+            "final": value,
+            "test": {"test/acc": value},
+            "params": {"total": 10, "non_embedding": 8, "attention": 4},
+            "train_seconds": 100 * value,
+        }
         states.append(RunState(plan.runs[-1], record=record))
     return plan, states
 
@@ -198,8 +220,11 @@ def test_a_report_that_cannot_be_written_is_one_sentence_and_changes_nothing(in_
         immutable(output / "results.csv", False)
     immutable(output, True)
     try:
-        with pytest.raises(ConfigError, match=r"Cannot write the report '.*/results.csv' \(PermissionError: "
-                                              r"(Operation not permitted|Permission denied)\); make it and its folder"):
+        with pytest.raises(
+            ConfigError,
+            match=r"Cannot write the report '.*/results.csv' \(PermissionError: "
+            r"(Operation not permitted|Permission denied)\); make it and its folder",
+        ):
             write_report(*finished_states(0.75), output, "compare ...", "standard", None)
         assert run_main(REPORT) == 2
         assert "Cannot write runs into 'out'" in capsys.readouterr().err
@@ -226,13 +251,17 @@ def an_output(folder: Path, kind: str) -> Path:
 
 
 @pytest.mark.slow  # the first in a process imports compare's modules (seconds)
-@pytest.mark.parametrize("kind, command", [
-    ("scale", ["--variants", "standard", "--report"]),          # a report without --scale over a --scale sweep
-    ("scale", ["--variants", "standard"]),                      # the same, training
-    ("trend", ["--variants", "standard"]),                      # a sweep into a trend's folder
-    ("sweep", ["--variants", "standard", "--scale", "dim=16,32"]),  # a --scale sweep into a plain sweep's
-    ("stopped scale", ["--variants", "standard"]),              # a sweep over a --scale sweep not yet reported
-], ids=["report over scale", "sweep over scale", "sweep over trend", "scale over sweep", "sweep over stopped scale"])
+@pytest.mark.parametrize(
+    "kind, command",
+    [
+        ("scale", ["--variants", "standard", "--report"]),  # a report without --scale over a --scale sweep
+        ("scale", ["--variants", "standard"]),  # the same, training
+        ("trend", ["--variants", "standard"]),  # a sweep into a trend's folder
+        ("sweep", ["--variants", "standard", "--scale", "dim=16,32"]),  # a --scale sweep into a plain sweep's
+        ("stopped scale", ["--variants", "standard"]),  # a sweep over a --scale sweep not yet reported
+    ],
+    ids=["report over scale", "sweep over scale", "sweep over trend", "scale over sweep", "sweep over stopped scale"],
+)
 def test_a_command_of_another_kind_is_refused_naming_the_outputs_owner_and_changes_nothing(kind, command, in_tmp, capsys):
     output = an_output(in_tmp / "out", kind)
     before = tree(output)

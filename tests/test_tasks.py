@@ -27,7 +27,9 @@ class ListDataset(Dataset):
 def image_setup(attention):
     g = torch.Generator().manual_seed(0)
     items = [(torch.randn(1, 8, 8, generator=g), i % 10) for i in range(16)]
-    module = ImageClassifier(net=dict(num_classes=10, image_size=8, in_channels=1, patch_size=2, depth=2, **SMALL), attention=attention)
+    module = ImageClassifier(
+        net=dict(num_classes=10, image_size=8, in_channels=1, patch_size=2, depth=2, **SMALL), attention=attention
+    )
     return module, items
 
 
@@ -62,9 +64,16 @@ def translation_setup(attention):
         body = src[src != 0].flip(0)  # "translation" = reversed source
         tgt = torch.zeros(12, dtype=torch.long)
         tgt[0], tgt[1 : 1 + len(body)], tgt[1 + len(body)] = 1, body, 2
-        items.append({"src": src, "src_padding_mask": src == 0, "tgt_in": tgt[:-1], "tgt_out": tgt[1:],
-                      "tgt_padding_mask": tgt[:-1] == 0})
-    module = Seq2SeqTranslator(net=dict(vocab_size=30, max_src_len=10, max_tgt_len=11, pad_id=0, bos_id=1, eos_id=2, encoder_depth=1, decoder_depth=1, **SMALL), attention=attention, beam_size=2)
+        items.append(
+            {"src": src, "src_padding_mask": src == 0, "tgt_in": tgt[:-1], "tgt_out": tgt[1:], "tgt_padding_mask": tgt[:-1] == 0}
+        )
+    module = Seq2SeqTranslator(
+        net=dict(
+            vocab_size=30, max_src_len=10, max_tgt_len=11, pad_id=0, bos_id=1, eos_id=2, encoder_depth=1, decoder_depth=1, **SMALL
+        ),
+        attention=attention,
+        beam_size=2,
+    )
     return module, items
 
 
@@ -72,8 +81,14 @@ SETUPS = {"image": image_setup, "text": text_setup, "lm": lm_setup, "translation
 
 
 def trainer(tmp_path, **kwargs):
-    defaults = dict(default_root_dir=tmp_path, accelerator="cpu", devices=1, logger=False,
-                    enable_progress_bar=False, enable_model_summary=False)
+    defaults = dict(
+        default_root_dir=tmp_path,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     return L.Trainer(**{**defaults, **kwargs})
 
 
@@ -117,8 +132,9 @@ def plain_loss(module, batch):
         labels = batch[1] if isinstance(module, ImageClassifier) else batch["labels"]
         return torch.nn.functional.cross_entropy(logits, labels).item()
     targets = batch[1] if isinstance(module, CausalLanguageModel) else batch["tgt_out"]
-    return torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=0 if
-                                             isinstance(module, Seq2SeqTranslator) else -100).item()
+    return torch.nn.functional.cross_entropy(
+        logits.flatten(0, 1), targets.flatten(), ignore_index=0 if isinstance(module, Seq2SeqTranslator) else -100
+    ).item()
 
 
 @pytest.mark.slow  # trains through Lightning's Trainer
@@ -155,7 +171,9 @@ def test_parameter_counts_and_checkpoints_that_load_with_weights_only(tmp_path):
 
 
 def test_weight_decay_skips_norms_biases_positions_and_value_mix(tmp_path):
-    module = ImageClassifier(net=dict(num_classes=10, image_size=8, in_channels=1, patch_size=2, depth=1, **SMALL), attention="super")
+    module = ImageClassifier(
+        net=dict(num_classes=10, image_size=8, in_channels=1, patch_size=2, depth=1, **SMALL), attention="super"
+    )
     run = trainer(tmp_path, max_steps=1)
     module.trainer = run
     config = module.configure_optimizers()
@@ -169,7 +187,11 @@ def test_weight_decay_skips_norms_biases_positions_and_value_mix(tmp_path):
 
 
 def test_decay_positions_decays_positions_and_cls_but_never_value_mix(tmp_path):
-    module = ImageClassifier(net=dict(num_classes=10, image_size=8, in_channels=1, patch_size=2, depth=1, **SMALL), attention="super", decay_positions=True)
+    module = ImageClassifier(
+        net=dict(num_classes=10, image_size=8, in_channels=1, patch_size=2, depth=1, **SMALL),
+        attention="super",
+        decay_positions=True,
+    )
     decay, no_decay = module.optimizer_and_schedule(10)[0].param_groups
     names = {id(p): n for n, p in module.model.named_parameters()}
     assert {"pos_embed", "cls_token"} <= {names[id(p)] for p in decay["params"]}
@@ -244,7 +266,9 @@ def test_language_model_can_rank_runs_by_accuracy_for_recall_tasks(tmp_path):
     run = trainer(tmp_path, max_steps=4, val_check_interval=2, limit_val_batches=1, callbacks=[best, Accuracies()])
     run.fit(module, DataLoader(ListDataset(items), batch_size=8), DataLoader(ListDataset(items), batch_size=8))
     assert len(seen) == 2 and float(best.best_model_score) == max(seen)  # the best is the highest accuracy
-    with pytest.raises(ConfigError, match="monitor 'val/ppl' is not available for language models; valid choices are val/loss, val/acc"):
+    with pytest.raises(
+        ConfigError, match="monitor 'val/ppl' is not available for language models; valid choices are val/loss, val/acc"
+    ):
         CausalLanguageModel(net=dict(vocab_size=40, max_len=12, **SMALL), monitor="val/ppl")
 
 
@@ -287,12 +311,24 @@ def test_translation_best_checkpoint_breaks_a_flat_bleu_by_the_validation_loss(t
     from lit_attention.training.callbacks import BestCheckpoint, default_callbacks
 
     module = translation_setup("standard")[0]
-    chosen = [c for c in default_callbacks(module, [], fitting=True, checkpointing=True, checkpoint_every_n_steps=None,
-                                           attention_maps=False, progress=False) if isinstance(c, BestCheckpoint)]
+    chosen = [
+        c
+        for c in default_callbacks(
+            module, [], fitting=True, checkpointing=True, checkpoint_every_n_steps=None, attention_maps=False, progress=False
+        )
+        if isinstance(c, BestCheckpoint)
+    ]
     assert len(chosen) == 1 and (chosen[0].monitor, chosen[0].tie_breaker) == ("val/bleu", ("val/loss", "min"))
 
-    best = BestCheckpoint(tie_breaker=tie_breaker, monitor="val/bleu", mode="max", save_top_k=1, dirpath=tmp_path / "ckpt",
-                          filename="best-{epoch}", auto_insert_metric_name=False)
+    best = BestCheckpoint(
+        tie_breaker=tie_breaker,
+        monitor="val/bleu",
+        mode="max",
+        save_top_k=1,
+        dirpath=tmp_path / "ckpt",
+        filename="best-{epoch}",
+        auto_insert_metric_name=False,
+    )
     data = DataLoader(ListDataset([(torch.ones(1),)] * 2), batch_size=1)
     run = trainer(tmp_path, max_epochs=4, num_sanity_val_steps=0, callbacks=[best])
     run.fit(FlatScore([3.0, 2.5, 1.0, 2.0]), data, data)  # the loss is lowest after epoch 2
@@ -302,6 +338,11 @@ def test_translation_best_checkpoint_breaks_a_flat_bleu_by_the_validation_loss(t
         assert best.state_dict()["best_tie_value"] == 1.0
     # A checkpoint written by a plain ModelCheckpoint (before BestCheckpoint) still resumes its best.
     plain = L.pytorch.callbacks.ModelCheckpoint(
-        monitor="val/bleu", mode="max", save_top_k=1, dirpath=tmp_path / "ckpt", filename="best-{epoch}",
-        auto_insert_metric_name=False)
+        monitor="val/bleu",
+        mode="max",
+        save_top_k=1,
+        dirpath=tmp_path / "ckpt",
+        filename="best-{epoch}",
+        auto_insert_metric_name=False,
+    )
     assert best.state_key == plain.state_key

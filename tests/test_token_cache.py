@@ -10,9 +10,18 @@ import pytest
 from in_process import run_main, tree  # tests/ is on sys.path under pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-GPT = ["--config", str(ROOT / "recipes/quickstart/gpt_stdlib.yaml"), "--data.max_files=40", "--data.max_len=16",
-       "--data.val_windows=4", "--model.net.dim=16", "--model.net.num_heads=2", "--model.net.depth=1",
-       "--trainer.max_steps=2", "--trainer.limit_val_batches=1"]
+GPT = [
+    "--config",
+    str(ROOT / "recipes/quickstart/gpt_stdlib.yaml"),
+    "--data.max_files=40",
+    "--data.max_len=16",
+    "--data.val_windows=4",
+    "--model.net.dim=16",
+    "--model.net.num_heads=2",
+    "--model.net.depth=1",
+    "--trainer.max_steps=2",
+    "--trainer.limit_val_batches=1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -61,10 +70,17 @@ def meta_without_counts(cache: Path) -> None:
 
 
 @pytest.mark.slow  # prepares a corpus, then parses and refuses a fit and a prepare per damage
-@pytest.mark.parametrize("damage, words", [(cut, "holds 2,000 bytes"), (odd, "holds 1,001 bytes"),
-                                           (rewritten, "differs from the one written"), (meta_cut, "cannot be read"),
-                                           (meta_without_counts, "cannot be read (ValueError)")],
-                         ids=["cut", "not whole tokens", "rewritten", "meta.json cut", "a count missing"])
+@pytest.mark.parametrize(
+    "damage, words",
+    [
+        (cut, "holds 2,000 bytes"),
+        (odd, "holds 1,001 bytes"),
+        (rewritten, "differs from the one written"),
+        (meta_cut, "cannot be read"),
+        (meta_without_counts, "cannot be read (ValueError)"),
+    ],
+    ids=["cut", "not whole tokens", "rewritten", "meta.json cut", "a count missing"],
+)
 def test_a_damaged_token_cache_is_one_sentence_from_fit_and_prepare(damage, words, prepared, in_tmp, capsys):
     data, before = damaged(prepared, in_tmp, damage)
     for command in (["fit", *GPT, "--run.root=runs"], ["prepare", *GPT]):
@@ -92,6 +108,18 @@ def test_an_intact_cache_trains_and_a_cache_without_digests_gains_them(prepared,
 @pytest.mark.slow
 def test_a_multi_process_run_on_a_damaged_cache_is_refused_before_its_processes_start(prepared, in_tmp, capsys):
     data, before = damaged(prepared, in_tmp, cut)
-    assert run_main(["fit", *GPT, f"--data.data_dir={data}", "--run.root=runs", "--trainer.accelerator=cpu",
-                     "--trainer.devices=2", "--trainer.strategy=ddp"]) == 2  # no second process was started
+    assert (
+        run_main(
+            [
+                "fit",
+                *GPT,
+                f"--data.data_dir={data}",
+                "--run.root=runs",
+                "--trainer.accelerator=cpu",
+                "--trainer.devices=2",
+                "--trainer.strategy=ddp",
+            ]
+        )
+        == 2
+    )  # no second process was started
     assert "holds 2,000 bytes" in capsys.readouterr().err and tree(data) == before

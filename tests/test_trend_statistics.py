@@ -14,8 +14,10 @@ from lit_attention.stats.trend_statistics import detectable_slope, weighted_slop
 # the others', so weighting by each mean's variance moves the slope away from the pooled one.
 NOISE = [0.012, -0.007, 0.004, -0.015, 0.009, -0.003]
 SIZES = {1000: (0.00, 1.0), 2000: (0.08, 10.0), 8000: (0.05, 1.0)}  # params: (mean difference, noise scale)
-SEEDS = {params: {seed: mean + scale * NOISE[(seed + k) % 6] for seed in range(6)}
-         for k, (params, (mean, scale)) in enumerate(SIZES.items())}
+SEEDS = {
+    params: {seed: mean + scale * NOISE[(seed + k) % 6] for seed in range(6)}
+    for k, (params, (mean, scale)) in enumerate(SIZES.items())
+}
 
 
 def power_row() -> tuple[str, list[str]]:
@@ -37,7 +39,8 @@ def test_the_detectable_slope_is_t_quantiles_times_numpys_standard_error_and_has
     # (the noncentral t; the formula neglects the far tail and the noncentrality's skew).
     critical = stats.t.ppf(0.975, df)
     power = stats.nct.sf(critical, df, expected / math.sqrt(covariance[0, 0])) + stats.nct.cdf(
-        -critical, df, expected / math.sqrt(covariance[0, 0]))
+        -critical, df, expected / math.sqrt(covariance[0, 0])
+    )
     assert abs(power - 0.80) < 0.01
 
 
@@ -52,8 +55,7 @@ def test_the_weighted_slope_is_numpys_inverse_variance_fit_of_the_size_means_wit
     assert row[3] == f"{slope:+.4f}" and row[4] == f"[{slope - half:+.4f}, {slope + half:+.4f}]"
     # The noisy middle size counts for little: weighted, the slope is about the ends' (0.05 over 3
     # doublings), away from the pooled fit's, which the middle's +0.08 pulls down.
-    pooled = np.polyfit([math.log2(p) for p in SEEDS for _ in range(6)],
-                        [v for p in SEEDS for v in SEEDS[p].values()], 1)[0]
+    pooled = np.polyfit([math.log2(p) for p in SEEDS for _ in range(6)], [v for p in SEEDS for v in SEEDS[p].values()], 1)[0]
     assert abs(slope - 0.05 / 3) < 0.001 and abs(pooled - slope) > 0.003
 
 

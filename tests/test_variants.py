@@ -11,7 +11,14 @@ from lit_attention.errors import ConfigError
 from lit_attention.modeling.attention import MultiHeadAttention, count_attention_parameters
 from lit_attention.modeling.costs import attention_flops, attention_parameters
 from lit_attention.modeling.block_options import FAMILIES, OPTIONS, block_options_table, family_options
-from lit_attention.modeling.variant_tables import DOCUMENTS, TABLE_BEGIN, TABLE_END, documented_table, variants_table, write_tables
+from lit_attention.modeling.variant_tables import (
+    DOCUMENTS,
+    TABLE_BEGIN,
+    TABLE_END,
+    documented_table,
+    variants_table,
+    write_tables,
+)
 from lit_attention.modeling.variant_tables import BLOCK_DOCUMENT, BLOCK_TABLE_BEGIN, BLOCK_TABLE_END, write_block_table
 from lit_attention.modeling.variants import (
     PRESETS,
@@ -82,8 +89,10 @@ def test_presets_help_names_every_preset_and_its_examples_resolve():
     [
         ([Variant("a", AttentionSpec(), "x"), Variant("a", AttentionSpec(key="identity"), "y")], "'a' is taken"),
         ([Variant("Bad-Name", AttentionSpec(), "x")], "not lower_snake_case"),
-        ([Variant("a", AttentionSpec(), "x"), Variant("b", AttentionSpec(query_scale="half"), "y")],
-         "Preset 'b' has the axes of 'a'; write it as 'a' with settings"),
+        (
+            [Variant("a", AttentionSpec(), "x"), Variant("b", AttentionSpec(query_scale="half"), "y")],
+            "Preset 'b' has the axes of 'a'; write it as 'a' with settings",
+        ),
     ],
 )
 def test_registry_rejects_ambiguous_presets(variants, message):
@@ -92,6 +101,7 @@ def test_registry_rejects_ambiguous_presets(variants, message):
 
 
 # ------------------------------------------------------------------------------------ counts
+
 
 @pytest.mark.parametrize("variant", REGISTRY)
 def test_attention_parameters_are_those_of_the_built_module(variant):
@@ -132,7 +142,8 @@ def test_documents_show_the_generated_table(document):
     assert table is not None, f"{document} lost its variants table markers ({TABLE_BEGIN!r} ... {TABLE_END!r})"
     assert table == variants_table(DOCUMENTS[document]), (
         f"{document}'s variants table is not the registry's; regenerate it with "
-        "`python -m lit_attention.modeling.variant_tables --write`")
+        "`python -m lit_attention.modeling.variant_tables --write`"
+    )
 
 
 def test_tables_have_a_row_per_preset_and_write_touches_only_the_table(tmp_path):
@@ -157,7 +168,8 @@ def test_design_shows_the_generated_block_options_table():
     assert table is not None, f"{BLOCK_DOCUMENT} lost its block options table markers ({BLOCK_TABLE_BEGIN!r} ...)"
     assert table == block_options_table(), (
         f"{BLOCK_DOCUMENT}'s block options table is not the configs'; regenerate it with "
-        "`python -m lit_attention.modeling.variant_tables --write`")
+        "`python -m lit_attention.modeling.variant_tables --write`"
+    )
 
 
 def test_block_options_table_is_read_from_the_configs_and_write_touches_only_the_table(tmp_path):
@@ -176,7 +188,9 @@ def test_block_options_table_is_read_from_the_configs_and_write_touches_only_the
     (tmp_path / BLOCK_DOCUMENT).parent.mkdir(parents=True)
     (tmp_path / BLOCK_DOCUMENT).write_text(f"before\n{BLOCK_TABLE_BEGIN}\n| old |\n{BLOCK_TABLE_END}\nafter\n")
     assert write_block_table(tmp_path) and not write_block_table(tmp_path)
-    assert (tmp_path / BLOCK_DOCUMENT).read_text() == f"before\n{BLOCK_TABLE_BEGIN}\n{block_options_table()}\n{BLOCK_TABLE_END}\nafter\n"
+    assert (
+        tmp_path / BLOCK_DOCUMENT
+    ).read_text() == f"before\n{BLOCK_TABLE_BEGIN}\n{block_options_table()}\n{BLOCK_TABLE_END}\nafter\n"
     (tmp_path / BLOCK_DOCUMENT).write_text(f"{TABLE_BEGIN}\n| only the variants |\n{TABLE_END}\n")
     with pytest.raises(ConfigError, match="has no block options table markers"):
         write_block_table(tmp_path)

@@ -31,8 +31,9 @@ def model_geometry(model: nn.Module) -> Geometry:
     return Geometry(cls=getattr(model, "cls_token", None) is not None, grid=grid)
 
 
-def allowed_keys(t_q: int, t_k: int, causal: bool, kv_padding: torch.Tensor | None, self_attention: bool,
-                 device: torch.device | None = None) -> torch.Tensor:
+def allowed_keys(
+    t_q: int, t_k: int, causal: bool, kv_padding: torch.Tensor | None, self_attention: bool, device: torch.device | None = None
+) -> torch.Tensor:
     """(B or 1, T_q, T_k) bool, True where a query may attend: the layer's own rule (causal, padded keys
     masked, a self-attention position always sees itself)."""
     allowed = torch.ones(t_q, t_k, dtype=torch.bool, device=device)
@@ -111,8 +112,9 @@ class AttentionSums:
 
     def result(self) -> dict:
         """Per-head means of each measure (NaN where no row counted), and the head-wise mean map."""
-        means = {name: [float(s / r) if r > 0 else math.nan for s, r in zip(self.sums[name], self.rows[name])]
-                 for name in STATISTICS}
+        means = {
+            name: [float(s / r) if r > 0 else math.nan for s, r in zip(self.sums[name], self.rows[name])] for name in STATISTICS
+        }
         if self.map_sum is not None:
             means["map"] = (self.map_sum / self.map_rows.clamp(min=1)[None, :, None]).float()
         return means
@@ -127,9 +129,11 @@ class Collector:
         self.layers = attention_layers(model)
         self.blocks = {name: m for name, m in model.named_modules() if isinstance(m, TransformerBlock)}
         self.attention = {
-            name: AttentionSums(layer.num_heads, Geometry() if layer.cross_attention else self.geometry,
-                                layer.causal, not layer.cross_attention)
-            for name, layer in self.layers.items()}
+            name: AttentionSums(
+                layer.num_heads, Geometry() if layer.cross_attention else self.geometry, layer.causal, not layer.cross_attention
+            )
+            for name, layer in self.layers.items()
+        }
         self.query_squares = {name: [0.0, 0.0] for name, layer in self.layers.items() if layer.query_mlp is not None}
         self.features: dict[str, torch.Tensor] = {}  # this batch's block outputs at real positions, (N, d)
         self._block_padding: dict[str, torch.Tensor | None] = {}
@@ -165,6 +169,7 @@ class Collector:
     def _block_input(self, name: str):
         def hook(module, args, kwargs):
             self._block_padding[name] = kwargs.get("padding_mask", args[1] if len(args) > 1 else None)
+
         return hook
 
     def _block_output(self, name: str):
@@ -172,14 +177,17 @@ class Collector:
             padding = self._block_padding.get(name)
             real = output if padding is None else output[~padding]
             self.features[name] = real.detach().reshape(-1, output.shape[-1]).float().cpu()
+
         return hook
 
     def _attention_input(self, name: str):
         block = name.rpartition(".")[0]
 
         def hook(module, args, kwargs):
-            self._query_padding[name] = (self._block_padding.get(block) if module.cross_attention
-                                         else kwargs.get("key_padding_mask"))
+            self._query_padding[name] = (
+                self._block_padding.get(block) if module.cross_attention else kwargs.get("key_padding_mask")
+            )
+
         return hook
 
     def _attention_output(self, name: str):
@@ -189,6 +197,7 @@ class Collector:
                 return
             kv_padding = kwargs.get("memory_padding_mask") if module.cross_attention else kwargs.get("key_padding_mask")
             self.attention[name].update(weights, self._query_padding.get(name), kv_padding)
+
         return hook
 
     def _query_output(self, name: str):
@@ -199,6 +208,7 @@ class Collector:
             sums = self.query_squares[name]
             sums[0] += float(output.detach().double().pow(2).sum())
             sums[1] += float(x.detach().double().pow(2).sum())
+
         return hook
 
     # ------------------------------------------------------------------ results
@@ -209,8 +219,13 @@ class Collector:
 
 
 @torch.no_grad()
-def run_batches(models: list[nn.Module], forward: Callable[[nn.Module, object], object], batches: Iterable,
-                move: Callable[[object], object], after_batch: Callable[[], None] | None = None) -> None:
+def run_batches(
+    models: list[nn.Module],
+    forward: Callable[[nn.Module, object], object],
+    batches: Iterable,
+    move: Callable[[object], object],
+    after_batch: Callable[[], None] | None = None,
+) -> None:
     """Forward every batch through every model (in eval mode; `move` puts a batch on their device),
     calling `after_batch` once all models have seen it (block features are then the batch's)."""
     for batch in batches:

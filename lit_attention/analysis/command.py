@@ -36,21 +36,44 @@ class SentenceParser(argparse.ArgumentParser):
 def parser() -> argparse.ArgumentParser:
     from lit_attention.analysis.inspect import DEFAULT_BATCHES
 
-    found = SentenceParser(prog="lit-attention inspect", description=DESCRIPTION, epilog=EXAMPLE, allow_abbrev=False,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
-    found.add_argument("--ckpt_path", required=True, metavar="RUN_OR_CKPT",
-                       help="a .ckpt file, a training run's directory (.../version_<k>: its best checkpoint, else "
-                            "last.ckpt) or a seed's directory (its newest run)")
-    found.add_argument("--batches", type=int, default=DEFAULT_BATCHES, metavar="N",
-                       help=f"held-out batches to measure on (default {DEFAULT_BATCHES}; the validation split's order)")
-    found.add_argument("--output", metavar="DIR",
-                       help="folder of the report (default: <run dir>/inspect, beside the run's checkpoints/ folder)")
-    found.add_argument("--compare-to", "--compare_to", dest="compare_to", metavar="OTHER_RUN",
-                       help="a second run or checkpoint of the same recipe: adds the linear CKA between the two runs' "
-                            "per-layer outputs on the same held-out batches")
-    found.add_argument("--data_dir", metavar="DIR",
-                       help="the data folder of the run's DataModule (default: the run's own setting, `data` relative "
-                            "to the working directory; cached tokenizers and token files are read from it)")
+    found = SentenceParser(
+        prog="lit-attention inspect",
+        description=DESCRIPTION,
+        epilog=EXAMPLE,
+        allow_abbrev=False,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    found.add_argument(
+        "--ckpt_path",
+        required=True,
+        metavar="RUN_OR_CKPT",
+        help="a .ckpt file, a training run's directory (.../version_<k>: its best checkpoint, else "
+        "last.ckpt) or a seed's directory (its newest run)",
+    )
+    found.add_argument(
+        "--batches",
+        type=int,
+        default=DEFAULT_BATCHES,
+        metavar="N",
+        help=f"held-out batches to measure on (default {DEFAULT_BATCHES}; the validation split's order)",
+    )
+    found.add_argument(
+        "--output", metavar="DIR", help="folder of the report (default: <run dir>/inspect, beside the run's checkpoints/ folder)"
+    )
+    found.add_argument(
+        "--compare-to",
+        "--compare_to",
+        dest="compare_to",
+        metavar="OTHER_RUN",
+        help="a second run or checkpoint of the same recipe: adds the linear CKA between the two runs' "
+        "per-layer outputs on the same held-out batches",
+    )
+    found.add_argument(
+        "--data_dir",
+        metavar="DIR",
+        help="the data folder of the run's DataModule (default: the run's own setting, `data` relative "
+        "to the working directory; cached tokenizers and token files are read from it)",
+    )
     found.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     return found
 
@@ -60,5 +83,6 @@ def run(argv: list[str]) -> None:
     arguments = parser().parse_args(argv)
     from lit_attention.analysis.inspect import inspect_run
 
-    inspect_run(arguments.ckpt_path, arguments.output, arguments.batches, arguments.compare_to, arguments.progress,
-                arguments.data_dir)
+    inspect_run(
+        arguments.ckpt_path, arguments.output, arguments.batches, arguments.compare_to, arguments.progress, arguments.data_dir
+    )

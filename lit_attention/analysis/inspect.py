@@ -36,9 +36,14 @@ SUMMARY = "summary.json"
 NOT_DATA = ("batch_size", "num_workers", "data_seed", "predict_files")
 
 
-def inspect_run(ckpt_path: str | os.PathLike, output: str | os.PathLike | None = None, batches: int = DEFAULT_BATCHES,
-                compare_to: str | os.PathLike | None = None, progress: bool = True,
-                data_dir: str | os.PathLike | None = None) -> Path:
+def inspect_run(
+    ckpt_path: str | os.PathLike,
+    output: str | os.PathLike | None = None,
+    batches: int = DEFAULT_BATCHES,
+    compare_to: str | os.PathLike | None = None,
+    progress: bool = True,
+    data_dir: str | os.PathLike | None = None,
+) -> Path:
     """Inspect the run (or checkpoint) `ckpt_path` on `batches` held-out batches and write the report into
     `output` (default: `<run dir>/inspect/`); with `compare_to`, add the linear CKA between the two runs'
     block outputs on the same batches. `data_dir` replaces the run's data folder (default: the run's own
@@ -82,7 +87,7 @@ def inspect_run(ckpt_path: str | os.PathLike, output: str | os.PathLike | None =
         count += 1
         return batch
 
-    with collectors[0], (collectors[1] if len(collectors) == 2 else contextlib.nullcontext()):
+    with collectors[0], collectors[1] if len(collectors) == 2 else contextlib.nullcontext():
         run_batches(models, run.task.forward_batch, served, move, after_batch)
     if count == 0:
         raise ConfigError(f"The validation split of {run.name} holds no batch to inspect; train with a validation split.")
@@ -111,23 +116,30 @@ def output_folder(run: LoadedRun, output: str | os.PathLike | None) -> Path:
     else:
         folder = Path(output)
     if output is not None and CHECKPOINTS in folder.resolve().parts:
-        raise ConfigError(f"--output {str(folder)!r} lies inside a run's checkpoints folder, which inspect never writes "
-                          "into; choose another folder (the default is <run dir>/inspect).")
+        raise ConfigError(
+            f"--output {str(folder)!r} lies inside a run's checkpoints folder, which inspect never writes "
+            "into; choose another folder (the default is <run dir>/inspect)."
+        )
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise ConfigError(f"Cannot write the report into {str(folder)!r} ({error.strerror}); choose a writable --output.") from None
+        raise ConfigError(
+            f"Cannot write the report into {str(folder)!r} ({error.strerror}); choose a writable --output."
+        ) from None
     return folder
 
 
 def check_same_data(run: LoadedRun, other: LoadedRun) -> None:
     """CKA compares two runs on the same items: the same task class and the same held-out data."""
+
     def data(r: LoadedRun):
         return r.data_class, {k: v for k, v in r.data_arguments.items() if k not in NOT_DATA}
 
     if type(run.task) is not type(other.task) or data(run) != data(other):
-        raise ConfigError(f"--compare-to {str(other.checkpoint)!r} was trained on other data or another task than "
-                          f"{str(run.checkpoint)!r}; CKA compares two runs of the same recipe on the same held-out items.")
+        raise ConfigError(
+            f"--compare-to {str(other.checkpoint)!r} was trained on other data or another task than "
+            f"{str(run.checkpoint)!r}; CKA compares two runs of the same recipe on the same held-out items."
+        )
 
 
 def summarise(run: LoadedRun, collector: Collector, count: int) -> tuple[dict, dict, dict]:
@@ -142,7 +154,9 @@ def summarise(run: LoadedRun, collector: Collector, count: int) -> tuple[dict, d
         if mix is not None:
             matrices[name] = mix.float()
         layers[name] = {
-            "heads": layer.num_heads, "kv_heads": layer.kv_heads, "causal": layer.causal,
+            "heads": layer.num_heads,
+            "kv_heads": layer.kv_heads,
+            "causal": layer.causal,
             "cross_attention": layer.cross_attention,
             "attention": attention,
             "value_mix": layer_weights.value_mix_report(mix, geometry) if mix is not None else None,
@@ -151,9 +165,17 @@ def summarise(run: LoadedRun, collector: Collector, count: int) -> tuple[dict, d
         }
     first = next(iter(collector.layers.values()))
     summary = {
-        "run": run.name, "checkpoint": str(run.checkpoint), "step": run.step, "task": type(run.task).__name__,
-        "variant": run.task.spec.name, "batches": count, "dim": first.dim, "head_dim": first.head_dim,
-        "cls": collector.geometry.cls, "grid": collector.geometry.grid, "layers": layers,
+        "run": run.name,
+        "checkpoint": str(run.checkpoint),
+        "step": run.step,
+        "task": type(run.task).__name__,
+        "variant": run.task.spec.name,
+        "batches": count,
+        "dim": first.dim,
+        "head_dim": first.head_dim,
+        "cls": collector.geometry.cls,
+        "grid": collector.geometry.grid,
+        "layers": layers,
     }
     return summary, maps, matrices
 
@@ -168,8 +190,9 @@ def cka_table(ckas: dict[tuple[str, str], LinearCKA], other: str) -> dict:
 # ------------------------------------------------------------------ several runs
 
 
-def compare_runs(paths: list[str | os.PathLike], output: str | os.PathLike, batches: int = DEFAULT_BATCHES,
-                 labels: list[str] | None = None) -> Path:
+def compare_runs(
+    paths: list[str | os.PathLike], output: str | os.PathLike, batches: int = DEFAULT_BATCHES, labels: list[str] | None = None
+) -> Path:
     """One side-by-side figure (compare.png) and table (compare.md) of the attention measures per layer
     across runs, in `output`. Each path is an inspect output folder (holding summary.json) or a run /
     checkpoint, which is inspected first into its default folder. Returns the path of compare.md."""
@@ -208,8 +231,13 @@ def layer_means(summary: dict, panel: str) -> dict[str, float]:
 def comparison_figure(summaries: list[dict], labels: list[str]):
     plt = pyplot()
     panels = comparison_panels(summaries)
-    titles = {"entropy": "entropy / log(keys)", "distance": "mean attention distance", "diagonal": "weight on the diagonal",
-              "first": "weight on the first token (CLS)", "identity_distance": "W_A: ‖W_A − I‖ / ‖I‖"}
+    titles = {
+        "entropy": "entropy / log(keys)",
+        "distance": "mean attention distance",
+        "diagonal": "weight on the diagonal",
+        "first": "weight on the first token (CLS)",
+        "identity_distance": "W_A: ‖W_A − I‖ / ‖I‖",
+    }
     figure, axes = plt.subplots(1, len(panels), figsize=(3.4 * len(panels), 3.3))
     layers = list(dict.fromkeys(layer for s in summaries for layer in s["layers"]))
     for axis, panel in zip(axes, panels):
@@ -217,8 +245,7 @@ def comparison_figure(summaries: list[dict], labels: list[str]):
             values = layer_means(summary, panel)
             xs = [layers.index(layer) for layer in values]
             axis.plot(xs, list(values.values()), marker="o", label=label)
-        axis.set_xticks(range(len(layers)), [short(layer) for layer in layers], fontsize=7,
-                        rotation=45 if len(layers) > 6 else 0)
+        axis.set_xticks(range(len(layers)), [short(layer) for layer in layers], fontsize=7, rotation=45 if len(layers) > 6 else 0)
         axis.set_title(titles[panel], fontsize=9)
         axis.set_xlabel("layer")
     axes[0].legend(fontsize=7)
@@ -228,8 +255,12 @@ def comparison_figure(summaries: list[dict], labels: list[str]):
 
 
 def comparison_markdown(summaries: list[dict], labels: list[str]) -> str:
-    lines = ["# inspect: runs side by side", "", "Means over layers and heads of each run's inspect report "
-             "(per layer in compare.png).", ""]
+    lines = [
+        "# inspect: runs side by side",
+        "",
+        "Means over layers and heads of each run's inspect report (per layer in compare.png).",
+        "",
+    ]
     rows = []
     for summary, label in zip(summaries, labels):
         cells = [label, f"`{summary['variant']}`"]

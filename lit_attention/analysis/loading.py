@@ -50,16 +50,20 @@ def checkpoint_file(path: str | os.PathLike) -> Path:
     if path.is_file():
         return path
     if not path.is_dir():
-        raise ConfigError(f"--ckpt_path {str(path)!r} does not exist; pass a .ckpt file or a training run's directory "
-                          "(runs/<recipe>/<variant>/seed_<n>/version_<k>).")
+        raise ConfigError(
+            f"--ckpt_path {str(path)!r} does not exist; pass a .ckpt file or a training run's directory "
+            "(runs/<recipe>/<variant>/seed_<n>/version_<k>)."
+        )
     run = path if (path / CHECKPOINTS).is_dir() else newest_version(path)
     found = sorted((run / CHECKPOINTS).glob("best-*.ckpt"), key=os.path.getmtime) if run is not None else []
     if found:
         return found[-1]
     if run is not None and (run / CHECKPOINTS / LAST).is_file():
         return run / CHECKPOINTS / LAST
-    raise ConfigError(f"--ckpt_path {str(path)!r} holds no checkpoint (no checkpoints/best-*.ckpt or last.ckpt in it "
-                      "or its newest version_<k>); pass a .ckpt file or a trained run's directory.")
+    raise ConfigError(
+        f"--ckpt_path {str(path)!r} holds no checkpoint (no checkpoints/best-*.ckpt or last.ckpt in it "
+        "or its newest version_<k>); pass a .ckpt file or a trained run's directory."
+    )
 
 
 def load_run(path: str | os.PathLike) -> LoadedRun:
@@ -70,21 +74,24 @@ def load_run(path: str | os.PathLike) -> LoadedRun:
     class_path = hyper_parameters.get("_class_path")
     task_class = _task_class(class_path)
     if task_class is None:
-        raise ConfigError(f"Checkpoint {str(file)!r} does not say which lit-attention task wrote it (its hyper-parameters "
-                          "name no task class); pass a checkpoint written by `lit-attention fit`.")
+        raise ConfigError(
+            f"Checkpoint {str(file)!r} does not say which lit-attention task wrote it (its hyper-parameters "
+            "name no task class); pass a checkpoint written by `lit-attention fit`."
+        )
     arguments = current_arguments({k: v for k, v in hyper_parameters.items() if not k.startswith("_")})
     try:
         task = task_class(**arguments)
         task.load_state_dict(checkpoint["state_dict"])
     except (TypeError, RuntimeError, ValueError) as error:
         reason = str(error).strip().splitlines()[0][:160]
-        raise ConfigError(f"Checkpoint {str(file)!r} does not rebuild its model ({reason}); pass a checkpoint written by "
-                          "this version of lit-attention.") from None
+        raise ConfigError(
+            f"Checkpoint {str(file)!r} does not rebuild its model ({reason}); pass a checkpoint written by "
+            "this version of lit-attention."
+        ) from None
     task.eval()
     run_dir = training_run_of(file)
     data_class, data_arguments = _data_of(checkpoint, run_folder(file, run_dir))
-    return LoadedRun(file, run_dir, task, int(checkpoint.get("global_step") or 0), hyper_parameters,
-                     data_class, data_arguments)
+    return LoadedRun(file, run_dir, task, int(checkpoint.get("global_step") or 0), hyper_parameters, data_class, data_arguments)
 
 
 def _task_class(class_path) -> type[TaskModule] | None:
@@ -147,11 +154,15 @@ def check_data_known(run: LoadedRun) -> None:
         return
     folder = run_folder(run.checkpoint, run.run_dir)
     if folder is not None:
-        raise ConfigError(f"The run {str(folder)!r} has no config.yaml, which names the data it trained on, and its checkpoint "
-                          f"{str(run.checkpoint)!r} does not name it either; put the run's config.yaml back beside "
-                          "checkpoints/ (a copy of a run keeps it there).")
-    raise ConfigError(f"Checkpoint {str(run.checkpoint)!r} does not say which data it was trained on (no config.yaml "
-                      "beside it and no DataModule arguments in it); inspect a checkpoint inside its run directory.")
+        raise ConfigError(
+            f"The run {str(folder)!r} has no config.yaml, which names the data it trained on, and its checkpoint "
+            f"{str(run.checkpoint)!r} does not name it either; put the run's config.yaml back beside "
+            "checkpoints/ (a copy of a run keeps it there)."
+        )
+    raise ConfigError(
+        f"Checkpoint {str(run.checkpoint)!r} does not say which data it was trained on (no config.yaml "
+        "beside it and no DataModule arguments in it); inspect a checkpoint inside its run directory."
+    )
 
 
 def held_out_loader(run: LoadedRun, data_dir: str | os.PathLike | None = None):

@@ -88,7 +88,7 @@ def maps_figure(summary: dict, maps: dict[str, torch.Tensor]):
     columns = min(4, len(layers))
     rows = math.ceil(len(layers) / columns)
     figure, axes = plt.subplots(rows, columns, figsize=(3.0 * columns, 2.8 * rows), squeeze=False)
-    for axis in axes.flat[len(layers):]:
+    for axis in axes.flat[len(layers) :]:
         axis.axis("off")
     shown = None
     for axis, layer in zip(axes.flat, layers):
@@ -114,7 +114,7 @@ def value_mix_figure(summary: dict, matrices: dict[str, torch.Tensor]):
         report = summary["layers"][layer]["value_mix"]
         axis.set_title(f"{layer}: ‖W_A−I‖/‖I‖={report['identity_distance']:.2f}", fontsize=8)
         figure.colorbar(shown, ax=axis, fraction=0.046)
-    for axis in axes[0][len(layers):]:
+    for axis in axes[0][len(layers) :]:
         axis.axis("off")
     band, spectrum = axes[1][0], axes[1][1]
     for layer in layers:
@@ -158,8 +158,14 @@ def spectra_figure(summary: dict):
             per_head = values if values and isinstance(values[0], list) else [values]
             for i, head in enumerate(per_head):  # one colour per layer, a line per head
                 top = head[0] or 1.0
-                axis.semilogy(range(1, len(head) + 1), [v / top for v in head], lw=1, alpha=0.8, color=f"C{index % 10}",
-                              label=short(layer) or layer if i == 0 else None)
+                axis.semilogy(
+                    range(1, len(head) + 1),
+                    [v / top for v in head],
+                    lw=1,
+                    alpha=0.8,
+                    color=f"C{index % 10}",
+                    label=short(layer) or layer if i == 0 else None,
+                )
         axis.set_ylim(1e-4, 1.5)
         axis.set_title(kind.replace("ᵀ", "^T") + (" (each head)" if ",i" in kind else ""), fontsize=9)
         axis.set_xlabel("index")
@@ -261,27 +267,62 @@ def mean(values: list[float]) -> float:
 def markdown(summary: dict, figures: list[str]) -> str:
     layers = summary["layers"]
     unit = "patches" if summary.get("grid") else "positions"
-    lines = [f"# inspect: {summary['run']}", "",
-             f"Variant `{summary['variant']}` ({summary['task']}), checkpoint `{summary['checkpoint']}` at step "
-             f"{summary['step']}; measured on {batches(summary)} (validation split).", "",
-             "## Attention patterns", "",
-             f"Means over heads (per head in attention.png); distance in {unit}"
-             + (", CLS token left out" if summary.get("cls") else "") + ".", "",
-             markdown_table(["layer", "entropy / log(keys)", "mean distance", "diagonal",
-                             first_label(summary).removeprefix("weight on the "), "above the diagonal"],
-                            [[layer, number(mean(r["attention"]["entropy"])), number(mean(r["attention"]["distance"]), 2),
-                              number(mean(r["attention"]["diagonal"])), number(mean(r["attention"]["first"])),
-                              number(mean(r["attention"]["above_diagonal"]))] for layer, r in layers.items()])]
+    lines = [
+        f"# inspect: {summary['run']}",
+        "",
+        f"Variant `{summary['variant']}` ({summary['task']}), checkpoint `{summary['checkpoint']}` at step "
+        f"{summary['step']}; measured on {batches(summary)} (validation split).",
+        "",
+        "## Attention patterns",
+        "",
+        f"Means over heads (per head in attention.png); distance in {unit}"
+        + (", CLS token left out" if summary.get("cls") else "")
+        + ".",
+        "",
+        markdown_table(
+            [
+                "layer",
+                "entropy / log(keys)",
+                "mean distance",
+                "diagonal",
+                first_label(summary).removeprefix("weight on the "),
+                "above the diagonal",
+            ],
+            [
+                [
+                    layer,
+                    number(mean(r["attention"]["entropy"])),
+                    number(mean(r["attention"]["distance"]), 2),
+                    number(mean(r["attention"]["diagonal"])),
+                    number(mean(r["attention"]["first"])),
+                    number(mean(r["attention"]["above_diagonal"])),
+                ]
+                for layer, r in layers.items()
+            ],
+        ),
+    ]
     lines += ["", "![attention](attention.png)", "", "![attention maps](attention_maps.png)", ""]
     mixing = {layer: r["value_mix"] for layer, r in layers.items() if r.get("value_mix")}
     if mixing:
         widths = list(next(iter(mixing.values()))["band_mass"])
         patch = "patch_band_mass" in next(iter(mixing.values()))
-        lines += ["## W_A", "", "W_A as the forward uses it (lower-triangular in a causal layer). Bandedness: share of Σ|W_A| "
-                  "within |i − j| ≤ k" + ("; by patch (Chebyshev distance ≤ k: a (2k+1)² neighbourhood, CLS left out)" if patch else "")
-                  + f". Effective rank: singular values above 1% of the largest (of {next(iter(mixing.values()))['size']}).", ""]
-        header = ["layer", "‖W_A − I‖/‖I‖", *(f"k≤{k}" for k in widths), *(["patches k≤1", "k≤2"] if patch else []),
-                  "above the diagonal", "effective rank"]
+        lines += [
+            "## W_A",
+            "",
+            "W_A as the forward uses it (lower-triangular in a causal layer). Bandedness: share of Σ|W_A| "
+            "within |i − j| ≤ k"
+            + ("; by patch (Chebyshev distance ≤ k: a (2k+1)² neighbourhood, CLS left out)" if patch else "")
+            + f". Effective rank: singular values above 1% of the largest (of {next(iter(mixing.values()))['size']}).",
+            "",
+        ]
+        header = [
+            "layer",
+            "‖W_A − I‖/‖I‖",
+            *(f"k≤{k}" for k in widths),
+            *(["patches k≤1", "k≤2"] if patch else []),
+            "above the diagonal",
+            "effective rank",
+        ]
         rows = []
         for layer, mix in mixing.items():
             cells = [layer, number(mix["identity_distance"])] + [number(v) for v in mix["band_mass"].values()]
@@ -294,27 +335,58 @@ def markdown(summary: dict, figures: list[str]) -> str:
         for report in layers.values():
             kinds += [k for k in report["projections"] if k not in kinds]
         grouped = sorted({r["kv_heads"] for r in layers.values() if r.get("kv_heads", r["heads"]) < r["heads"]})
-        shared = (f" Key/value heads are shared (kv_heads = {', '.join(map(str, grouped))}): W_K and W_V are "
-                  "d × kv_heads·d_h, and query head i's products use key/value head i // (heads / kv_heads).") if grouped else ""
-        lines += ["## Kept projections", "", "Effective rank (singular values above 1% of the largest) of each matrix, "
-                  f"and per head (mean over heads) of the products; d = {summary['dim']}, d_h = {summary['head_dim']}.{shared}", ""]
+        shared = (
+            (
+                f" Key/value heads are shared (kv_heads = {', '.join(map(str, grouped))}): W_K and W_V are "
+                "d × kv_heads·d_h, and query head i's products use key/value head i // (heads / kv_heads)."
+            )
+            if grouped
+            else ""
+        )
+        lines += [
+            "## Kept projections",
+            "",
+            "Effective rank (singular values above 1% of the largest) of each matrix, "
+            f"and per head (mean over heads) of the products; d = {summary['dim']}, d_h = {summary['head_dim']}.{shared}",
+            "",
+        ]
         rows = []
         for layer, report in layers.items():
             cells = [layer]
             for kind in kinds:
                 rank = report["projections"].get(kind, {}).get("effective_rank")
-                cells.append("–" if rank is None else number(mean([float(r) for r in rank]), 1) if isinstance(rank, list) else str(rank))
+                cells.append(
+                    "–" if rank is None else number(mean([float(r) for r in rank]), 1) if isinstance(rank, list) else str(rank)
+                )
             rows.append(cells)
         lines += [markdown_table(["layer", *kinds], rows), "", "![spectra](spectra.png)", ""]
     if "query.png" in figures:
-        lines += ["## Nonlinear query", "", "‖f(X)‖ / ‖X‖ over the held-out positions (Q = X + f(X)).", "",
-                  markdown_table(["layer", "‖f(X)‖ / ‖X‖"], [[layer, number(r["query_ratio"])] for layer, r in layers.items()
-                                                             if r.get("query_ratio") is not None]),
-                  "", "![query](query.png)", ""]
+        lines += [
+            "## Nonlinear query",
+            "",
+            "‖f(X)‖ / ‖X‖ over the held-out positions (Q = X + f(X)).",
+            "",
+            markdown_table(
+                ["layer", "‖f(X)‖ / ‖X‖"],
+                [[layer, number(r["query_ratio"])] for layer, r in layers.items() if r.get("query_ratio") is not None],
+            ),
+            "",
+            "![query](query.png)",
+            "",
+        ]
     if summary.get("cka"):
         cka = summary["cka"]
-        lines += ["## Representations", "", f"Linear CKA between this run's block outputs (rows) and those of "
-                  f"`{cka['other']}` (columns) on the same held-out positions.", "",
-                  markdown_table(["layer", *cka["columns"]], [[row, *map(number, values)] for row, values in zip(cka["rows"], cka["values"])]),
-                  "", "![CKA](cka.png)", ""]
+        lines += [
+            "## Representations",
+            "",
+            f"Linear CKA between this run's block outputs (rows) and those of "
+            f"`{cka['other']}` (columns) on the same held-out positions.",
+            "",
+            markdown_table(
+                ["layer", *cka["columns"]], [[row, *map(number, values)] for row, values in zip(cka["rows"], cka["values"])]
+            ),
+            "",
+            "![CKA](cka.png)",
+            "",
+        ]
     return "\n".join(lines)

@@ -84,11 +84,16 @@ def projection_report(layer: MultiHeadAttention) -> dict:
     report = {}
     for name, weight in layer.projection_weights().items():
         values = measures.singular_values(weight)
-        report[f"W_{name.upper()}"] = {"singular_values": values.tolist(), "effective_rank": measures.effective_rank(values),
-                                       "entropy_rank": measures.entropy_rank(values)}
+        report[f"W_{name.upper()}"] = {
+            "singular_values": values.tolist(),
+            "effective_rank": measures.effective_rank(values),
+            "entropy_rank": measures.entropy_rank(values),
+        }
     for name, per_head in head_products(layer).items():
         spectra = [measures.singular_values(m) for m in per_head]
-        report[name] = {"singular_values": [v.tolist() for v in spectra],
-                        "effective_rank": [measures.effective_rank(v) for v in spectra],
-                        "entropy_rank": [measures.entropy_rank(v) for v in spectra]}
+        report[name] = {
+            "singular_values": [v.tolist() for v in spectra],
+            "effective_rank": [measures.effective_rank(v) for v in spectra],
+            "entropy_rank": [measures.entropy_rank(v) for v in spectra],
+        }
     return report

@@ -9,8 +9,16 @@ from lit_attention.modeling.text_encoder import TextEncoderClassifier, TextEncod
 from lit_attention.modeling.vit import VisionTransformer, ViTConfig
 
 # Every field of the families' configs: the model arguments that earlier versions took flat (--model.dim).
-CONFIG_FIELDS = frozenset(f.name for config in (GPTConfig, Seq2SeqConfig, TextEncoderConfig, ViTConfig)
-                          for f in fields(config))
+CONFIG_FIELDS = frozenset(f.name for config in (GPTConfig, Seq2SeqConfig, TextEncoderConfig, ViTConfig) for f in fields(config))
 
-__all__ = ["CONFIG_FIELDS", "GPT", "GPTConfig", "Seq2SeqConfig", "Seq2SeqTransformer", "TextEncoderClassifier", "TextEncoderConfig",
-           "ViTConfig", "VisionTransformer"]
+__all__ = [
+    "CONFIG_FIELDS",
+    "GPT",
+    "GPTConfig",
+    "Seq2SeqConfig",
+    "Seq2SeqTransformer",
+    "TextEncoderClassifier",
+    "TextEncoderConfig",
+    "ViTConfig",
+    "VisionTransformer",
+]

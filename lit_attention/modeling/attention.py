@@ -57,6 +57,7 @@ from lit_attention.modeling.kv_cache import KVCache
 from lit_attention.modeling.masks import attention_mask, biased_mask
 from lit_attention.modeling.positions import alibi_bias, alibi_exponents, alibi_slopes_from, apply_rotary, check_rotary_width
 
+
 class QueryMLP(nn.Module):
     """f(X) = LN(GELU(RMSNorm(X) W_1) W_2): the nonlinear part of the residual query, no biases."""
 
@@ -128,8 +129,10 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
                 "and needs max_len, a positive sequence length."
             )
         if alibi and cross_attention:
-            raise ConfigError("alibi=True is for self-attention; queries and memory are different sequences, "
-                              "so cross-attention has no distance to penalise.")
+            raise ConfigError(
+                "alibi=True is for self-attention; queries and memory are different sequences, "
+                "so cross-attention has no distance to penalise."
+            )
         self.dim, self.num_heads, self.head_dim = dim, num_heads, dim // num_heads
         self.kv_heads = check_kv_heads(self.spec, num_heads)
         self.kv_dim = self.kv_heads * self.head_dim  # the width of K and V (dim unless grouped)
@@ -215,8 +218,9 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
             t = norm(t)
         return t if rotary is None else apply_rotary(t, rotary)
 
-    def _scores_mask(self, t_q: int, t_k: int, kv_padding: torch.Tensor | None, mask: torch.Tensor | None,
-                     device: torch.device) -> torch.Tensor | None:
+    def _scores_mask(
+        self, t_q: int, t_k: int, kv_padding: torch.Tensor | None, mask: torch.Tensor | None, device: torch.device
+    ) -> torch.Tensor | None:
         """The mask this forward attends under: the model's (or one built from the padding), with ALiBi's
         bias added as floats when this layer has it and the model did not add it already."""
         if mask is None and kv_padding is not None:
@@ -225,8 +229,9 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
             return mask
         if mask is None and self.causal:
             mask = self._allowed(t_q, t_k, None, device)
-        return biased_mask(mask, alibi_bias(self.alibi_slopes, torch.arange(t_q, device=device),
-                                            torch.arange(t_k, device=device)))
+        return biased_mask(
+            mask, alibi_bias(self.alibi_slopes, torch.arange(t_q, device=device), torch.arange(t_k, device=device))
+        )
 
     def _value_mix_block(self, length: int) -> torch.Tensor:
         """Top-left length x length block of W_A, lower-triangular when causal."""
@@ -272,15 +277,15 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
         """
         if rotary is not None:
             if self.cross_attention:
-                raise ConfigError("rotary is for self-attention; cross-attention's queries and memory are "
-                                  "different sequences and are not rotated.")
+                raise ConfigError(
+                    "rotary is for self-attention; cross-attention's queries and memory are "
+                    "different sequences and are not rotated."
+                )
             check_rotary_width(self.head_dim)
         if cache is not None:
             return self._forward_cached(x, cache, rotary, bias)
         if self.cross_attention != (memory is not None):
-            raise ConfigError(
-                "memory must be given exactly when the module was built with cross_attention=True."
-            )
+            raise ConfigError("memory must be given exactly when the module was built with cross_attention=True.")
         kv_padding = memory_padding_mask if self.cross_attention else key_padding_mask
         q, k, v = self._project(x, memory)
         if self.value_mix is not None:
@@ -311,13 +316,13 @@ class MultiHeadAttention(CachedDecoding, nn.Module):
         gqa = k.shape[1] != q.shape[1]
         if mask is None and self.causal:
             if q.shape[-2] == k.shape[-2]:
-                return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=self.scale,
-                                                      enable_gqa=gqa)
+                return F.scaled_dot_product_attention(
+                    q, k, v, dropout_p=dropout_p, is_causal=True, scale=self.scale, enable_gqa=gqa
+                )
             mask = self._allowed(q.shape[-2], k.shape[-2], None, q.device)
         if mask is not None and mask.is_floating_point():
             mask = mask.to(q.dtype)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=self.scale,
-                                              enable_gqa=gqa)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=self.scale, enable_gqa=gqa)
 
     # ------------------------------------------------------------------ reference path
 
@@ -379,14 +384,14 @@ def check_kv_heads(spec: AttentionSpec, num_heads: int) -> int:
         raise ConfigError(f"kv_heads={kv_heads} does not divide num_heads={num_heads}; choose kv_heads among {divisors}.")
     if kv_heads < num_heads and "identity" in (spec.key, spec.value):
         linear = ", ".join(name for name, s in PRESETS.items() if s.key == s.value == "linear")
-        raise ConfigError(f"kv_heads={kv_heads} needs linear keys and values, but variant {spec.name!r} has an identity "
-                          f"{'key' if spec.key == 'identity' else 'value'} (a shared head of X_i is no slice of X); "
-                          f"use kv_heads with {linear}.")
+        raise ConfigError(
+            f"kv_heads={kv_heads} needs linear keys and values, but variant {spec.name!r} has an identity "
+            f"{'key' if spec.key == 'identity' else 'value'} (a shared head of X_i is no slice of X); "
+            f"use kv_heads with {linear}."
+        )
     return kv_heads
 
 
 def count_attention_parameters(module: nn.Module) -> int:
     """Number of parameters inside every MultiHeadAttention of `module` (the module itself included)."""
-    return sum(
-        p.numel() for m in module.modules() if isinstance(m, MultiHeadAttention) for p in m.parameters()
-    )
+    return sum(p.numel() for m in module.modules() if isinstance(m, MultiHeadAttention) for p in m.parameters())

@@ -20,9 +20,14 @@ import torch
 from lit_attention.modeling.positions import check_axial_width, rotary_tables
 
 
-def axial_rotary_tables(grid: int, head_dim: int, base: float = 10000.0, prefix_tokens: int = 0,
-                        dtype: torch.dtype = torch.float32,
-                        device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def axial_rotary_tables(
+    grid: int,
+    head_dim: int,
+    base: float = 10000.0,
+    prefix_tokens: int = 0,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(cos, sin), each (prefix_tokens + grid², d_h), for a square grid of patches in row-major order
     (the order of a strided convolution's flattened output) after `prefix_tokens` unrotated tokens."""
     check_axial_width(head_dim)

@@ -27,12 +27,12 @@ FAMILIES = {"GPT": GPTConfig, "text encoder": TextEncoderConfig, "seq2seq": Seq2
 # as not offered.
 OPTIONS = {
     "position": "how positions enter: learned embeddings, RoPE on queries and keys, ALiBi biases, or none "
-                "(causal only); cross-attention is neither rotated nor biased",
+    "(causal only); cross-attention is neither rotated nor biased",
     "norm": "every norm of the model (blocks and final): LayerNorm, or RMSNorm (a weight only)",
     "mlp": "gelu: fc1, GELU, fc2; swiglu: fc2(SiLU(gate) * up), gate and up the two halves of fc1",
     "qk_norm": "RMSNorm over each head's queries and keys before the rotation",
     "kv_heads": "key/value heads shared by groups of query heads (a setting of the variant, "
-                "`standard,kv_heads=2`; linear keys and values only)",
+    "`standard,kv_heads=2`; linear keys and values only)",
 }
 # Options that are settings of the variant rather than fields of a config: what every family offers.
 VARIANT_SETTINGS = {"kv_heads": "a divisor of num_heads"}
@@ -80,10 +80,15 @@ def _cell(config_class, name: str) -> str:
 def block_options_table() -> str:
     """The options as a Markdown table: a row per option any family offers, a column per family (the
     default in bold)."""
-    offered = [name for name in OPTIONS
-               if name in variant_settings() or any(option_values(c, name) for c in FAMILIES.values())]
+    offered = [name for name in OPTIONS if name in variant_settings() or any(option_values(c, name) for c in FAMILIES.values())]
     header = ["option", *FAMILIES, "what it is"]
     # A variant setting is written in the variant (--model.attention), not as a field of the config (--model.net).
-    rows = [[f"`{name}` (in the variant: `standard,{name}=2`)" if name in variant_settings() else f"`{name}`",
-             *(_cell(c, name) for c in FAMILIES.values()), OPTIONS[name]] for name in offered]
+    rows = [
+        [
+            f"`{name}` (in the variant: `standard,{name}=2`)" if name in variant_settings() else f"`{name}`",
+            *(_cell(c, name) for c in FAMILIES.values()),
+            OPTIONS[name],
+        ]
+        for name in offered
+    ]
     return markdown_table(header, rows)

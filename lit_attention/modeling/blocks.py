@@ -125,13 +125,30 @@ class TransformerBlock(nn.Module):
     ) -> None:
         super().__init__()
         self.norm1 = make_norm(norm, dim, norm_eps, bias)
-        self.attn = MultiHeadAttention(dim, num_heads, attention, max_len=max_len, causal=causal, bias=bias, dropout=dropout,
-                                       qk_norm=qk_norm, norm_eps=norm_eps, alibi=alibi)
+        self.attn = MultiHeadAttention(
+            dim,
+            num_heads,
+            attention,
+            max_len=max_len,
+            causal=causal,
+            bias=bias,
+            dropout=dropout,
+            qk_norm=qk_norm,
+            norm_eps=norm_eps,
+            alibi=alibi,
+        )
         if cross_attention:
             self.norm_cross = make_norm(norm, dim, norm_eps, bias)
             self.cross_attn = MultiHeadAttention(
-                dim, num_heads, attention, max_len=memory_max_len, bias=bias, dropout=dropout, cross_attention=True,
-                qk_norm=qk_norm, norm_eps=norm_eps,
+                dim,
+                num_heads,
+                attention,
+                max_len=memory_max_len,
+                bias=bias,
+                dropout=dropout,
+                cross_attention=True,
+                qk_norm=qk_norm,
+                norm_eps=norm_eps,
             )
         else:
             self.norm_cross = self.cross_attn = None
@@ -141,16 +158,33 @@ class TransformerBlock(nn.Module):
         self.drop_path = DropPath(drop_path)
 
     @classmethod
-    def stack(cls, config, attention: str | dict | AttentionSpec, depth: int, max_len: int, causal: bool = False,
-              **options) -> nn.ModuleList:
+    def stack(
+        cls, config, attention: str | dict | AttentionSpec, depth: int, max_len: int, causal: bool = False, **options
+    ) -> nn.ModuleList:
         """`depth` blocks with the block options of a family's `config` (ModelConfig's shared fields), stochastic
         depth growing over them (drop_path_rates); `options`: a decoder block's cross_attention and
         memory_max_len. ALiBi's flag lets a layer bias its scores itself where no model hands it a mask."""
         c = config
         return nn.ModuleList(
-            cls(c.dim, c.num_heads, attention, max_len=max_len, causal=causal, mlp_ratio=c.mlp_ratio, dropout=c.dropout,
-                drop_path=rate, bias=c.bias, activation=c.activation, norm_eps=c.norm_eps, qk_norm=c.qk_norm,
-                alibi=c.position == "alibi", norm=c.norm, mlp=c.mlp, mlp_hidden=c.mlp_hidden, **options)
+            cls(
+                c.dim,
+                c.num_heads,
+                attention,
+                max_len=max_len,
+                causal=causal,
+                mlp_ratio=c.mlp_ratio,
+                dropout=c.dropout,
+                drop_path=rate,
+                bias=c.bias,
+                activation=c.activation,
+                norm_eps=c.norm_eps,
+                qk_norm=c.qk_norm,
+                alibi=c.position == "alibi",
+                norm=c.norm,
+                mlp=c.mlp,
+                mlp_hidden=c.mlp_hidden,
+                **options,
+            )
             for rate in drop_path_rates(c.drop_path, depth)
         )
 
@@ -176,8 +210,9 @@ class TransformerBlock(nn.Module):
             return self._forward_cached(x, cache, rotary, bias)
         x = x + self.drop_path(self.attn(self.norm1(x), key_padding_mask=padding_mask, mask=mask, rotary=rotary))
         if self.cross_attn is not None:
-            x = x + self.drop_path(self.cross_attn(self.norm_cross(x), memory=memory,
-                                                   memory_padding_mask=memory_padding_mask, mask=memory_mask))
+            x = x + self.drop_path(
+                self.cross_attn(self.norm_cross(x), memory=memory, memory_padding_mask=memory_padding_mask, mask=memory_mask)
+            )
         return x + self.drop_path(self.mlp(self.norm2(x)))
 
     def _forward_cached(self, x: torch.Tensor, cache: BlockCache, rotary=None, bias=None) -> torch.Tensor:
@@ -186,8 +221,13 @@ class TransformerBlock(nn.Module):
             x = x + self.drop_path(self.cross_attn(self.norm_cross(x), cache=cache.cross_attn))
         return x + self.drop_path(self.mlp(self.norm2(x)))
 
-    def new_cache(self, batch: int, capacity: int | None = None, memory: torch.Tensor | None = None,
-                  memory_padding_mask: torch.Tensor | None = None) -> BlockCache:
+    def new_cache(
+        self,
+        batch: int,
+        capacity: int | None = None,
+        memory: torch.Tensor | None = None,
+        memory_padding_mask: torch.Tensor | None = None,
+    ) -> BlockCache:
         """An empty self-attention cache (see MultiHeadAttention.new_cache) and, for a decoder block,
         the cross-attention cache of `memory`."""
         cross = None if self.cross_attn is None else self.cross_attn.memory_cache(memory, memory_padding_mask)

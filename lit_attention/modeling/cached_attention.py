@@ -24,23 +24,29 @@ from lit_attention.modeling.positions import alibi_bias
 class CachedDecoding:
     """Mixed into MultiHeadAttention (which provides the projections, the heads and the masks)."""
 
-    def new_cache(self, batch: int, capacity: int | None = None, dtype: torch.dtype | None = None,
-                  device: torch.device | None = None) -> KVCache:
+    def new_cache(
+        self, batch: int, capacity: int | None = None, dtype: torch.dtype | None = None, device: torch.device | None = None
+    ) -> KVCache:
         """An empty self-attention cache for `batch` rows of up to `capacity` positions (default max_len),
         written in place by every later `forward(x, cache=...)`. Its buffers are made at the first write,
         in `dtype` if given, else in the dtype attention computes in (bf16 under bf16 autocast)."""
         if self.cross_attention or not self.causal:
-            raise ConfigError("new_cache is for causal self-attention; cross-attention takes memory_cache(memory) "
-                              "and bidirectional attention cannot decode incrementally.")
+            raise ConfigError(
+                "new_cache is for causal self-attention; cross-attention takes memory_cache(memory) "
+                "and bidirectional attention cannot decode incrementally."
+            )
         capacity = capacity or self.max_len
         if capacity is None or (self.value_mix is not None and capacity > self.max_len):
-            raise ConfigError(f"Cache capacity {capacity} is invalid for variant {self.spec.name!r}; give a positive "
-                              f"capacity of at most max_len={self.max_len} (required when max_len is unset).")
+            raise ConfigError(
+                f"Cache capacity {capacity} is invalid for variant {self.spec.name!r}; give a positive "
+                f"capacity of at most max_len={self.max_len} (required when max_len is unset)."
+            )
         # Identity keys and values are both the input: one buffer serves as both, unless the keys are
         # normalised (here) or rotated (known at the first write, see KVCache.allocate).
         shared = self.spec.key == self.spec.value == "identity" and self.k_norm is None
-        return KVCache.empty(batch, capacity, self.kv_dim, shared_values=shared,
-                             mixed=self.value_mix is not None, dtype=dtype, device=device)
+        return KVCache.empty(
+            batch, capacity, self.kv_dim, shared_values=shared, mixed=self.value_mix is not None, dtype=dtype, device=device
+        )
 
     def memory_cache(self, memory: torch.Tensor, memory_padding_mask: torch.Tensor | None = None) -> KVCache:
         """Cross-attention's cache of encoder `memory` (B, S, d): the first `forward(x, cache=...)` projects
@@ -116,8 +122,9 @@ class CachedDecoding:
             mask = torch.where(keys <= queries[:, None], bias, float("-inf"))
         elif 0 < start and end - start > 1:  # several new queries after a prefix: causal with an offset
             mask = torch.arange(end, device=x.device) <= torch.arange(start, end, device=x.device)[:, None]
-        return self._attend(q, cache.keys[:, :end], cache.values[:, :end], mask,
-                            is_causal=start == 0 and end > 1 and mask is None)
+        return self._attend(
+            q, cache.keys[:, :end], cache.values[:, :end], mask, is_causal=start == 0 and end > 1 and mask is None
+        )
 
     def _extend_rows(self, x: torch.Tensor, cache: KVCache, rotary=None, bias=None) -> torch.Tensor:
         """Append one position per row at row b's own next position (rows of different lengths)."""
@@ -152,7 +159,13 @@ class CachedDecoding:
         if mask is not None and mask.is_floating_point():
             mask = mask.to(q.dtype)
         y = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0,
-            is_causal=is_causal, scale=self.scale, enable_gqa=k.shape[1] != q.shape[1],
+            q,
+            k,
+            v,
+            attn_mask=mask,
+            dropout_p=self.dropout if self.training else 0.0,
+            is_causal=is_causal,
+            scale=self.scale,
+            enable_gqa=k.shape[1] != q.shape[1],
         )
         return y.transpose(1, 2).reshape(b, t, self.dim)

@@ -77,8 +77,10 @@ class ModelConfig:
         dim, ratio = getattr(self, "dim", None), getattr(self, "mlp_ratio", None)
         explicit = getattr(self, "mlp_hidden", None) is not None  # then mlp_ratio sets no width
         if isinstance(dim, int) and ratio is not None and not explicit and int(dim * ratio) < 1:  # the width blocks.py builds
-            raise ConfigError(f"mlp_ratio={ratio!r} gives an MLP hidden width of int(dim * mlp_ratio) = "
-                              f"{int(dim * ratio)} with dim={dim}; it must be at least 1, so mlp_ratio >= 1/{dim}.")
+            raise ConfigError(
+                f"mlp_ratio={ratio!r} gives an MLP hidden width of int(dim * mlp_ratio) = "
+                f"{int(dim * ratio)} with dim={dim}; it must be at least 1, so mlp_ratio >= 1/{dim}."
+            )
         unused = self.unused_options()
         if unused:
             warnings.warn(f"{type(self).__name__}: {'; '.join(unused)}.", stacklevel=3)
@@ -88,9 +90,11 @@ class ModelConfig:
         without rotary positions, activation with the SwiGLU MLP (SiLU is its gate), mlp_ratio beside mlp_hidden."""
         defaults = {f.name: f.default for f in fields(self)}
         found = []
-        for name, applies, why in (("rope_base", lambda c: c.position == "rope", "positions are not rope"),
-                                   ("activation", lambda c: c.mlp != "swiglu", "the swiglu MLP gates with SiLU"),
-                                   ("mlp_ratio", lambda c: c.mlp_hidden is None, "mlp_hidden sets the MLP's width")):
+        for name, applies, why in (
+            ("rope_base", lambda c: c.position == "rope", "positions are not rope"),
+            ("activation", lambda c: c.mlp != "swiglu", "the swiglu MLP gates with SiLU"),
+            ("mlp_ratio", lambda c: c.mlp_hidden is None, "mlp_hidden sets the MLP's width"),
+        ):
             if name in defaults and getattr(self, name) != defaults[name] and not applies(self):
                 found.append(f"{name}={getattr(self, name)!r} has no effect, since {why}")
         return found
@@ -119,8 +123,10 @@ class ModelConfig:
         """Every size the data sets is there (a model cannot be built without them)."""
         for name in self.from_data:
             if getattr(self, name) is None:
-                raise ConfigError(f"{type(self).__name__} needs {name}; pass it (--model.net.{name}), or train through "
-                                  "`lit-attention`, which takes it from the DataModule.")
+                raise ConfigError(
+                    f"{type(self).__name__} needs {name}; pass it (--model.net.{name}), or train through "
+                    "`lit-attention`, which takes it from the DataModule."
+                )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

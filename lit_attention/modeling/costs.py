@@ -13,8 +13,9 @@ from lit_attention.modeling.attention import MultiHeadAttention, count_attention
 from lit_attention.modeling.variants import AttentionSpec, Variant, resolve_spec
 
 
-def _layer_on_meta(variant, dim: int, num_heads: int, max_len: int | None, query_hidden: int | None,
-                   bias: bool = False) -> MultiHeadAttention:
+def _layer_on_meta(
+    variant, dim: int, num_heads: int, max_len: int | None, query_hidden: int | None, bias: bool = False
+) -> MultiHeadAttention:
     """One self-attention layer built on the meta device: its shapes without memory or initialisation."""
     spec = resolve_spec(variant)
     if query_hidden is not None:
@@ -23,15 +24,23 @@ def _layer_on_meta(variant, dim: int, num_heads: int, max_len: int | None, query
         return MultiHeadAttention(dim, num_heads, spec, max_len=max_len, bias=bias)
 
 
-def attention_parameters(variant: str | dict | AttentionSpec | Variant, dim: int, *, num_heads: int,
-                         max_len: int | None = None, query_hidden: int | None = None, bias: bool = False) -> int:
+def attention_parameters(
+    variant: str | dict | AttentionSpec | Variant,
+    dim: int,
+    *,
+    num_heads: int,
+    max_len: int | None = None,
+    query_hidden: int | None = None,
+    bias: bool = False,
+) -> int:
     """Parameters of one self-attention layer of `variant`, counted on the module itself;
     `max_len` (l) is required when the variant mixes values, `query_hidden` overrides the spec's r."""
     return count_attention_parameters(_layer_on_meta(variant, dim, num_heads, max_len, query_hidden, bias))
 
 
-def attention_flops(variant: str | dict | AttentionSpec | Variant, seq_len: int, dim: int, *, num_heads: int,
-                    query_hidden: int | None = None) -> int:
+def attention_flops(
+    variant: str | dict | AttentionSpec | Variant, seq_len: int, dim: int, *, num_heads: int, query_hidden: int | None = None
+) -> int:
     """Forward FLOPs of one self-attention layer on one sequence (docs/DESIGN.md §2, cost model).
 
     2·T per weight of the layer's matrices (W_Q, W_K, W_V, W_O, the residual MLP query's W_1 and W_2:

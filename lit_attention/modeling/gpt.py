@@ -102,7 +102,9 @@ class GPT(nn.Module):
             return self._features_cached(tokens, cache)
         t = tokens.shape[1]
         if t > self.max_len:
-            raise ConfigError(f"Sequence length {t} exceeds max_len={self.max_len}; use at most {self.max_len} tokens of context.")
+            raise ConfigError(
+                f"Sequence length {t} exceeds max_len={self.max_len}; use at most {self.max_len} tokens of context."
+            )
         x = self.token_embed(tokens)
         if self.pos_embed is not None:
             x = x + self.pos_embed.weight[:t]
@@ -121,7 +123,9 @@ class GPT(nn.Module):
         first = cache[0].attn  # every layer holds the same positions
         end = first.length + tokens.shape[1]  # the longest row's length after this call
         if end > self.max_len:
-            raise ConfigError(f"Sequence length {end} exceeds max_len={self.max_len}; use at most {self.max_len} tokens of context.")
+            raise ConfigError(
+                f"Sequence length {end} exceeds max_len={self.max_len}; use at most {self.max_len} tokens of context."
+            )
         if first.row_lengths is None:
             positions = torch.arange(first.length, end, device=tokens.device)
         else:
@@ -213,8 +217,14 @@ class GPT(nn.Module):
         return parameter_counts(self, [self.token_embed.weight] + ([] if self.pos_embed is None else [self.pos_embed.weight]))
 
     @classmethod
-    def from_gpt2(cls, source: nn.Module | dict[str, torch.Tensor], num_heads: int | None = None,
-                  vocab_size: int | None = None, gpt2_config=None, **kwargs) -> "GPT":
+    def from_gpt2(
+        cls,
+        source: nn.Module | dict[str, torch.Tensor],
+        num_heads: int | None = None,
+        vocab_size: int | None = None,
+        gpt2_config=None,
+        **kwargs,
+    ) -> "GPT":
         """A standard-attention GPT holding the weights of a Hugging Face GPT-2: a `GPT2LMHeadModel` or
         `GPT2Model` (e.g. `GPT2LMHeadModel.from_pretrained("gpt2")`), or its state dict.
 
@@ -235,10 +245,18 @@ class GPT(nn.Module):
         settings = gpt2_settings(gpt2_config, sizes["dim"], num_heads)
         vocab_size = sizes["vocab_size"] if vocab_size is None else vocab_size
         if vocab_size < sizes["vocab_size"]:
-            raise ConfigError(f"vocab_size={vocab_size} is smaller than the checkpoint's {sizes['vocab_size']}; "
-                              "give at least that many.")
-        config = GPTConfig(vocab_size=vocab_size, max_len=sizes["max_len"], dim=sizes["dim"], depth=sizes["depth"],
-                           bias=True, tie_weights=True, **{"mlp_hidden": sizes["mlp_hidden"], **settings, **kwargs})
+            raise ConfigError(
+                f"vocab_size={vocab_size} is smaller than the checkpoint's {sizes['vocab_size']}; give at least that many."
+            )
+        config = GPTConfig(
+            vocab_size=vocab_size,
+            max_len=sizes["max_len"],
+            dim=sizes["dim"],
+            depth=sizes["depth"],
+            bias=True,
+            tie_weights=True,
+            **{"mlp_hidden": sizes["mlp_hidden"], **settings, **kwargs},
+        )
         model = cls(config, attention="standard")
         model = model.to(weights["token_embed.weight"].dtype)  # in the weights' own precision
         embedding = model.token_embed.weight.detach().clone()
@@ -247,7 +265,9 @@ class GPT(nn.Module):
         model.load_state_dict(weights, strict=False)  # lm_head.weight is the tied token embedding
         missing = set(model.state_dict()) - set(weights) - {"lm_head.weight"}
         if missing:
-            raise ConfigError(f"The GPT-2 state dict lacks {sorted(missing)[0]!r}; pass a GPT2LMHeadModel or GPT2Model state dict.")
+            raise ConfigError(
+                f"The GPT-2 state dict lacks {sorted(missing)[0]!r}; pass a GPT2LMHeadModel or GPT2Model state dict."
+            )
         return model
 
     @classmethod
@@ -291,10 +311,14 @@ def _prompt_lengths(padding_mask: torch.Tensor | None, shape: torch.Size) -> tor
     if padding_mask is None:
         return None
     if padding_mask.shape != shape or padding_mask.dtype != torch.bool:
-        raise ConfigError(f"padding_mask must be a bool tensor shaped like the prompts {tuple(shape)}, "
-                          f"got {padding_mask.dtype} {tuple(padding_mask.shape)}.")
+        raise ConfigError(
+            f"padding_mask must be a bool tensor shaped like the prompts {tuple(shape)}, "
+            f"got {padding_mask.dtype} {tuple(padding_mask.shape)}."
+        )
     if (padding_mask[:, 1:] & ~padding_mask[:, :-1]).any():
-        raise ConfigError("padding_mask has padding after a real token; pad prompts on the left (True before each row's first real token).")
+        raise ConfigError(
+            "padding_mask has padding after a real token; pad prompts on the left (True before each row's first real token)."
+        )
     lengths = (~padding_mask).sum(dim=1)
     if (lengths == 0).any():
         raise ConfigError("padding_mask marks a whole prompt as padding; every row needs at least one real token.")

@@ -40,8 +40,15 @@ class KVCache:
     new tensors instead of writing in place, and the caller's memory is never changed.
     """
 
-    def __init__(self, keys: torch.Tensor | None, raw_values: torch.Tensor | None, values: torch.Tensor | None,
-                 length: int = 0, allowed: torch.Tensor | None = None, owns_buffers: bool | None = None) -> None:
+    def __init__(
+        self,
+        keys: torch.Tensor | None,
+        raw_values: torch.Tensor | None,
+        values: torch.Tensor | None,
+        length: int = 0,
+        allowed: torch.Tensor | None = None,
+        owns_buffers: bool | None = None,
+    ) -> None:
         self.keys, self.raw_values, self.values = keys, raw_values, values
         self.length, self.allowed = length, allowed
         # A cache built empty allocates its buffers; one built full may alias its inputs.
@@ -52,13 +59,22 @@ class KVCache:
         self.layout: dict | None = None  # how to allocate the buffers at the first write (see `empty`)
 
     @classmethod
-    def empty(cls, batch: int, capacity: int, dim: int, shared_values: bool, mixed: bool,
-              dtype: torch.dtype | None = None, device: torch.device | None = None) -> KVCache:
+    def empty(
+        cls,
+        batch: int,
+        capacity: int,
+        dim: int,
+        shared_values: bool,
+        mixed: bool,
+        dtype: torch.dtype | None = None,
+        device: torch.device | None = None,
+    ) -> KVCache:
         """A self-attention cache whose buffers `allocate` makes at the first write: `shared_values` when
         identity keys and values are one buffer, `mixed` when W_A's mixed values need their own."""
         cache = cls(None, None, None)
-        cache.layout = dict(batch=batch, capacity=capacity, dim=dim, shared_values=shared_values, mixed=mixed,
-                            dtype=dtype, device=device)
+        cache.layout = dict(
+            batch=batch, capacity=capacity, dim=dim, shared_values=shared_values, mixed=mixed, dtype=dtype, device=device
+        )
         return cache
 
     @classmethod
@@ -87,8 +103,10 @@ class KVCache:
 
     def check_room(self, length: int) -> None:
         if length > self.capacity:
-            raise ConfigError(f"Position {length - 1} is past the cache's capacity of {self.capacity} positions; "
-                              "decode at most that many or start again from a shorter context.")
+            raise ConfigError(
+                f"Position {length - 1} is past the cache's capacity of {self.capacity} positions; "
+                "decode at most that many or start again from a shorter context."
+            )
 
     def keep_first(self, lengths: torch.Tensor) -> None:
         """Keep only the first lengths[b] positions of row b: what a forward over right-aligned prompts of
@@ -128,14 +146,20 @@ class KVCache:
         """A cache with each row repeated `repeats` times (one copy per beam), buffers shared as here."""
         if self.pending is not None:
             memory, padding = self.pending
-            return KVCache.of_memory(memory.repeat_interleave(repeats, dim=0),
-                                     None if padding is None else padding.repeat_interleave(repeats, dim=0))
+            return KVCache.of_memory(
+                memory.repeat_interleave(repeats, dim=0), None if padding is None else padding.repeat_interleave(repeats, dim=0)
+            )
         if self.keys is None:  # nothing written yet
             return KVCache.empty(**{**self.layout, "batch": self.layout["batch"] * repeats})
         copies = {id(t): t.repeat_interleave(repeats, dim=0) for t in self._buffers()}
-        cache = KVCache(copies[id(self.keys)], copies[id(self.raw_values)], copies[id(self.values)], self.length,
-                        None if self.allowed is None else self.allowed.repeat_interleave(repeats, dim=0),
-                        owns_buffers=True)
+        cache = KVCache(
+            copies[id(self.keys)],
+            copies[id(self.raw_values)],
+            copies[id(self.values)],
+            self.length,
+            None if self.allowed is None else self.allowed.repeat_interleave(repeats, dim=0),
+            owns_buffers=True,
+        )
         if self.row_lengths is not None:
             cache.keep_first(self.row_lengths.repeat_interleave(repeats))
         return cache

@@ -28,8 +28,9 @@ def biased_mask(allowed: torch.Tensor | None, bias: torch.Tensor) -> torch.Tenso
     return torch.where(allowed, bias, torch.tensor(float("-inf"), dtype=bias.dtype, device=bias.device))
 
 
-def attention_mask(t_q: int, t_k: int, key_padding_mask: torch.Tensor | None, causal: bool, cross_attention: bool,
-                   device: torch.device) -> torch.Tensor | None:
+def attention_mask(
+    t_q: int, t_k: int, key_padding_mask: torch.Tensor | None, causal: bool, cross_attention: bool, device: torch.device
+) -> torch.Tensor | None:
     """Boolean (B or 1, 1, T_q, T_k) mask, True where a query may attend to a key; None if all may.
     A model builds it once per forward and hands it to every layer of the same kind."""
     allowed = None
@@ -63,11 +64,13 @@ def warn_if_masked_kernels_unfused(model: str, dim: int, num_heads: int) -> None
         return
     WARNED_HEAD_WIDTHS.add((model, dim, num_heads))
     fitting = [h for h in range(1, dim + 1) if dim % h == 0 and (dim // h) % 8 == 0]
-    fix = (f"choose num_heads among {', '.join(map(str, fitting))}" if fitting
-           else "choose a dim divisible by 8 * num_heads")
-    warnings.warn(f"{model}: head width {head_dim} (dim={dim} / num_heads={num_heads}) is not a multiple of 8, so on a "
-                  f"GPU its masked attention (padding, prompts of different lengths) cannot use SDPA's memory-efficient "
-                  f"or cuDNN kernels (flash takes no mask) and runs the slower math kernel; {fix}.", stacklevel=3)
+    fix = f"choose num_heads among {', '.join(map(str, fitting))}" if fitting else "choose a dim divisible by 8 * num_heads"
+    warnings.warn(
+        f"{model}: head width {head_dim} (dim={dim} / num_heads={num_heads}) is not a multiple of 8, so on a "
+        f"GPU its masked attention (padding, prompts of different lengths) cannot use SDPA's memory-efficient "
+        f"or cuDNN kernels (flash takes no mask) and runs the slower math kernel; {fix}.",
+        stacklevel=3,
+    )
 
 
 def padding_or_none(padding_mask: torch.Tensor | None, padded: bool | None = None) -> torch.Tensor | None:

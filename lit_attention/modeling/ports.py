@@ -30,11 +30,19 @@ from lit_attention.errors import ConfigError
 
 # GPT-2 name (after `transformer.`, per block after `h.<i>.`) -> ours, and whether it is a Conv1D weight.
 _GPT2_BLOCK = {
-    "ln_1": "norm1", "ln_2": "norm2", "attn.c_attn": "attn.in_proj", "attn.c_proj": "attn.out_proj",
-    "mlp.c_fc": "mlp.fc1", "mlp.c_proj": "mlp.fc2",
+    "ln_1": "norm1",
+    "ln_2": "norm2",
+    "attn.c_attn": "attn.in_proj",
+    "attn.c_proj": "attn.out_proj",
+    "mlp.c_fc": "mlp.fc1",
+    "mlp.c_proj": "mlp.fc2",
 }
-_GPT2_TOP = {"wte.weight": "token_embed.weight", "wpe.weight": "pos_embed.weight", "ln_f.weight": "norm.weight",
-             "ln_f.bias": "norm.bias"}
+_GPT2_TOP = {
+    "wte.weight": "token_embed.weight",
+    "wpe.weight": "pos_embed.weight",
+    "ln_f.weight": "norm.weight",
+    "ln_f.bias": "norm.bias",
+}
 _TIMM_BLOCK = {"attn.qkv": "attn.in_proj", "attn.proj": "attn.out_proj"}
 
 
@@ -60,8 +68,13 @@ def gpt2_state_dict(state_dict: dict[str, torch.Tensor]) -> tuple[dict[str, torc
     depth = 1 + max((int(k.split(".")[1]) for k in ours if k.startswith("blocks.")), default=-1)
     # The MLP's width (GPT-2's n_inner; None there means 4 x dim), from the weights.
     hidden = ours["blocks.0.mlp.fc1.weight"].shape[0] if "blocks.0.mlp.fc1.weight" in ours else 4 * dim
-    return ours, {"vocab_size": vocab_size, "max_len": ours["pos_embed.weight"].shape[0], "dim": dim, "depth": depth,
-                  "mlp_hidden": hidden if hidden != 4 * dim else None}
+    return ours, {
+        "vocab_size": vocab_size,
+        "max_len": ours["pos_embed.weight"].shape[0],
+        "dim": dim,
+        "depth": depth,
+        "mlp_hidden": hidden if hidden != 4 * dim else None,
+    }
 
 
 # transformers' activation_function names -> ours (gelu_new is the tanh approximation GPT-2 was trained with).
@@ -74,18 +87,23 @@ def gpt2_settings(config, dim: int, num_heads: int | None) -> dict[str, object]:
     GPT-2's own activation and eps and dim / 64 heads (every released GPT-2 has 64-wide heads)."""
     if config is None:
         if num_heads is None and dim % 64:
-            raise ConfigError(f"The GPT-2 weights are {dim} wide, not a multiple of 64, so the number of heads "
-                              "cannot be inferred; pass num_heads, or the GPT2LMHeadModel or its config.")
+            raise ConfigError(
+                f"The GPT-2 weights are {dim} wide, not a multiple of 64, so the number of heads "
+                "cannot be inferred; pass num_heads, or the GPT2LMHeadModel or its config."
+            )
         return {"num_heads": num_heads or dim // 64, "activation": "gelu_tanh", "norm_eps": 1e-5}
     n_head, name = config.n_head, config.activation_function
     if num_heads is not None and num_heads != n_head:
         raise ConfigError(f"num_heads={num_heads} contradicts the GPT-2 config's n_head={n_head}; leave num_heads out.")
     if getattr(config, "scale_attn_by_inverse_layer_idx", False) or not getattr(config, "scale_attn_weights", True):
-        raise ConfigError("The GPT-2 config scales attention other than by 1/sqrt(head width) "
-                          "(scale_attn_by_inverse_layer_idx or scale_attn_weights=False), which this GPT does not compute.")
+        raise ConfigError(
+            "The GPT-2 config scales attention other than by 1/sqrt(head width) "
+            "(scale_attn_by_inverse_layer_idx or scale_attn_weights=False), which this GPT does not compute."
+        )
     if name not in _GPT2_ACTIVATIONS:
-        raise ConfigError(f"GPT-2 activation_function {name!r} has no counterpart here; "
-                          f"valid ones are {', '.join(_GPT2_ACTIVATIONS)}.")
+        raise ConfigError(
+            f"GPT-2 activation_function {name!r} has no counterpart here; valid ones are {', '.join(_GPT2_ACTIVATIONS)}."
+        )
     return {"num_heads": n_head, "activation": _GPT2_ACTIVATIONS[name], "norm_eps": config.layer_norm_epsilon}
 
 
@@ -121,9 +139,12 @@ def timm_rope_vit_state_dict(state_dict: dict[str, torch.Tensor], num_heads: int
 
 # Llama and Qwen3 names per block (after `model.layers.<i>.`) -> ours; q, k, v (and gate, up) are stacked.
 _LLAMA_BLOCK = {
-    "input_layernorm.weight": "norm1.weight", "post_attention_layernorm.weight": "norm2.weight",
-    "self_attn.o_proj.weight": "attn.out_proj.weight", "mlp.down_proj.weight": "mlp.fc2.weight",
-    "self_attn.q_norm.weight": "attn.q_norm.weight", "self_attn.k_norm.weight": "attn.k_norm.weight",
+    "input_layernorm.weight": "norm1.weight",
+    "post_attention_layernorm.weight": "norm2.weight",
+    "self_attn.o_proj.weight": "attn.out_proj.weight",
+    "mlp.down_proj.weight": "mlp.fc2.weight",
+    "self_attn.q_norm.weight": "attn.q_norm.weight",
+    "self_attn.k_norm.weight": "attn.k_norm.weight",
 }
 _LLAMA_STACKED = {
     "attn.in_proj.weight": ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"),
@@ -145,8 +166,10 @@ def llama_state_dict(state_dict: dict[str, torch.Tensor], family: str = "Llama")
         elif match is not None and match.group(2) in known:
             blocks.setdefault(int(match.group(1)), {})[match.group(2)] = tensor
         else:
-            raise ConfigError(f"Unexpected {family} weight {name!r}; pass a {family}ForCausalLM or {family}Model state dict "
-                              "(biases, rope_scaling and other extras have no counterpart here).")
+            raise ConfigError(
+                f"Unexpected {family} weight {name!r}; pass a {family}ForCausalLM or {family}Model state dict "
+                "(biases, rope_scaling and other extras have no counterpart here)."
+            )
     for block, weights in blocks.items():
         for theirs, mine in _LLAMA_BLOCK.items():
             if theirs in weights:
@@ -154,7 +177,9 @@ def llama_state_dict(state_dict: dict[str, torch.Tensor], family: str = "Llama")
         for mine, parts in _LLAMA_STACKED.items():
             missing = [part for part in parts if part not in weights]
             if missing:
-                raise ConfigError(f"The {family} state dict lacks 'layers.{block}.{missing[0]}'; pass a whole {family} state dict.")
+                raise ConfigError(
+                    f"The {family} state dict lacks 'layers.{block}.{missing[0]}'; pass a whole {family} state dict."
+                )
             ours[f"blocks.{block}.{mine}"] = torch.cat([weights[part] for part in parts])
     return ours
 
@@ -176,8 +201,9 @@ def check_ported_fields(config, family: str) -> None:
     if kind is not None and kind not in PORTED_TYPES[family]:
         fits = PORT_OF.get(kind)
         then = f"use {fits}" if fits else f"the ports here are {', '.join(sorted(set(PORT_OF.values())))}"
-        raise ConfigError(f"A {kind!r} model is not one GPT.from_{family.lower()} computes "
-                          f"({', '.join(PORTED_TYPES[family])}); {then}.")
+        raise ConfigError(
+            f"A {kind!r} model is not one GPT.from_{family.lower()} computes ({', '.join(PORTED_TYPES[family])}); {then}."
+        )
     to_dict = getattr(config, "to_dict", None)
     if kind is None or to_dict is None or kind == REFERENCE_TYPE[family]:
         return  # the family's own config: its fields are checked one by one in llama_settings
@@ -193,8 +219,10 @@ def check_ported_fields(config, family: str) -> None:
             continue
         if name == "sliding_window" and context is not None and value >= context:
             continue  # a window as long as the context is no window
-        raise ConfigError(f"The {kind} config has {name}={value!r}, which {REFERENCE_TYPE[family].capitalize()}'s own "
-                          "config does not have and this GPT does not compute; choose a config without it.")
+        raise ConfigError(
+            f"The {kind} config has {name}={value!r}, which {REFERENCE_TYPE[family].capitalize()}'s own "
+            "config does not have and this GPT does not compute; choose a config without it."
+        )
 
 
 def llama_settings(config, family: str = "Llama") -> tuple[dict[str, object], str]:
@@ -202,32 +230,51 @@ def llama_settings(config, family: str = "Llama") -> tuple[dict[str, object], st
     compute (another model type, scaled or partial RoPE, biases, another activation or head width, sliding
     windows, a field the family's config does not have) is refused."""
     check_ported_fields(config, family)
-    heads, kv_heads, dim = config.num_attention_heads, config.num_key_value_heads or config.num_attention_heads, config.hidden_size
+    heads, kv_heads, dim = (
+        config.num_attention_heads,
+        config.num_key_value_heads or config.num_attention_heads,
+        config.hidden_size,
+    )
     rope = dict(getattr(config, "rope_parameters", None) or {})
     rope.setdefault("rope_theta", getattr(config, "rope_theta", 10000.0))
     rope_type = rope.get("rope_type") or (getattr(config, "rope_scaling", None) or {}).get("rope_type", "default")
     refusals = [
         (rope_type != "default", f"rope_type {rope_type!r} (rope_scaling): only unscaled RoPE is computed here"),
-        (rope.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0)) != 1.0,
-         "partial_rotary_factor != 1: every column of a head is rotated here"),
+        (
+            rope.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0)) != 1.0,
+            "partial_rotary_factor != 1: every column of a head is rotated here",
+        ),
         (getattr(config, "attention_bias", False), "attention_bias=True: the Llama-style GPT has no biases"),
         (getattr(config, "mlp_bias", False), "mlp_bias=True: the Llama-style GPT has no biases"),
         (config.hidden_act != "silu", f"hidden_act {config.hidden_act!r}: SwiGLU here is SiLU-gated"),
-        ((getattr(config, "head_dim", None) or dim // heads) * heads != dim,
-         f"head_dim={getattr(config, 'head_dim', None)} with hidden_size={dim} and {heads} heads: heads here are "
-         "hidden_size / num_attention_heads wide"),
-        ("sliding_attention" in (getattr(config, "layer_types", None) or []),
-         "sliding-window layers: attention here sees the whole context"),
+        (
+            (getattr(config, "head_dim", None) or dim // heads) * heads != dim,
+            f"head_dim={getattr(config, 'head_dim', None)} with hidden_size={dim} and {heads} heads: heads here are "
+            "hidden_size / num_attention_heads wide",
+        ),
+        (
+            "sliding_attention" in (getattr(config, "layer_types", None) or []),
+            "sliding-window layers: attention here sees the whole context",
+        ),
     ]
     for refused, reason in refusals:
         if refused:
             raise ConfigError(f"The {family} config has {reason}; choose a config without it.")
     settings = {
-        "vocab_size": config.vocab_size, "max_len": config.max_position_embeddings, "dim": dim,
-        "depth": config.num_hidden_layers, "num_heads": heads, "mlp_hidden": config.intermediate_size,
-        "norm_eps": config.rms_norm_eps, "rope_base": float(rope["rope_theta"]),
-        "tie_weights": bool(getattr(config, "tie_word_embeddings", False)), "bias": False,
-        "position": "rope", "norm": "rmsnorm", "mlp": "swiglu", "qk_norm": family == "Qwen3",
+        "vocab_size": config.vocab_size,
+        "max_len": config.max_position_embeddings,
+        "dim": dim,
+        "depth": config.num_hidden_layers,
+        "num_heads": heads,
+        "mlp_hidden": config.intermediate_size,
+        "norm_eps": config.rms_norm_eps,
+        "rope_base": float(rope["rope_theta"]),
+        "tie_weights": bool(getattr(config, "tie_word_embeddings", False)),
+        "bias": False,
+        "position": "rope",
+        "norm": "rmsnorm",
+        "mlp": "swiglu",
+        "qk_norm": family == "Qwen3",
     }
     return settings, "standard" if kv_heads == heads else f"standard,kv_heads={kv_heads}"
 
@@ -241,15 +288,19 @@ def llama_port(source, config, family: str) -> tuple[dict[str, torch.Tensor], di
         config = getattr(source, "config", None) if config is None else config
         source = source.state_dict()
     if config is None:
-        raise ConfigError(f"A {family} state dict does not say its heads, RoPE base or norm eps; "
-                          f"pass the {family}ForCausalLM itself, or its config beside the state dict.")
+        raise ConfigError(
+            f"A {family} state dict does not say its heads, RoPE base or norm eps; "
+            f"pass the {family}ForCausalLM itself, or its config beside the state dict."
+        )
     settings, attention = llama_settings(config, family)
     weights = llama_state_dict(source, family)
     if settings["tie_weights"]:
         weights["lm_head.weight"] = weights.get("token_embed.weight")  # the head is the embedding
     elif "lm_head.weight" not in weights:
-        raise ConfigError(f"The {family} config has untied embeddings (tie_word_embeddings=False) but the state "
-                          "dict has no lm_head.weight; pass the ForCausalLM state dict.")
+        raise ConfigError(
+            f"The {family} config has untied embeddings (tie_word_embeddings=False) but the state "
+            "dict has no lm_head.weight; pass the ForCausalLM state dict."
+        )
     return weights, settings, attention
 
 
@@ -258,5 +309,7 @@ def load_port(model: torch.nn.Module, weights: dict[str, torch.Tensor], family: 
     result = model.load_state_dict(weights, strict=False)
     if result.missing_keys or result.unexpected_keys:
         name = (result.missing_keys or result.unexpected_keys)[0]
-        raise ConfigError(f"The {family} weights do not fit its config: {'no' if result.missing_keys else 'an unexpected'} "
-                          f"{name!r}; pass the state dict and config of one model.")
+        raise ConfigError(
+            f"The {family} weights do not fit its config: {'no' if result.missing_keys else 'an unexpected'} "
+            f"{name!r}; pass the state dict and config of one model."
+        )

@@ -43,8 +43,10 @@ def check_position(config, model: str, causal: bool, axial: bool = False) -> Non
     choices = typing.get_args(typing.get_type_hints(type(config))["position"])
     position, dim, num_heads = config.position, config.dim, config.num_heads
     if position == "none" and not causal:
-        raise ConfigError(f"position='none' is invalid for the {model}: without the causal mask of a decoder, "
-                          f"attention cannot tell the order of its tokens; choose {', '.join(choices)}.")
+        raise ConfigError(
+            f"position='none' is invalid for the {model}: without the causal mask of a decoder, "
+            f"attention cannot tell the order of its tokens; choose {', '.join(choices)}."
+        )
     if position not in choices:
         raise ConfigError(f"Unknown position {position!r}; valid choices are {', '.join(choices)}.")
     if position == "rope" and isinstance(dim, int) and isinstance(num_heads, int) and num_heads > 0 and dim % num_heads == 0:
@@ -65,19 +67,24 @@ def apply_rotary(x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor]) -> 
 
 def check_rotary_width(head_dim: int) -> None:
     if head_dim % 2:
-        raise ConfigError(f"position=rope needs an even head width, got d_h = dim / num_heads = {head_dim}; "
-                          "choose num_heads so that dim / num_heads is even.")
+        raise ConfigError(
+            f"position=rope needs an even head width, got d_h = dim / num_heads = {head_dim}; "
+            "choose num_heads so that dim / num_heads is even."
+        )
 
 
 def check_axial_width(head_dim: int) -> None:
     if head_dim % 4:
-        raise ConfigError(f"position=rope in a ViT needs a head width divisible by 4 (two axes, each rotating pairs), "
-                          f"got d_h = dim / num_heads = {head_dim}; choose dim and num_heads so that dim / num_heads "
-                          "is a multiple of 4.")
+        raise ConfigError(
+            f"position=rope in a ViT needs a head width divisible by 4 (two axes, each rotating pairs), "
+            f"got d_h = dim / num_heads = {head_dim}; choose dim and num_heads so that dim / num_heads "
+            "is a multiple of 4."
+        )
 
 
-def rotary_tables(positions: torch.Tensor, head_dim: int, base: float = 10000.0,
-                  dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+def rotary_tables(
+    positions: torch.Tensor, head_dim: int, base: float = 10000.0, dtype: torch.dtype = torch.float32
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(cos, sin) for integer `positions` (T,) -> each (T, d_h), or (B, T) -> each (B, 1, T, d_h).
 
     Computed in float32 (float64 if asked): the angles of late positions need the precision.

@@ -30,13 +30,20 @@ from lit_attention.modeling.vit import ViTConfig, VisionTransformer
 FORMAT = "lit-attention"
 CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.safetensors"
 # The model classes a folder may hold, by the name config.json gives, each with its config class.
-MODELS = {model.__name__: (model, config) for model, config in (
-    (GPT, GPTConfig), (TextEncoderClassifier, TextEncoderConfig), (Seq2SeqTransformer, Seq2SeqConfig),
-    (VisionTransformer, ViTConfig))}
+MODELS = {
+    model.__name__: (model, config)
+    for model, config in (
+        (GPT, GPTConfig),
+        (TextEncoderClassifier, TextEncoderConfig),
+        (Seq2SeqTransformer, Seq2SeqConfig),
+        (VisionTransformer, ViTConfig),
+    )
+}
 
 
-def save_pretrained(model: nn.Module, attention: str | dict | AttentionSpec, folder: str | os.PathLike,
-                    about: dict | None = None) -> Path:
+def save_pretrained(
+    model: nn.Module, attention: str | dict | AttentionSpec, folder: str | os.PathLike, about: dict | None = None
+) -> Path:
     """Write `model` (one of MODELS, built with `attention`) into `folder`: config.json, with `about` (what
     the folder's maker adds: the run, the data, the version) under its own key, and model.safetensors."""
     from safetensors.torch import save
@@ -45,8 +52,13 @@ def save_pretrained(model: nn.Module, attention: str | dict | AttentionSpec, fol
     if type(model).__name__ not in MODELS:
         raise ConfigError(f"save_pretrained takes one of {', '.join(MODELS)}, got {type(model).__name__}.")
     folder = Path(folder)
-    config = {"format": FORMAT, "model": type(model).__name__, "config": model.config.to_dict(),
-              "attention": resolve_spec(attention).to_dict(), "about": about or {}}
+    config = {
+        "format": FORMAT,
+        "model": type(model).__name__,
+        "config": model.config.to_dict(),
+        "attention": resolve_spec(attention).to_dict(),
+        "about": about or {},
+    }
     replace_file(folder / CONFIG_FILE, lambda file: file.write((json.dumps(config, indent=1) + "\n").encode("utf-8")))
     weights = save(distinct_tensors(model), metadata={"format": "pt"})
     replace_file(folder / WEIGHTS_FILE, lambda file: file.write(weights))
@@ -79,11 +91,14 @@ def from_pretrained(source: str | os.PathLike, device: str | torch.device = "cpu
     try:
         config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
-        raise ConfigError(f"{str(folder)!r} holds no readable {CONFIG_FILE} ({error}); give a folder that "
-                          "`lit-attention export` wrote.") from None
+        raise ConfigError(
+            f"{str(folder)!r} holds no readable {CONFIG_FILE} ({error}); give a folder that `lit-attention export` wrote."
+        ) from None
     if config.get("format") != FORMAT or config.get("model") not in MODELS:
-        raise ConfigError(f"{str(folder / CONFIG_FILE)!r} is not a lit-attention model's config (format "
-                          f"{config.get('format')!r}, model {config.get('model')!r}); models are {', '.join(MODELS)}.")
+        raise ConfigError(
+            f"{str(folder / CONFIG_FILE)!r} is not a lit-attention model's config (format "
+            f"{config.get('format')!r}, model {config.get('model')!r}); models are {', '.join(MODELS)}."
+        )
     model_class, config_class = MODELS[config["model"]]
     model = model_class(config_class.of(config["config"]), config["attention"])
     state = load_file(str(folder / WEIGHTS_FILE))
@@ -93,8 +108,10 @@ def from_pretrained(source: str | os.PathLike, device: str | torch.device = "cpu
     held = {storage_key(own[name]) for name in state if name in own}
     tied = {name for name in missing if storage_key(own[name]) in held}
     if set(missing) - tied or unexpected:
-        raise ConfigError(f"{str(folder / WEIGHTS_FILE)!r} does not fit {config['model']} with its config.json "
-                          f"(missing {sorted(set(missing) - tied)[:3]}, unexpected {sorted(unexpected)[:3]}).")
+        raise ConfigError(
+            f"{str(folder / WEIGHTS_FILE)!r} does not fit {config['model']} with its config.json "
+            f"(missing {sorted(set(missing) - tied)[:3]}, unexpected {sorted(unexpected)[:3]})."
+        )
     return model.to(device).eval()
 
 
@@ -105,17 +122,24 @@ def _folder_of(source: str | os.PathLike) -> Path:
         return path
     text = str(source)
     if path.exists() or text.count("/") != 1 or text.startswith((".", "/", "~")):
-        raise ConfigError(f"{text!r} is neither a folder nor a Hub repository's id (user/name); give the folder "
-                          "`lit-attention export` wrote, or the repository it was pushed to.")
+        raise ConfigError(
+            f"{text!r} is neither a folder nor a Hub repository's id (user/name); give the folder "
+            "`lit-attention export` wrote, or the repository it was pushed to."
+        )
     import huggingface_hub
     from huggingface_hub.errors import HfHubHTTPError, HFValidationError, LocalEntryNotFoundError
 
     try:
-        return Path(huggingface_hub.snapshot_download(text, allow_patterns=[CONFIG_FILE, WEIGHTS_FILE, "tokenizer.json",
-                                                                            "README.md"]))
+        return Path(
+            huggingface_hub.snapshot_download(text, allow_patterns=[CONFIG_FILE, WEIGHTS_FILE, "tokenizer.json", "README.md"])
+        )
     except HFValidationError:
-        raise ConfigError(f"{text!r} is neither a folder nor a valid Hub repository's id (user/name); give the folder "
-                          "`lit-attention export` wrote, or the repository it was pushed to.") from None
+        raise ConfigError(
+            f"{text!r} is neither a folder nor a valid Hub repository's id (user/name); give the folder "
+            "`lit-attention export` wrote, or the repository it was pushed to."
+        ) from None
     except (LocalEntryNotFoundError, HfHubHTTPError, OSError) as error:
-        raise ConfigError(f"Hub repository {text!r} could not be fetched ({type(error).__name__}), and it is not in "
-                          "the Hub's local cache; check the name, or go online once (HF_HUB_OFFLINE unset).") from None
+        raise ConfigError(
+            f"Hub repository {text!r} could not be fetched ({type(error).__name__}), and it is not in "
+            "the Hub's local cache; check the name, or go online once (HF_HUB_OFFLINE unset)."
+        ) from None

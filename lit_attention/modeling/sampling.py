@@ -34,8 +34,9 @@ def filter_logits(logits: torch.Tensor, top_k: int | None = None, top_p: float |
     return logits.masked_fill(drop.scatter(1, order, drop), float("-inf"))
 
 
-def next_token(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
-               top_p: float | None = None) -> torch.Tensor:
+def next_token(
+    logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None
+) -> torch.Tensor:
     """The next token (B,) for `logits` (B, V); temperature 0 means greedy (argmax, lowest id on ties)."""
     if temperature == 0:
         return logits.argmax(dim=-1)

@@ -82,8 +82,9 @@ class Seq2SeqTransformer(nn.Module):
         self.encoder_inputs = AttentionInputs(c, causal=False)
         self.decoder_inputs = AttentionInputs(c, causal=True)
         self.encoder = TransformerBlock.stack(c, attention, c.encoder_depth, max_len=c.max_src_len)
-        self.decoder = TransformerBlock.stack(c, attention, c.decoder_depth, max_len=c.max_tgt_len, causal=True,
-                                              cross_attention=True, memory_max_len=c.max_src_len)
+        self.decoder = TransformerBlock.stack(
+            c, attention, c.decoder_depth, max_len=c.max_tgt_len, causal=True, cross_attention=True, memory_max_len=c.max_src_len
+        )
         self.encoder_norm = make_norm(c.norm, c.dim, c.norm_eps, c.bias)
         self.decoder_norm = make_norm(c.norm, c.dim, c.norm_eps, c.bias)
         self.lm_head = nn.Linear(c.dim, c.vocab_size, bias=False)
@@ -140,8 +141,15 @@ class Seq2SeqTransformer(nn.Module):
         tgt_padding, src_padding = padding_or_none(tgt_padding_mask, tgt_padded), padding_or_none(src_padding_mask, src_padded)
         mask, memory_mask = self.decoder_inputs.self_mask(x, tgt_padding), self.decoder_inputs.memory_mask(memory, src_padding)
         for block in self.decoder:
-            x = block(x, padding_mask=tgt_padding, memory=memory, memory_padding_mask=src_padding, mask=mask,
-                      memory_mask=memory_mask, rotary=rotary)
+            x = block(
+                x,
+                padding_mask=tgt_padding,
+                memory=memory,
+                memory_padding_mask=src_padding,
+                mask=mask,
+                memory_mask=memory_mask,
+                rotary=rotary,
+            )
         return self.lm_head(self.decoder_norm(x))
 
     def new_decoder_cache(self, memory: torch.Tensor, src_padding_mask: torch.Tensor | None = None) -> list[BlockCache]:
@@ -161,8 +169,7 @@ class Seq2SeqTransformer(nn.Module):
         """Teacher-forced logits (B, T, tgt_vocab) for target inputs `tgt_in` (starting with bos);
         `src_padded` / `tgt_padded` as in `decode`."""
         memory = self.encode(src, src_padding_mask, src_padded)
-        return self.decode(tgt_in, memory, src_padding_mask, tgt_padding_mask, src_padded=src_padded,
-                           tgt_padded=tgt_padded)
+        return self.decode(tgt_in, memory, src_padding_mask, tgt_padding_mask, src_padded=src_padded, tgt_padded=tgt_padded)
 
     # ------------------------------------------------------------------ decoding
 
@@ -200,8 +207,9 @@ class Seq2SeqTransformer(nn.Module):
             return self.decode(seqs, memory, src_padding_mask)[:, -1]
         return self.decode(seqs[:, -1:], memory, src_padding_mask, cache=cache)[:, -1]
 
-    def _greedy(self, memory, src_padding_mask, max_new_tokens: int, use_cache: bool = True,
-                lockstep: bool = False) -> torch.Tensor:
+    def _greedy(
+        self, memory, src_padding_mask, max_new_tokens: int, use_cache: bool = True, lockstep: bool = False
+    ) -> torch.Tensor:
         seqs = torch.full((memory.shape[0], 1), self.bos_id, dtype=torch.long, device=memory.device)
         finished = torch.zeros(memory.shape[0], dtype=torch.bool, device=memory.device)
         cache = self.new_decoder_cache(memory, src_padding_mask) if use_cache else None
@@ -215,15 +223,25 @@ class Seq2SeqTransformer(nn.Module):
                 break
         return seqs[:, 1 : done.steps + 1]
 
-    def beam_search(self, memory, src_padding_mask, max_new_tokens: int, beam_size: int, length_penalty: float = 1.0,
-                    use_cache: bool = True, lockstep: bool = False) -> torch.Tensor:
+    def beam_search(
+        self,
+        memory,
+        src_padding_mask,
+        max_new_tokens: int,
+        beam_size: int,
+        length_penalty: float = 1.0,
+        use_cache: bool = True,
+        lockstep: bool = False,
+    ) -> torch.Tensor:
         """Beam search over encoder `memory` (B, S, d); see `generate`."""
         batch, device = memory.shape[0], memory.device
         cache = None
         if use_cache:
             # The memory's keys and values once per source, then one copy per beam.
-            cache = [BlockCache(c.attn.repeat_interleave(beam_size), c.cross_attn.repeat_interleave(beam_size))
-                     for c in self.new_decoder_cache(memory, src_padding_mask)]
+            cache = [
+                BlockCache(c.attn.repeat_interleave(beam_size), c.cross_attn.repeat_interleave(beam_size))
+                for c in self.new_decoder_cache(memory, src_padding_mask)
+            ]
         memory = memory.repeat_interleave(beam_size, dim=0)
         if src_padding_mask is not None:
             src_padding_mask = src_padding_mask.repeat_interleave(beam_size, dim=0)
@@ -285,4 +303,6 @@ class Finish:
 
 def _check_length(side: str, length: int, max_len: int) -> None:
     if length > max_len:
-        raise ConfigError(f"The {side} sequence length {length} exceeds its maximum {max_len}; truncate it or build the model with a larger maximum.")
+        raise ConfigError(
+            f"The {side} sequence length {length} exceeds its maximum {max_len}; truncate it or build the model with a larger maximum."
+        )

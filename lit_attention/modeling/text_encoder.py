@@ -83,13 +83,16 @@ class TextEncoderClassifier(nn.Module):
         if self.pos_embed is not None:
             nn.init.normal_(self.pos_embed.weight, std=0.02)
 
-    def forward(self, tokens: torch.Tensor, key_padding_mask: torch.Tensor | None = None,
-                padded: bool | None = None) -> torch.Tensor:
+    def forward(
+        self, tokens: torch.Tensor, key_padding_mask: torch.Tensor | None = None, padded: bool | None = None
+    ) -> torch.Tensor:
         """tokens (B, T) with T <= max_len; key_padding_mask (B, T), True at padding
         (derived from `pad_id` when not given); `padded`: whether it marks any, if known on the host
         (see `padding_or_none`)."""
         if tokens.shape[1] > self.max_len:
-            raise ConfigError(f"Sequence length {tokens.shape[1]} exceeds max_len={self.max_len}; truncate inputs to max_len tokens.")
+            raise ConfigError(
+                f"Sequence length {tokens.shape[1]} exceeds max_len={self.max_len}; truncate inputs to max_len tokens."
+            )
         if key_padding_mask is None:
             key_padding_mask = tokens == self.pad_id
         x = self.token_embed(tokens)

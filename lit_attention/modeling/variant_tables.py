@@ -29,12 +29,21 @@ def variants_table(style: str = "readme") -> str:
     """The presets as a Markdown table: `readme` with each head's Q, K and V, `design` by axis."""
     if style == "readme":
         header = ["preset", "Q_i", "K_i", "V_i", "s", "attention parameters", "what it is"]
-        rows = [[f"`{v.name}`", *head_formulas(v.spec), QUERY_SCALES[v.spec.query_scale],
-                 parameter_formula(v.spec), v.description] for v in REGISTRY.values()]
+        rows = [
+            [f"`{v.name}`", *head_formulas(v.spec), QUERY_SCALES[v.spec.query_scale], parameter_formula(v.spec), v.description]
+            for v in REGISTRY.values()
+        ]
     elif style == "design":
         header = ["preset", *AXES, "scale", "attention parameters (no biases)"]
-        rows = [[f"`{v.name}`", *(_option_label(getattr(v.spec, a)) for a in AXES), QUERY_SCALES[v.spec.query_scale],
-                 parameter_formula(v.spec)] for v in REGISTRY.values()]
+        rows = [
+            [
+                f"`{v.name}`",
+                *(_option_label(getattr(v.spec, a)) for a in AXES),
+                QUERY_SCALES[v.spec.query_scale],
+                parameter_formula(v.spec),
+            ]
+            for v in REGISTRY.values()
+        ]
     else:
         raise ConfigError(f"Unknown table style {style!r}; valid styles are readme, design.")
     return markdown_table(header, rows)
@@ -43,8 +52,9 @@ def variants_table(style: str = "readme") -> str:
 TABLE_BEGIN = "<!-- variants table: generated from the registry by python -m lit_attention.modeling.variant_tables --write -->"
 TABLE_END = "<!-- end of variants table -->"
 DOCUMENTS = {"README.md": "readme", "docs/DESIGN.md": "design"}
-BLOCK_TABLE_BEGIN = ("<!-- block options table: generated from the model configs by "
-                     "python -m lit_attention.modeling.variant_tables --write -->")
+BLOCK_TABLE_BEGIN = (
+    "<!-- block options table: generated from the model configs by python -m lit_attention.modeling.variant_tables --write -->"
+)
 BLOCK_TABLE_END = "<!-- end of block options table -->"
 BLOCK_DOCUMENT = "docs/DESIGN.md"
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,14 +80,16 @@ def _write_between(path: Path, begin: str, end: str, new: str, what: str) -> boo
 
 def write_tables(root: Path = ROOT) -> list[str]:
     """Put each document's generated variants table between its markers; returns the documents that changed."""
-    return [name for name, style in DOCUMENTS.items()
-            if _write_between(root / name, TABLE_BEGIN, TABLE_END, variants_table(style), "variants table")]
+    return [
+        name
+        for name, style in DOCUMENTS.items()
+        if _write_between(root / name, TABLE_BEGIN, TABLE_END, variants_table(style), "variants table")
+    ]
 
 
 def write_block_table(root: Path = ROOT) -> bool:
     """Put the generated block options table into BLOCK_DOCUMENT; whether it changed."""
-    return _write_between(root / BLOCK_DOCUMENT, BLOCK_TABLE_BEGIN, BLOCK_TABLE_END, block_options_table(),
-                          "block options table")
+    return _write_between(root / BLOCK_DOCUMENT, BLOCK_TABLE_BEGIN, BLOCK_TABLE_END, block_options_table(), "block options table")
 
 
 if __name__ == "__main__":

@@ -100,13 +100,19 @@ class AttentionSpec:
             elif choice not in options:
                 valid = ", ".join(o for o in options if o is not None)
                 raise ConfigError(f"Unknown {name} option {choice!r}; valid {name} options are {valid}.")
-        if self.query_hidden is not None and (isinstance(self.query_hidden, bool) or not isinstance(self.query_hidden, int)
-                                              or self.query_hidden < 1):
-            raise ConfigError(f"query_hidden={self.query_hidden!r} is invalid; give a positive width r (or leave it unset for d/2).")
-        if self.kv_heads is not None and (isinstance(self.kv_heads, bool) or not isinstance(self.kv_heads, int)
-                                          or self.kv_heads < 1):
-            raise ConfigError(f"kv_heads={self.kv_heads!r} is invalid; give a positive number of key/value heads "
-                              "that divides num_heads (or leave it unset for one per query head).")
+        if self.query_hidden is not None and (
+            isinstance(self.query_hidden, bool) or not isinstance(self.query_hidden, int) or self.query_hidden < 1
+        ):
+            raise ConfigError(
+                f"query_hidden={self.query_hidden!r} is invalid; give a positive width r (or leave it unset for d/2)."
+            )
+        if self.kv_heads is not None and (
+            isinstance(self.kv_heads, bool) or not isinstance(self.kv_heads, int) or self.kv_heads < 1
+        ):
+            raise ConfigError(
+                f"kv_heads={self.kv_heads!r} is invalid; give a positive number of key/value heads "
+                "that divides num_heads (or leave it unset for one per query head)."
+            )
         if self.query_scale is None:  # frozen: fill the default in place once
             object.__setattr__(self, "query_scale", "standard" if self.query == "linear" else "half")
 
@@ -127,8 +133,11 @@ class AttentionSpec:
 
 def _differences(spec: AttentionSpec, reference: AttentionSpec) -> list[str]:
     """`field=value` for every field outside NAMED_AXES where `spec` differs from `reference`, in field order."""
-    return [f"{f.name}={getattr(spec, f.name)}" for f in fields(spec)
-            if f.name not in NAMED_AXES and getattr(spec, f.name) != getattr(reference, f.name)]
+    return [
+        f"{f.name}={getattr(spec, f.name)}"
+        for f in fields(spec)
+        if f.name not in NAMED_AXES and getattr(spec, f.name) != getattr(reference, f.name)
+    ]
 
 
 SPEC_FIELDS = tuple(f.name for f in fields(AttentionSpec))
@@ -151,7 +160,9 @@ def _registry(*variants: Variant) -> dict[str, Variant]:
     for variant in variants:
         if not re.fullmatch(r"[a-z][a-z0-9_]*", variant.name) or variant.name in registry:
             raise ValueError(f"Preset name {variant.name!r} is taken or not lower_snake_case.")
-        twin = next((v.name for v in registry.values() if all(getattr(v.spec, a) == getattr(variant.spec, a) for a in AXES)), None)
+        twin = next(
+            (v.name for v in registry.values() if all(getattr(v.spec, a) == getattr(variant.spec, a) for a in AXES)), None
+        )
         if twin:
             raise ValueError(f"Preset {variant.name!r} has the axes of {twin!r}; write it as {twin!r} with settings.")
         registry[variant.name] = variant
@@ -162,12 +173,18 @@ REGISTRY = _registry(
     Variant("standard", AttentionSpec(), "the Transformer's attention: W_Q, W_K, W_V and W_O"),
     Variant("optimized", AttentionSpec(value="identity"), "no W_V (arXiv 2403.01643)"),
     Variant("efficient", AttentionSpec(key="identity", value="identity"), "no W_K, no W_V (arXiv 2403.01643)"),
-    Variant("super", AttentionSpec(key="identity", value="identity", value_mix=True),
-            "efficient plus W_A, a learned mix of positions (arXiv 2403.01643)"),
+    Variant(
+        "super",
+        AttentionSpec(key="identity", value="identity", value_mix=True),
+        "efficient plus W_A, a learned mix of positions (arXiv 2403.01643)",
+    ),
     Variant("identity_query", AttentionSpec(query="identity"), "no W_Q (arXiv 2603.13381)"),
     Variant("residual_query", AttentionSpec(query="residual"), "a linear residual query X + X W_Q (arXiv 2603.13381)"),
-    Variant("nonlinear_query", AttentionSpec(query="residual_mlp"),
-            "a nonlinear residual query X + f(X), f a small MLP (arXiv 2603.13381)"),
+    Variant(
+        "nonlinear_query",
+        AttentionSpec(query="residual_mlp"),
+        "a nonlinear residual query X + f(X), f a small MLP (arXiv 2603.13381)",
+    ),
 )
 PRESETS: dict[str, AttentionSpec] = {name: variant.spec for name, variant in REGISTRY.items()}
 
@@ -186,8 +203,10 @@ SPEC_EXAMPLES = f"'nonlinear_query', '{SETTINGS_EXAMPLE}' or '{AXES_EXAMPLE}'"
 
 def presets_help() -> str:
     """What a variant may be, in one sentence, for docstrings and `--help`."""
-    return (f"one of the presets {', '.join(PRESETS)}; a preset with settings ('{SETTINGS_EXAMPLE}'); "
-            f"or every axis ('{AXES_EXAMPLE}')")
+    return (
+        f"one of the presets {', '.join(PRESETS)}; a preset with settings ('{SETTINGS_EXAMPLE}'); "
+        f"or every axis ('{AXES_EXAMPLE}')"
+    )
 
 
 def _parse_bool(name: str, text: str) -> bool:
@@ -238,8 +257,10 @@ def resolve_spec(variant: str | dict | AttentionSpec | Variant) -> AttentionSpec
             return AttentionSpec(**settings)
         preset = _preset(base)
         if any(axis in settings for axis in AXES):
-            raise ConfigError(f"Attention spec {variant!r} changes an axis of preset {base!r}; "
-                              "give either a preset with settings or every axis without a preset.")
+            raise ConfigError(
+                f"Attention spec {variant!r} changes an axis of preset {base!r}; "
+                "give either a preset with settings or every axis without a preset."
+            )
         # A preset's scale follows its query axis unless it is set explicitly.
         return replace(preset, **settings)
     if isinstance(variant, str):
@@ -259,13 +280,13 @@ def resolve_spec(variant: str | dict | AttentionSpec | Variant) -> AttentionSpec
                 )
             key, value = (part.strip() for part in item.split("=", 1))
             if key in settings:  # the second would silently win, as a YAML key given twice would
-                raise ConfigError(f"Attention spec {variant!r} sets {key} twice ({key}={settings[key]} and {key}={value}); "
-                                  "give each axis or setting once.")
+                raise ConfigError(
+                    f"Attention spec {variant!r} sets {key} twice ({key}={settings[key]} and {key}={value}); "
+                    "give each axis or setting once."
+                )
             settings[key] = value
         return resolve_spec(settings)
-    raise ConfigError(
-        f"Attention variant must be a preset name, a dict or an AttentionSpec, got {type(variant).__name__}."
-    )
+    raise ConfigError(f"Attention variant must be a preset name, a dict or an AttentionSpec, got {type(variant).__name__}.")
 
 
 def _preset(name: str) -> AttentionSpec:

@@ -92,8 +92,7 @@ class VisionTransformer(nn.Module):
         # With rope the positions are rotations inside attention, so there is no embedding to add.
         self.pos_embed = nn.Parameter(torch.randn(1, self.num_tokens, c.dim) * 0.02) if c.position == "learned" else None
         self.dropout = nn.Dropout(c.dropout)
-        self.inputs = AttentionInputs(c, causal=False, grid=c.image_size // c.patch_size,
-                                      prefix_tokens=int(c.pool == "cls"))
+        self.inputs = AttentionInputs(c, causal=False, grid=c.image_size // c.patch_size, prefix_tokens=int(c.pool == "cls"))
         self.blocks = TransformerBlock.stack(c, attention, c.depth, max_len=self.num_tokens)
         self.norm = make_norm(c.norm, c.dim, c.norm_eps, c.bias)
         self.head = nn.Linear(c.dim, c.num_classes)

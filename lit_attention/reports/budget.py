@@ -32,9 +32,10 @@ def budget_note(plan: Plan, cells: dict, tuned: dict) -> str:
             parts.append(f"`{arm}` {sum(late for late, _ in found)}/{len(found)} ({sum(e for _, e in found)}/{len(found)})")
     if not parts:
         return ""
-    return ("\n**Still improving when training stopped?** Tuned runs whose best validation value came in the last "
-            "fifth of their steps (in brackets: at the very last evaluation; a run evaluated four times or fewer has "
-            "only its last evaluation in that fifth): " + ", ".join(parts) + ". Where most did, more steps may "
-            "change the ranking, and a difference may measure speed within this budget rather than where the arms "
-            "end; the curves are in results.png.\n")
-
+    return (
+        "\n**Still improving when training stopped?** Tuned runs whose best validation value came in the last "
+        "fifth of their steps (in brackets: at the very last evaluation; a run evaluated four times or fewer has "
+        "only its last evaluation in that fifth): " + ", ".join(parts) + ". Where most did, more steps may "
+        "change the ranking, and a difference may measure speed within this budget rather than where the arms "
+        "end; the curves are in results.png.\n"
+    )

@@ -38,8 +38,9 @@ class Comparison:
     p_exact_holm_monte_carlo: bool = False  # a Monte Carlo p entered that correction
 
 
-def compare_arms(chosen: dict[str, tuple[dict, dict]], wanted: list[tuple[str, str]],
-                 primary: list[tuple[str, str]] | None) -> list[Comparison]:
+def compare_arms(
+    chosen: dict[str, tuple[dict, dict]], wanted: list[tuple[str, str]], primary: list[tuple[str, str]] | None
+) -> list[Comparison]:
     """The comparisons `wanted`, from `chosen` ({arm: ({seed: record}, {seed: value})}): paired where
     the records show it, Welch's where an arm's batches differ, none where its data do; Holm-corrected
     over the primary ones (every one when `primary` is None)."""
@@ -75,11 +76,37 @@ def wanted_comparisons(plan: Plan, baseline: str, primary: list[tuple[str, str]]
 
 # comparisons.csv's columns, in order: what every table of results.md says of a comparison, at full precision.
 # A table over seeds fills the first block, one over seeds and test items the second (reports/item_comparisons.py).
-CSV_FIELDS = ["table", "metric", "arm", "reference", "paired", "seeds", "seeds_reference", "difference", "low", "high",
-              "bootstrap_low", "bootstrap_high", "simultaneous_low", "simultaneous_high", "p", "p_holm", "p_exact",
-              "p_exact_holm", "p_exact_monte_carlo", "p_exact_holm_monte_carlo", "primary", "verdict",
-              "test_items", "seeds_only_low", "seeds_only_high", "two_way_low", "two_way_high", "item_test",
-              "item_p_monte_carlo"]
+CSV_FIELDS = [
+    "table",
+    "metric",
+    "arm",
+    "reference",
+    "paired",
+    "seeds",
+    "seeds_reference",
+    "difference",
+    "low",
+    "high",
+    "bootstrap_low",
+    "bootstrap_high",
+    "simultaneous_low",
+    "simultaneous_high",
+    "p",
+    "p_holm",
+    "p_exact",
+    "p_exact_holm",
+    "p_exact_monte_carlo",
+    "p_exact_holm_monte_carlo",
+    "primary",
+    "verdict",
+    "test_items",
+    "seeds_only_low",
+    "seeds_only_high",
+    "two_way_low",
+    "two_way_high",
+    "item_test",
+    "item_p_monte_carlo",
+]
 
 
 def comparison_records(comparisons: list[Comparison], table: str, metric: str, mode: str) -> list[dict]:
@@ -92,18 +119,42 @@ def comparison_records(comparisons: list[Comparison], table: str, metric: str, m
         if d is None:
             found.append({**row, "verdict": "not compared: other data"})
             continue
-        found.append({**row, "paired": d.paired, "seeds": d.n, "seeds_reference": d.n_baseline, "difference": d.mean,
-                      "low": d.low, "high": d.high, "bootstrap_low": d.boot_low, "bootstrap_high": d.boot_high,
-                      "simultaneous_low": d.joint_low, "simultaneous_high": d.joint_high, "p": d.p, "p_holm": d.p_holm,
-                      "p_exact": d.p_exact, "p_exact_holm": c.p_exact_holm,
-                      "p_exact_monte_carlo": d.p_exact_monte_carlo, "p_exact_holm_monte_carlo": c.p_exact_holm_monte_carlo,
-                      "primary": d.primary,
-                      "verdict": verdict(d, mode)})
+        found.append(
+            {
+                **row,
+                "paired": d.paired,
+                "seeds": d.n,
+                "seeds_reference": d.n_baseline,
+                "difference": d.mean,
+                "low": d.low,
+                "high": d.high,
+                "bootstrap_low": d.boot_low,
+                "bootstrap_high": d.boot_high,
+                "simultaneous_low": d.joint_low,
+                "simultaneous_high": d.joint_high,
+                "p": d.p,
+                "p_holm": d.p_holm,
+                "p_exact": d.p_exact,
+                "p_exact_holm": c.p_exact_holm,
+                "p_exact_monte_carlo": d.p_exact_monte_carlo,
+                "p_exact_holm_monte_carlo": c.p_exact_holm_monte_carlo,
+                "primary": d.primary,
+                "verdict": verdict(d, mode),
+            }
+        )
     return found
 
 
-def comparison_table(comparisons: list[Comparison], baseline: str, primary, metric: str, mode: str, where: str,
-                     rows: list[dict] | None = None, table: str = "") -> str:
+def comparison_table(
+    comparisons: list[Comparison],
+    baseline: str,
+    primary,
+    metric: str,
+    mode: str,
+    where: str,
+    rows: list[dict] | None = None,
+    table: str = "",
+) -> str:
     """The pairing lines, the note on what the columns mean, the table, and the warnings under it; the
     comparisons' rows of comparisons.csv are added to `rows` (their `table` named by `table`)."""
     if rows is not None:
@@ -114,19 +165,35 @@ def comparison_table(comparisons: list[Comparison], baseline: str, primary, metr
     for c in comparisons:
         pairings.setdefault(c.reference, {})[label(c, baseline)] = c.pairing
     lines = "".join(pairing_sentence(found, reference) for reference, found in pairings.items())
-    family = (f"the {tested} primary comparison(s) declared with --primary; the others are exploratory: their "
-              "p-values are not corrected and they get no verdict" if primary is not None else
-              f"the {tested} comparison(s) of this table (declare a confirmatory family in advance with --primary)")
-    note = (f"Differences{where}, seed by seed where paired. 95% interval: the paired t-interval (Welch's where not "
-            "paired) of one comparison on its own; bootstrap: the percentile interval of the mean difference (10,000 "
-            "resamples); simultaneous: Bonferroni over the corrected family; p: the t-test's; exact p: the sign-flip "
-            "test over the paired differences (a label permutation where not paired), which assumes no normality, "
-            "then Holm-corrected over the same family. "
-            f"The verdict uses the t-test's p corrected with Holm's method over {family}. \"No detectable "
-            "difference\" means the corrected test did not reject equality: the intervals show the differences "
-            "still compatible with the data, not that the arms are equal.\n\n")
-    header = ["arm", "seeds", "difference", "95% interval", "bootstrap 95%", f"simultaneous 95% ({tested})", "p",
-              "p (Holm)", "exact p", "exact p (Holm)", "verdict"]
+    family = (
+        f"the {tested} primary comparison(s) declared with --primary; the others are exploratory: their "
+        "p-values are not corrected and they get no verdict"
+        if primary is not None
+        else f"the {tested} comparison(s) of this table (declare a confirmatory family in advance with --primary)"
+    )
+    note = (
+        f"Differences{where}, seed by seed where paired. 95% interval: the paired t-interval (Welch's where not "
+        "paired) of one comparison on its own; bootstrap: the percentile interval of the mean difference (10,000 "
+        "resamples); simultaneous: Bonferroni over the corrected family; p: the t-test's; exact p: the sign-flip "
+        "test over the paired differences (a label permutation where not paired), which assumes no normality, "
+        "then Holm-corrected over the same family. "
+        f"The verdict uses the t-test's p corrected with Holm's method over {family}. \"No detectable "
+        'difference" means the corrected test did not reject equality: the intervals show the differences '
+        "still compatible with the data, not that the arms are equal.\n\n"
+    )
+    header = [
+        "arm",
+        "seeds",
+        "difference",
+        "95% interval",
+        "bootstrap 95%",
+        f"simultaneous 95% ({tested})",
+        "p",
+        "p (Holm)",
+        "exact p",
+        "exact p (Holm)",
+        "verdict",
+    ]
     rows = []
     for c in comparisons:
         d = c.difference
@@ -134,10 +201,21 @@ def comparison_table(comparisons: list[Comparison], baseline: str, primary, metr
             rows.append([label(c, baseline), "-", *["n/a"] * 8, "not compared: other data"])
             continue
         seeds = str(d.n) if d.paired else f"{d.n} + {d.n_baseline} (unpaired)"
-        rows.append([label(c, baseline), seeds, "n/a" if math.isnan(d.mean) else f"{d.mean:+.4f}", interval(d.low, d.high),
-                     interval(d.boot_low, d.boot_high), interval(d.joint_low, d.joint_high), p_value(d.p),
-                     p_value(d.p_holm), marked(d.p_exact, d.p_exact_monte_carlo),
-                     marked(c.p_exact_holm, c.p_exact_holm_monte_carlo), verdict(d, mode)])
+        rows.append(
+            [
+                label(c, baseline),
+                seeds,
+                "n/a" if math.isnan(d.mean) else f"{d.mean:+.4f}",
+                interval(d.low, d.high),
+                interval(d.boot_low, d.boot_high),
+                interval(d.joint_low, d.joint_high),
+                p_value(d.p),
+                p_value(d.p_holm),
+                marked(d.p_exact, d.p_exact_monte_carlo),
+                marked(c.p_exact_holm, c.p_exact_holm_monte_carlo),
+                verdict(d, mode),
+            ]
+        )
     pairs = [(label(c, baseline), c.difference) for c in comparisons if c.difference is not None]
     notes = monte_carlo_note(comparisons) + exact_test_note(comparisons, baseline) + beyond_range_note(pairs, metric)
     return lines + "\n" + note + markdown(header, rows) + notes
@@ -159,16 +237,21 @@ def equivalence_note(comparisons: list[Comparison], margins: dict[tuple[str, str
             continue
         span = interval(d.joint_low, d.joint_high)
         if -margin < d.joint_low and d.joint_high < margin:
-            lines.append(f"- `{name}`: **equivalent within ±{margin:g}**: its simultaneous 95% interval {span} lies "
-                         "inside the margin.")
+            lines.append(
+                f"- `{name}`: **equivalent within ±{margin:g}**: its simultaneous 95% interval {span} lies inside the margin."
+            )
         else:
-            lines.append(f"- `{name}`: equivalence within ±{margin:g} **not shown**: its simultaneous 95% interval "
-                         f"{span} reaches past the margin, so differences that large are still compatible with these seeds.")
+            lines.append(
+                f"- `{name}`: equivalence within ±{margin:g} **not shown**: its simultaneous 95% interval "
+                f"{span} reaches past the margin, so differences that large are still compatible with these seeds."
+            )
     if not lines:
         return ""
-    return ("\n**Equivalence** (declared with --equivalence): an arm is equivalent to its reference when the whole "
-            "simultaneous 95% interval of their difference lies within the margin fixed in advance, which rejects "
-            "both one-sided hypotheses |difference| ≥ margin at the family's level.\n\n" + "\n".join(lines) + "\n")
+    return (
+        "\n**Equivalence** (declared with --equivalence): an arm is equivalent to its reference when the whole "
+        "simultaneous 95% interval of their difference lies within the margin fixed in advance, which rejects "
+        "both one-sided hypotheses |difference| ≥ margin at the family's level.\n\n" + "\n".join(lines) + "\n"
+    )
 
 
 def marked(p: float, monte_carlo: bool) -> str:
@@ -180,9 +263,11 @@ def monte_carlo_note(comparisons: list[Comparison]) -> str:
     """What "(MC)" in the exact-p columns means, when a row has it."""
     if not any(c.difference is not None and c.difference.p_exact_monte_carlo for c in comparisons):
         return ""
-    return (f"\n(MC): not exact. That test has more than {EXACT_RELABELLINGS_MAX:,} sign assignments or relabellings, "
-            f"so its p is a Monte Carlo estimate from {MONTE_CARLO_DRAWS:,} random ones (fixed seed), (hits + 1) / "
-            f"(draws + 1), with a standard error of at most 0.0016; a Holm value marked so has such a p among its inputs.\n")
+    return (
+        f"\n(MC): not exact. That test has more than {EXACT_RELABELLINGS_MAX:,} sign assignments or relabellings, "
+        f"so its p is a Monte Carlo estimate from {MONTE_CARLO_DRAWS:,} random ones (fixed seed), (hits + 1) / "
+        f"(draws + 1), with a standard error of at most 0.0016; a Holm value marked so has such a p among its inputs.\n"
+    )
 
 
 def label(comparison: Comparison, baseline: str) -> str:
@@ -201,10 +286,12 @@ def exact_test_note(comparisons: list[Comparison], baseline: str) -> str:
         return ""
     paired = max(1, math.ceil(math.log2(2 / threshold)))  # the paired seeds whose sign-flip floor is below it
     names = ", ".join(f"`{name}` ({floor:.3g})" for name, floor in short)
-    return (f"\nThe exact tests cannot confirm {names} at these seeds: the smallest p each can reach (in brackets) is "
-            f"above {threshold:.3g}, the threshold Holm's correction over {len(family)} comparison(s) sets for the "
-            f"first, so a verdict of theirs rests on the t-test's assumption of normal differences (paired, "
-            f"{paired} seeds would let the sign-flip test reach it).\n")
+    return (
+        f"\nThe exact tests cannot confirm {names} at these seeds: the smallest p each can reach (in brackets) is "
+        f"above {threshold:.3g}, the threshold Holm's correction over {len(family)} comparison(s) sets for the "
+        f"first, so a verdict of theirs rests on the t-test's assumption of normal differences (paired, "
+        f"{paired} seeds would let the sign-flip test reach it).\n"
+    )
 
 
 def smallest_exact(difference: Difference) -> float:
@@ -228,6 +315,8 @@ def beyond_range_note(pairs: list[tuple[str, Difference]], metric: str) -> str:
     wide = [arm for arm, d in pairs if not math.isnan(d.joint_low) and (d.joint_low < -bound or d.joint_high > bound)]
     if not wide:
         return ""
-    return (f"\nThe intervals of {', '.join(f'`{arm}`' for arm in wide)} reach past ±{bound:g}, the most a difference "
-            f"in {metric} can be: they are left as computed, and say that these seeds are too few to bound that "
-            "difference (add seeds), not that such values are possible.\n")
+    return (
+        f"\nThe intervals of {', '.join(f'`{arm}`' for arm in wide)} reach past ±{bound:g}, the most a difference "
+        f"in {metric} can be: they are left as computed, and say that these seeds are too few to bound that "
+        "difference (add seeds), not that such values are possible.\n"
+    )

@@ -15,16 +15,29 @@ from lit_attention.sweep.runs import Plan, point_label
 from lit_attention.stats.selection import cross_fit, ties_note
 from lit_attention.reports.tables import markdown, plus_minus
 
-STRICT = ("Candidates: the grid's own points, so no scoring seed influenced which points exist; a point that "
-          "`--extend-edges` added cannot be chosen, so this table does not check a tuned choice of such a point.")
-EXTENDED = ("Candidates: every point each arm ran, the grid's and those `--extend-edges` added (the tuned table's); "
-            "the points past the edge exist because all seeds, the scoring half among them, chose the edge, but the "
-            "choice among them is still made by the other half only. Its comparisons are corrected as a family of "
-            "their own.")
+STRICT = (
+    "Candidates: the grid's own points, so no scoring seed influenced which points exist; a point that "
+    "`--extend-edges` added cannot be chosen, so this table does not check a tuned choice of such a point."
+)
+EXTENDED = (
+    "Candidates: every point each arm ran, the grid's and those `--extend-edges` added (the tuned table's); "
+    "the points past the edge exist because all seeds, the scoring half among them, chose the edge, but the "
+    "choice among them is still made by the other half only. Its comparisons are corrected as a family of "
+    "their own."
+)
 
 
-def cross_fit_section(plan: Plan, cells: dict, baseline: str, primary, monitor: str, mode: str, has_test: bool,
-                      value, csv_rows: list[dict] | None = None) -> str:
+def cross_fit_section(
+    plan: Plan,
+    cells: dict,
+    baseline: str,
+    primary,
+    monitor: str,
+    mode: str,
+    has_test: bool,
+    value,
+    csv_rows: list[dict] | None = None,
+) -> str:
     """The strict cross-fitted table and, when some arm has points past the grid, the extended one.
     `value`: a record's scored value (its test value, or its best validation value without --test);
     `csv_rows`: gets the comparisons' rows of comparisons.csv."""
@@ -37,13 +50,29 @@ def cross_fit_section(plan: Plan, cells: dict, baseline: str, primary, monitor: 
     if not any(plan.extensions.get(arm) for arm in plan.arms):
         return title + section
     every = {arm: [p for p in plan.points_of(arm) if (arm, p) in cells] for arm in plan.arms}
-    return (title + section + "\n## Cross-fitted tuning over every point each arm ran, extensions included\n\n"
-            + cross_fit_tables(plan, cells, every, EXTENDED, baseline, primary, metric, mode, value, csv_rows,
-                               "cross-fit over every point"))
+    return (
+        title
+        + section
+        + "\n## Cross-fitted tuning over every point each arm ran, extensions included\n\n"
+        + cross_fit_tables(
+            plan, cells, every, EXTENDED, baseline, primary, metric, mode, value, csv_rows, "cross-fit over every point"
+        )
+    )
 
 
-def cross_fit_tables(plan: Plan, cells: dict, candidates: dict[str, list[tuple]], what: str, baseline: str, primary,
-                     metric: str, mode: str, value, csv_rows: list[dict] | None = None, name: str = "") -> str | None:
+def cross_fit_tables(
+    plan: Plan,
+    cells: dict,
+    candidates: dict[str, list[tuple]],
+    what: str,
+    baseline: str,
+    primary,
+    metric: str,
+    mode: str,
+    value,
+    csv_rows: list[dict] | None = None,
+    name: str = "",
+) -> str | None:
     """The halves, `what` the candidates are, each arm's two choices among its `candidates` ({arm: points})
     with its values at the other half's choice, and the comparison table at those choices; None when no
     arm can be cross-fitted."""
@@ -62,18 +91,38 @@ def cross_fit_tables(plan: Plan, cells: dict, candidates: dict[str, list[tuple]]
     if not fits:
         return None
     some = next(iter(fits.values()))
-    halves = (f"seeds {', '.join(map(str, some.first_half))} choose the point that seeds "
-              f"{', '.join(map(str, some.second_half))} are scored at, and the reverse")
-    rows = [[arm, point_label(f.chosen_on_first) if f.chosen_on_first else "n/a",
-             point_label(f.chosen_on_second) if f.chosen_on_second else "n/a", plus_minus(list(f.values.values()))]
-            for arm, f in fits.items()]
-    table = markdown(["arm", "chosen on the first half", "chosen on the second half", f"{metric} (other half's choice)"],
-                     rows)
-    table += ties_note({f"{arm} ({half} half)": (point, tied) for arm, f in fits.items() for half, point, tied in
-                        (("first", f.chosen_on_first, f.tied_on_first), ("second", f.chosen_on_second, f.tied_on_second))},
-                       point_label)
+    halves = (
+        f"seeds {', '.join(map(str, some.first_half))} choose the point that seeds "
+        f"{', '.join(map(str, some.second_half))} are scored at, and the reverse"
+    )
+    rows = [
+        [
+            arm,
+            point_label(f.chosen_on_first) if f.chosen_on_first else "n/a",
+            point_label(f.chosen_on_second) if f.chosen_on_second else "n/a",
+            plus_minus(list(f.values.values())),
+        ]
+        for arm, f in fits.items()
+    ]
+    table = markdown(["arm", "chosen on the first half", "chosen on the second half", f"{metric} (other half's choice)"], rows)
+    table += ties_note(
+        {
+            f"{arm} ({half} half)": (point, tied)
+            for arm, f in fits.items()
+            for half, point, tied in (
+                ("first", f.chosen_on_first, f.tied_on_first),
+                ("second", f.chosen_on_second, f.tied_on_second),
+            )
+        },
+        point_label,
+    )
     comparisons = compare_arms(chosen, wanted_comparisons(plan, baseline, primary), primary)
-    text = (comparison_table(comparisons, baseline, primary, metric, mode, " at the other half's choice", csv_rows, name)
-            if comparisons else "")
-    return (f"Selection and scoring never share a seed: {halves}. Each seed's value is its run at the point the other "
-            f"half chose. {what}\n\n" + table + ("\n" + text if text else ""))
+    text = (
+        comparison_table(comparisons, baseline, primary, metric, mode, " at the other half's choice", csv_rows, name)
+        if comparisons
+        else ""
+    )
+    return (
+        f"Selection and scoring never share a seed: {halves}. Each seed's value is its run at the point the other "
+        f"half chose. {what}\n\n" + table + ("\n" + text if text else "")
+    )

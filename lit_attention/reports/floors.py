@@ -34,5 +34,7 @@ def floors_line(records: list[dict]) -> str:
     floors = found[0]
     splits = [s for s in ("validation", "test") if s in floors["unigram"] and s in floors["bigram"]]
     values = ", ".join(f"{model} {' / '.join(f'{floors[model][s]:.4f}' for s in splits)}" for model in ("unigram", "bigram"))
-    return (f"\nn-gram floors on this data (fitted on the training split, scored on {' / '.join(splits)}): "
-            f"{values} {floors['unit']}.\n")
+    return (
+        f"\nn-gram floors on this data (fitted on the training split, scored on {' / '.join(splits)}): "
+        f"{values} {floors['unit']}.\n"
+    )

@@ -63,9 +63,13 @@ def inspection_section(plan, states: list[RunState], output: Path) -> str:
         return ""
     kept = json.loads((folder / WHICH).read_text()) if (folder / WHICH).is_file() else None
     if kept != which(inspected_runs(plan, states)):
-        return ("## What each arm learned\n\nThe reports in `inspect/` are of other runs than the tuned runs of this "
-                "report (its tuned points or seeds have changed since): run the command again with --inspect.\n")
-    return ("## What each arm learned\n\n`lit-attention inspect` on each arm's tuned run of its first finished seed, "
-            "on held-out batches (--inspect): per layer, the attention's entropy, mean distance and weight on the "
-            "diagonal and first token, and W_A's distance from the identity where an arm has one. The table and each "
-            f"arm's own report: [inspect/compare.md]({INSPECT}/compare.md).\n\n![what each arm learned]({INSPECT}/compare.png)\n")
+        return (
+            "## What each arm learned\n\nThe reports in `inspect/` are of other runs than the tuned runs of this "
+            "report (its tuned points or seeds have changed since): run the command again with --inspect.\n"
+        )
+    return (
+        "## What each arm learned\n\n`lit-attention inspect` on each arm's tuned run of its first finished seed, "
+        "on held-out batches (--inspect): per layer, the attention's entropy, mean distance and weight on the "
+        "diagonal and first token, and W_A's distance from the identity where an arm has one. The table and each "
+        f"arm's own report: [inspect/compare.md]({INSPECT}/compare.md).\n\n![what each arm learned]({INSPECT}/compare.png)\n"
+    )

@@ -50,9 +50,26 @@ from lit_attention.reports.tables import count, markdown, plus_minus
 from lit_attention.stats.validity import provenance_rows
 
 # results.csv's first columns ("test": the monitored metric's test value); then one per test metric (test_metrics).
-CSV_FIELDS = ["arm", "variant", "point", "seed", "status", "best", "best_step", "final", "test", "params_total",
-              "params_non_embedding", "params_attention", "train_flops", "optimizer_steps", "samples_seen",
-              "tokens_seen", "first_batch_sha256", "error"]
+CSV_FIELDS = [
+    "arm",
+    "variant",
+    "point",
+    "seed",
+    "status",
+    "best",
+    "best_step",
+    "final",
+    "test",
+    "params_total",
+    "params_non_embedding",
+    "params_attention",
+    "train_flops",
+    "optimizer_steps",
+    "samples_seen",
+    "tokens_seen",
+    "first_batch_sha256",
+    "error",
+]
 
 
 def test_value(record: dict) -> float | None:
@@ -70,10 +87,19 @@ def test_metrics(records: list[dict]) -> list[str]:
     return sorted({name for record in records for name in record.get("test") or {}})
 
 
-def write_report(plan: Plan, states: list[RunState], output: Path, command: str, baseline: str,
-                 success_threshold: float | None, primary: list[tuple[str, str]] | None = None,
-                 cross_fitted: bool = False, extension_rounds: int | None = None,
-                 common_point: tuple | None = None, equivalence: dict | None = None) -> str:
+def write_report(
+    plan: Plan,
+    states: list[RunState],
+    output: Path,
+    command: str,
+    baseline: str,
+    success_threshold: float | None,
+    primary: list[tuple[str, str]] | None = None,
+    cross_fitted: bool = False,
+    extension_rounds: int | None = None,
+    common_point: tuple | None = None,
+    equivalence: dict | None = None,
+) -> str:
     """Write results.csv, timings.csv, comparisons.csv, results.md and results.png into `output`; returns the markdown.
     `primary`: the (arm, reference) comparisons declared confirmatory (None: every arm against the
     baseline); `cross_fitted`: add the cross-fitted tuned table; `extension_rounds`: how many rounds of
@@ -87,9 +113,13 @@ def write_report(plan: Plan, states: list[RunState], output: Path, command: str,
         failed = [s for s in states if s.failure is not None]
         text = f"# Comparison\n\n`{command}`\n\nNo run has finished yet.\n"
         if failed:  # say why, run by run
-            text += "\n## Failed runs\n\n" + markdown(["arm", "point", "seed", "error"], [
-                [s.run.arm, point_label(s.run.point), str(s.run.seed), s.failure.get("message", "").replace("|", "/")]
-                for s in sorted(failed, key=lambda s: (s.run.arm, s.run.point, s.run.seed))])
+            text += "\n## Failed runs\n\n" + markdown(
+                ["arm", "point", "seed", "error"],
+                [
+                    [s.run.arm, point_label(s.run.point), str(s.run.seed), s.failure.get("message", "").replace("|", "/")]
+                    for s in sorted(failed, key=lambda s: (s.run.arm, s.run.point, s.run.seed))
+                ],
+            )
         write_comparisons(output / "comparisons.csv", [])
         write_atomically(output / "results.md", text)
         return text
@@ -105,30 +135,37 @@ def write_report(plan: Plan, states: list[RunState], output: Path, command: str,
         "## Every run\n\n" + full_table(plan, cells, monitor, has_test, others) + floors,
     ]
     if grid:
-        sections.append("## Tuned per arm\n\n" + tuned_table(plan, cells, tuned, monitor, has_test, others) + floors
-                        + ties_note(tuned_choices(plan, cells, mode), point_label)
-                        + edges_note(plan, tuned, extension_rounds) + budget_note(plan, cells, tuned))
+        sections.append(
+            "## Tuned per arm\n\n"
+            + tuned_table(plan, cells, tuned, monitor, has_test, others)
+            + floors
+            + ties_note(tuned_choices(plan, cells, mode), point_label)
+            + edges_note(plan, tuned, extension_rounds)
+            + budget_note(plan, cells, tuned)
+        )
     value = test_value if has_test else best_value
-    chosen = {arm: (cells[(arm, point)].records_by_seed(), cells[(arm, point)].by_seed(value))
-              for arm, point in tuned.items()}
-    places = {arm: {s.run.seed: s.directory for s in cells[(arm, point)].states if s.record is not None}
-              for arm, point in tuned.items()}
+    chosen = {arm: (cells[(arm, point)].records_by_seed(), cells[(arm, point)].by_seed(value)) for arm, point in tuned.items()}
+    places = {
+        arm: {s.run.seed: s.directory for s in cells[(arm, point)].states if s.record is not None} for arm, point in tuned.items()
+    }
     csv_rows: list[dict] = []  # comparisons.csv: every comparison of every table below, unrounded
-    table, smallest_effect = comparison_section(plan, chosen, baseline, primary, monitor, mode, has_test, grid, places,
-                                                equivalence or {}, csv_rows)
+    table, smallest_effect = comparison_section(
+        plan, chosen, baseline, primary, monitor, mode, has_test, grid, places, equivalence or {}, csv_rows
+    )
     sections.append(table)
     if common_point is not None:
-        sections.append(common_point_section(plan, cells, common_point, baseline, primary, monitor, mode, has_test,
-                                             csv_rows))
+        sections.append(common_point_section(plan, cells, common_point, baseline, primary, monitor, mode, has_test, csv_rows))
     if cross_fitted and grid:
         sections.append(cross_fit_section(plan, cells, baseline, primary, monitor, mode, has_test, value, csv_rows))
     if success_threshold is not None:
         sections.append(success_section(plan, cells, tuned, success_threshold, monitor, mode))
     sections.append(verification_section(plan, states, output, smallest_effect))
     sections.append(inspection_section(plan, states, output))
-    sections.append("## Provenance\n\nEvery distinct value among the finished runs' records (how many runs had "
-                    "it); a record older than a field says \"not recorded\".\n\n"
-                    + markdown(["what", "values (runs)"], provenance_rows(finished)))
+    sections.append(
+        "## Provenance\n\nEvery distinct value among the finished runs' records (how many runs had "
+        'it); a record older than a field says "not recorded".\n\n'
+        + markdown(["what", "values (runs)"], provenance_rows(finished))
+    )
     sections.append("![curves](results.png)\n")
     text = "\n".join(section for section in sections if section)
     write_comparisons(output / "comparisons.csv", csv_rows)
@@ -147,8 +184,6 @@ def write_comparisons(path: Path, rows: list[dict]) -> None:
     write_atomically(path, buffer.getvalue())
 
 
-
-
 def write_csv(path: Path, states: list[RunState]) -> None:
     metrics = test_metrics([s.record for s in states if s.record is not None])
     with io.StringIO(newline="") as file:
@@ -160,13 +195,29 @@ def write_csv(path: Path, states: list[RunState]) -> None:
             params = record.get("params", {})
             best = record.get("best") or {}
             test = record.get("test") or {}
-            writer.writerow([run.arm, run.variant, point_label(run.point), run.seed, status, best.get("value"),
-                             best.get("step"), record.get("final"), test_value(record) if record else None,
-                             params.get("total"), params.get("non_embedding"), params.get("attention"),
-                             record.get("train_flops"), record.get("optimizer_steps"), record.get("samples_seen"),
-                             record.get("tokens_seen"), record.get("first_batch_sha256"),
-                             (state.failure or {}).get("message") if not state.record else None,
-                             *map(test.get, metrics)])
+            writer.writerow(
+                [
+                    run.arm,
+                    run.variant,
+                    point_label(run.point),
+                    run.seed,
+                    status,
+                    best.get("value"),
+                    best.get("step"),
+                    record.get("final"),
+                    test_value(record) if record else None,
+                    params.get("total"),
+                    params.get("non_embedding"),
+                    params.get("attention"),
+                    record.get("train_flops"),
+                    record.get("optimizer_steps"),
+                    record.get("samples_seen"),
+                    record.get("tokens_seen"),
+                    record.get("first_batch_sha256"),
+                    (state.failure or {}).get("message") if not state.record else None,
+                    *map(test.get, metrics),
+                ]
+            )
         write_atomically(path, file.getvalue())
 
 
@@ -176,22 +227,35 @@ def write_timings(path: Path, states: list[RunState]) -> None:
         writer.writerow(["arm", "point", "seed", *TIMING_FIELDS])
         for state in states:
             if state.record is not None:
-                writer.writerow([state.run.arm, point_label(state.run.point), state.run.seed,
-                                 *(state.record.get(field) for field in TIMING_FIELDS)])
+                writer.writerow(
+                    [
+                        state.run.arm,
+                        point_label(state.run.point),
+                        state.run.seed,
+                        *(state.record.get(field) for field in TIMING_FIELDS),
+                    ]
+                )
         write_atomically(path, file.getvalue())
 
 
 def seeds_paragraph(plan: Plan, monitor: str, mode: str, has_test: bool, fixed_order: bool) -> str:
     direction = "higher" if mode == "max" else "lower"
-    test = (f" and {monitor.replace('val/', 'test/')} on the held-out test split (the best checkpoint)"
-            if has_test else "; run with --test for held-out test numbers")
-    varied = ("the initialisation and dropout; the training data order is fixed (data_seed) and the data "
-              "splits stay fixed" if fixed_order else
-              "the initialisation, the training data order and dropout; the data splits stay fixed")
-    return (f"Metric: {monitor} ({direction} is better) on the validation split{test}. Each seed "
-            f"({', '.join(map(str, plan.seeds))}) varies {varied}. Arms are compared seed by seed where their "
-            "records show that runs of one seed began with the same training batch on the same data (each "
-            "comparison says whether they did).\n")
+    test = (
+        f" and {monitor.replace('val/', 'test/')} on the held-out test split (the best checkpoint)"
+        if has_test
+        else "; run with --test for held-out test numbers"
+    )
+    varied = (
+        "the initialisation and dropout; the training data order is fixed (data_seed) and the data splits stay fixed"
+        if fixed_order
+        else "the initialisation, the training data order and dropout; the data splits stay fixed"
+    )
+    return (
+        f"Metric: {monitor} ({direction} is better) on the validation split{test}. Each seed "
+        f"({', '.join(map(str, plan.seeds))}) varies {varied}. Arms are compared seed by seed where their "
+        "records show that runs of one seed began with the same training batch on the same data (each "
+        "comparison says whether they did).\n"
+    )
 
 
 def metric_means(records: list[dict], names: list[str]) -> list[str]:
@@ -211,17 +275,25 @@ def full_table(plan: Plan, cells: dict, monitor: str, has_test: bool, others: li
                 continue
             cell = cells[(arm, point)]
             records = cell.records
-            row = [arm, point_label(point), plus_minus(present(records, best_value)),
-                   plus_minus([r["final"] for r in records if r.get("final") is not None])]
+            row = [
+                arm,
+                point_label(point),
+                plus_minus(present(records, best_value)),
+                plus_minus([r["final"] for r in records if r.get("final") is not None]),
+            ]
             if has_test:
                 row.append(plus_minus(present(records, test_value)))
             row += metric_means(records, others)
             params = records[0]["params"] if records else {}
             flops = [r["train_flops"] for r in records if r.get("train_flops")]
             failed = [s for s in cell.states if s.failure is not None and s.record is None]
-            row += [count(params.get("non_embedding")), count(params.get("attention")),
-                    count(statistics.fmean(flops)) if flops else "n/a", f"{len(records)}/{len(cell.states)}",
-                    "; ".join(f"seed {s.run.seed}: {s.failure['message']}" for s in failed).replace("|", "/") or "-"]
+            row += [
+                count(params.get("non_embedding")),
+                count(params.get("attention")),
+                count(statistics.fmean(flops)) if flops else "n/a",
+                f"{len(records)}/{len(cell.states)}",
+                "; ".join(f"seed {s.run.seed}: {s.failure['message']}" for s in failed).replace("|", "/") or "-",
+            ]
             rows.append(row)
     return markdown(header, rows)
 
@@ -247,20 +319,37 @@ def edges_note(plan: Plan, tuned: dict, extension_rounds: int | None) -> str:
     """A sentence naming the arms whose choice sits at an end of a grid axis."""
     at_edge = [f"`{arm}`" for arm, point in tuned.items() if edge_flags(point, plan.points_of(arm))]
     extended = sum(len(points) for points in plan.extensions.values())
-    done = (f" `--extend-edges` added {extended} point(s) past the grid in up to {extension_rounds} round(s)."
-            if extension_rounds is not None else "")
+    done = (
+        f" `--extend-edges` added {extended} point(s) past the grid in up to {extension_rounds} round(s)."
+        if extension_rounds is not None
+        else ""
+    )
     if not at_edge:
         return f"\nNo arm's choice sits at an end of the grid.{done}\n"
-    hint = (" (still, after --extend-edges: its rounds ran out, or no point past that edge could be run)"
-            if extension_rounds is not None
-            else "; `--extend-edges` runs the next point past the edge until the choice is inside the grid")
-    return (f"\n**At the grid's edge:** {', '.join(at_edge)} chose the lowest or highest value tried, so the best "
-            f"setting may lie outside the grid and every difference built on that choice inherits it{hint}.{done}\n")
+    hint = (
+        " (still, after --extend-edges: its rounds ran out, or no point past that edge could be run)"
+        if extension_rounds is not None
+        else "; `--extend-edges` runs the next point past the edge until the choice is inside the grid"
+    )
+    return (
+        f"\n**At the grid's edge:** {', '.join(at_edge)} chose the lowest or highest value tried, so the best "
+        f"setting may lie outside the grid and every difference built on that choice inherits it{hint}.{done}\n"
+    )
 
 
-def comparison_section(plan: Plan, chosen: dict, baseline: str, primary, monitor: str, mode: str, has_test: bool,
-                       grid: bool, places: dict | None = None, equivalence: dict | None = None,
-                       csv_rows: list[dict] | None = None) -> tuple[str, float | None]:
+def comparison_section(
+    plan: Plan,
+    chosen: dict,
+    baseline: str,
+    primary,
+    monitor: str,
+    mode: str,
+    has_test: bool,
+    grid: bool,
+    places: dict | None = None,
+    equivalence: dict | None = None,
+    csv_rows: list[dict] | None = None,
+) -> tuple[str, float | None]:
     """The comparison table and the smallest difference it claims (a "better" or "worse" verdict), for the
     re-run check; None when it claims none. With test values, the comparison over seeds and test items
     follows the table (item_comparisons.py; `places`: {arm: {seed: its run's directory}})."""
@@ -276,46 +365,78 @@ def comparison_section(plan: Plan, chosen: dict, baseline: str, primary, monitor
             why = f"no arm other than `{baseline}` has a finished run"
         return title + f"No comparison: {why}.\n", None
     if grid and not has_test:
-        title += ("**Optimistic:** without --test these are the validation values that chose each grid point, "
-                  "so the differences are biased toward the tuned arms; rerun with --test for held-out ones.\n\n")
+        title += (
+            "**Optimistic:** without --test these are the validation values that chose each grid point, "
+            "so the differences are biased toward the tuned arms; rerun with --test for held-out ones.\n\n"
+        )
     where = " at each arm's tuned grid point" if grid else ""
     name = "tuned" if grid else "main"
     text = comparison_table(comparisons, baseline, primary, metric, mode, where, csv_rows, name)
     text += equivalence_note(comparisons, equivalence or {}, baseline)
     if has_test:
-        text += item_section(comparisons, {arm: records for arm, (records, _) in chosen.items()}, places or {},
-                             metric, primary, baseline, csv_rows, name)
+        text += item_section(
+            comparisons,
+            {arm: records for arm, (records, _) in chosen.items()},
+            places or {},
+            metric,
+            primary,
+            baseline,
+            csv_rows,
+            name,
+        )
     # The smallest effect the table claims: a difference whose corrected test rejects equality.
-    effects = [abs(c.difference.mean) for c in comparisons
-               if c.difference is not None and c.difference.primary and c.difference.p_holm < ALPHA]
+    effects = [
+        abs(c.difference.mean)
+        for c in comparisons
+        if c.difference is not None and c.difference.primary and c.difference.p_holm < ALPHA
+    ]
     return title + text, min(effects, default=None)
 
 
-def common_point_section(plan: Plan, cells: dict, point: tuple, baseline: str, primary, monitor: str, mode: str,
-                         has_test: bool, csv_rows: list[dict] | None = None) -> str:
+def common_point_section(
+    plan: Plan,
+    cells: dict,
+    point: tuple,
+    baseline: str,
+    primary,
+    monitor: str,
+    mode: str,
+    has_test: bool,
+    csv_rows: list[dict] | None = None,
+) -> str:
     """The comparison again with every arm at one grid point instead of its tuned one (compare --at): what
     is left of a difference when no arm gets a setting of its own, e.g. at a common, conservative rate."""
     value = test_value if has_test else best_value
     metric = monitor.replace("val/", "test/") if has_test else f"best {monitor}"
     title = f"## Every arm at {point_label(point)}: differences in {metric}\n\n"
-    chosen = {arm: (cells[(arm, point)].records_by_seed(), values) for arm in plan.arms
-              if (arm, point) in cells and (values := cells[(arm, point)].by_seed(value))}  # finished runs only
+    chosen = {
+        arm: (cells[(arm, point)].records_by_seed(), values)
+        for arm in plan.arms
+        if (arm, point) in cells and (values := cells[(arm, point)].by_seed(value))
+    }  # finished runs only
     comparisons = compare_arms(chosen, wanted_comparisons(plan, baseline, primary), primary)
     if not comparisons:
         who = f"`{baseline}` has no" if baseline not in chosen else f"no arm but `{baseline}` has a"
         return title + f"No comparison: {who} finished run at {point_label(point)}.\n"
-    return (title + "The same comparisons with every arm at this one setting instead of its tuned one: a check on how "
-            "much of a tuned difference comes from the setting each arm chose. Corrected as a family of its own, "
-            "not together with the table above, so across both tables a false verdict is up to twice as likely "
-            "as either table's 5%.\n\n"
-            + comparison_table(comparisons, baseline, primary, metric, mode, f" at {point_label(point)}", csv_rows,
-                               f"at {point_label(point)}"))
+    return (
+        title + "The same comparisons with every arm at this one setting instead of its tuned one: a check on how "
+        "much of a tuned difference comes from the setting each arm chose. Corrected as a family of its own, "
+        "not together with the table above, so across both tables a false verdict is up to twice as likely "
+        "as either table's 5%.\n\n"
+        + comparison_table(
+            comparisons, baseline, primary, metric, mode, f" at {point_label(point)}", csv_rows, f"at {point_label(point)}"
+        )
+    )
 
 
 def success_section(plan: Plan, cells: dict, tuned: dict, threshold: float, monitor: str, mode: str) -> str:
     reached = (lambda v: v >= threshold) if mode == "max" else (lambda v: v <= threshold)
-    header = ["arm", "grid point", f"runs with best {monitor} {'≥' if mode == 'max' else '≤'} {threshold}",
-              "95% interval (exact)"]
+    header = [
+        "arm",
+        "grid point",
+        f"runs with best {monitor} {'≥' if mode == 'max' else '≤'} {threshold}",
+        "95% interval (exact)",
+    ]
     rows = []
     for point in plan.all_points:
         for arm in plan.arms:
@@ -367,5 +488,5 @@ def draw_curve(axes, records: list[dict], label: str) -> None:
         return
     steps = [curves[0][i][1] for i in range(length)]
     stats = [mean_std([c[i][2] for c in curves]) for i in range(length)]
-    line, = axes.plot(steps, [m for m, _ in stats], label=label)
+    (line,) = axes.plot(steps, [m for m, _ in stats], label=label)
     axes.fill_between(steps, [m - s for m, s in stats], [m + s for m, s in stats], color=line.get_color(), alpha=0.2)

@@ -45,12 +45,24 @@ def verification_section(plan: Plan, states: list[RunState], output: Path, small
             row += [value_text(old), value_text(new), "n/a" if gap is None else f"{gap:.4g}"]
         row.append(_curve_match(before.get("curve") or [], record.get("curve") or []))
         rows.append(row)
-    header = ["arm", "grid point", "seed", f"recorded best {monitor}", "re-run", "difference", f"recorded {test_name}",
-              "re-run", "difference", "curve bit-identical"]
+    header = [
+        "arm",
+        "grid point",
+        "seed",
+        f"recorded best {monitor}",
+        "re-run",
+        "difference",
+        f"recorded {test_name}",
+        "re-run",
+        "difference",
+        "curve bit-identical",
+    ]
     if all(row[8] == "n/a" for row in rows):  # no re-run and its record both have a test value
         header, rows = header[:6] + header[9:], [row[:6] + row[9:] for row in rows]
-    text = (f"## Re-run check\n\n{len(again)} finished run(s) trained again in `{VERIFY}/` with the command the sweep "
-            "gave them (`--verify`); differences are absolute.\n")
+    text = (
+        f"## Re-run check\n\n{len(again)} finished run(s) trained again in `{VERIFY}/` with the command the sweep "
+        "gave them (`--verify`); differences are absolute.\n"
+    )
     if again:
         text += "\n" + markdown(header, rows)
     if failed:
@@ -67,12 +79,17 @@ def _largest_sentence(largest: float | None, smallest_effect: float | None) -> s
         return "No re-run has a value its record also has to compare.\n"
     sentence = f"Largest difference between a re-run and its record: {largest:.4g}"
     if smallest_effect is None:
-        return sentence + "; the comparison table claims no difference (no \"better\" or \"worse\") to set it beside.\n"
+        return sentence + '; the comparison table claims no difference (no "better" or "worse") to set it beside.\n'
     relation = "below" if largest < smallest_effect else "as large as" if largest == smallest_effect else "larger than"
-    verdict = ("re-running moved no checked result as far as the smallest difference the table claims" if largest < smallest_effect
-               else "a difference of the smallest claimed size is within what re-running a run moves")
-    return (f"{sentence}, {relation} the smallest effect the comparison table claims ({smallest_effect:.4g}, the "
-            f"smallest \"better\" or \"worse\"): {verdict}.\n")
+    verdict = (
+        "re-running moved no checked result as far as the smallest difference the table claims"
+        if largest < smallest_effect
+        else "a difference of the smallest claimed size is within what re-running a run moves"
+    )
+    return (
+        f"{sentence}, {relation} the smallest effect the comparison table claims ({smallest_effect:.4g}, the "
+        f'smallest "better" or "worse"): {verdict}.\n'
+    )
 
 
 def _provenance_part(before: list[dict], after: list[dict]) -> str:

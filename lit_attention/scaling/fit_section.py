@@ -27,9 +27,16 @@ from lit_attention.scaling.rates import NEXT_SIZE, rate_sentences, rate_trend
 from lit_attention.reports.tables import count, markdown
 
 
-def scaling_section(arms: dict[str, dict[str, SizeRuns]], baseline: str, mode: str = "min",
-                    claims: list[tuple[str, float, str]] = (), resamples: int = RESAMPLES,
-                    figure: Path | None = None, floors: str = "", floor_losses: dict[str, float] | None = None) -> str:
+def scaling_section(
+    arms: dict[str, dict[str, SizeRuns]],
+    baseline: str,
+    mode: str = "min",
+    claims: list[tuple[str, float, str]] = (),
+    resamples: int = RESAMPLES,
+    figure: Path | None = None,
+    floors: str = "",
+    floor_losses: dict[str, float] | None = None,
+) -> str:
     """The whole section for `arms` ({arm: {size label: SizeRuns}}): laws and multipliers on the tuned
     validation values, the test values' beside them; `claims`: (arm, threshold, what the threshold
     stands for), each read as "m above the threshold?" at every measured size; `figure`: where to
@@ -38,9 +45,14 @@ def scaling_section(arms: dict[str, dict[str, SizeRuns]], baseline: str, mode: s
     validation = analyse(arms, baseline, mode, "validation", resamples)
     test = analyse(arms, baseline, mode, "test", resamples)
     has_test = any(r.test for runs in arms.values() for r in runs.values())
-    parts = [introduction(validation, has_test), laws_table(validation, test if has_test else None) + floors,
-             multipliers_table(validation, test if has_test else None), claims_paragraph(validation, claims),
-             rates_table(arms), notes_list(validation.notes + (test.notes if has_test else []))]
+    parts = [
+        introduction(validation, has_test),
+        laws_table(validation, test if has_test else None) + floors,
+        multipliers_table(validation, test if has_test else None),
+        claims_paragraph(validation, claims),
+        rates_table(arms),
+        notes_list(validation.notes + (test.notes if has_test else [])),
+    ]
     if figure is not None:
         plot_scaling(validation, figure, floor_losses)
         parts.append(f"![scaling]({figure.name})\n")
@@ -50,16 +62,18 @@ def scaling_section(arms: dict[str, dict[str, SizeRuns]], baseline: str, mode: s
 def introduction(analysis: Analysis, has_test: bool) -> str:
     beside = " (test values beside them, chosen at the same points)" if has_test else ""
     low, high = ALPHA_BOUNDS
-    return (f"## Scaling with size\n\nEach arm's law L = E + A·x^(−α), against non-embedding parameters N and "
-            f"training FLOPs C, fitted by least squares to each size's mean tuned validation value{beside}; with "
-            f"fewer than {FLOOR_SIZES} sizes E is held at 0. Bounds: E ≥ 0, A ≥ 0, α in [{low:g}, {high:g}]. The "
-            f"multiplier m of an arm at x is how many times x the baseline `{analysis.baseline}` needs to reach the "
-            "loss the arm's law reaches at x: above 1, the arm is worth more than its size. Intervals "
-            f"({analysis.confidence:.0%}): a percentile bootstrap over seeds ({analysis.resamples} resamples, each "
-            "size's seeds drawn once for every arm, so arms stay paired; each resampled mean widened by √(n/(n−1)) "
-            "against resampling's shrinkage), every fit redone per resample. Rows past the largest measured size "
-            f"(at most {MAX_EXTRAPOLATION:g}×) are extrapolated, and so are multipliers whose m·x lies past the "
-            "baseline's measured sizes: they rest on the law's form, which the intervals do not question.\n")
+    return (
+        f"## Scaling with size\n\nEach arm's law L = E + A·x^(−α), against non-embedding parameters N and "
+        f"training FLOPs C, fitted by least squares to each size's mean tuned validation value{beside}; with "
+        f"fewer than {FLOOR_SIZES} sizes E is held at 0. Bounds: E ≥ 0, A ≥ 0, α in [{low:g}, {high:g}]. The "
+        f"multiplier m of an arm at x is how many times x the baseline `{analysis.baseline}` needs to reach the "
+        "loss the arm's law reaches at x: above 1, the arm is worth more than its size. Intervals "
+        f"({analysis.confidence:.0%}): a percentile bootstrap over seeds ({analysis.resamples} resamples, each "
+        "size's seeds drawn once for every arm, so arms stay paired; each resampled mean widened by √(n/(n−1)) "
+        "against resampling's shrinkage), every fit redone per resample. Rows past the largest measured size "
+        f"(at most {MAX_EXTRAPOLATION:g}×) are extrapolated, and so are multipliers whose m·x lies past the "
+        "baseline's measured sizes: they rest on the law's form, which the intervals do not question.\n"
+    )
 
 
 def estimate(value: float, low: float, high: float, digits: str) -> str:
@@ -79,11 +93,18 @@ def laws_table(validation: Analysis, test: Analysis | None) -> str:
             if law is None:
                 rows.append([arm, SYMBOLS[axis], analysis.values, str(len(fit.sizes)), "none", "n/a", "n/a", "n/a"])
                 continue
-            rows.append([arm, SYMBOLS[axis], analysis.values, str(len(fit.sizes)),
-                         "pure power law" if law.pure else "with floor E",
-                         "0 (held)" if law.pure else estimate(law.E, *fit.intervals["E"], ".4f"),
-                         estimate(law.A, *fit.intervals["A"], ".3g"),
-                         estimate(law.alpha, *fit.intervals["alpha"], ".3f")])
+            rows.append(
+                [
+                    arm,
+                    SYMBOLS[axis],
+                    analysis.values,
+                    str(len(fit.sizes)),
+                    "pure power law" if law.pure else "with floor E",
+                    "0 (held)" if law.pure else estimate(law.E, *fit.intervals["E"], ".4f"),
+                    estimate(law.A, *fit.intervals["A"], ".3g"),
+                    estimate(law.alpha, *fit.intervals["alpha"], ".3f"),
+                ]
+            )
     if not rows:
         return ""
     header = ["arm", "against", "values", "sizes", "law", "E [95%]", "A [95%]", "α [95%]"]
@@ -110,18 +131,29 @@ def multipliers_table(validation: Analysis, test: Analysis | None) -> str:
     header += ["m (test) [95%]"] if test is not None else []
     rows = []
     for m in validation.multipliers:
-        flags = [word for word, on in (("extrapolated", m.extrapolated), ("baseline's law extrapolated",
-                                                                          m.baseline_extrapolated)) if on]
-        row = [m.arm, SYMBOLS[m.axis], m.size + (f" ({', '.join(flags)})" if flags else ""), count(m.x),
-               "-" if math.isnan(m.ratio) else f"{m.ratio:.3f}",
-               f"{bound(m, m.value)} [{bound(m, m.low)}, {bound(m, m.high)}]", reading(m)]
+        flags = [
+            word
+            for word, on in (("extrapolated", m.extrapolated), ("baseline's law extrapolated", m.baseline_extrapolated))
+            if on
+        ]
+        row = [
+            m.arm,
+            SYMBOLS[m.axis],
+            m.size + (f" ({', '.join(flags)})" if flags else ""),
+            count(m.x),
+            "-" if math.isnan(m.ratio) else f"{m.ratio:.3f}",
+            f"{bound(m, m.value)} [{bound(m, m.low)}, {bound(m, m.high)}]",
+            reading(m),
+        ]
         if test is not None:
             t = on_test.get((m.arm, m.axis, m.size))
             row.append("n/a" if t is None else f"{bound(t, t.value)} [{bound(t, t.low)}, {bound(t, t.high)}]")
         rows.append(row)
-    return (f"### Multipliers against `{validation.baseline}`\n\n\"≥\" and \"≤\": the baseline's law does not "
-            f"reach the arm's loss within {MAX_EXTRAPOLATION:g}× of its measured sizes, so that end is only a bound. "
-            "\"vs 1\": whether the interval lies above 1, below it, or holds it.\n\n" + markdown(header, rows))
+    return (
+        f'### Multipliers against `{validation.baseline}`\n\n"≥" and "≤": the baseline\'s law does not '
+        f"reach the arm's loss within {MAX_EXTRAPOLATION:g}× of its measured sizes, so that end is only a bound. "
+        '"vs 1": whether the interval lies above 1, below it, or holds it.\n\n' + markdown(header, rows)
+    )
 
 
 def claims_paragraph(analysis: Analysis, claims) -> str:
@@ -144,14 +176,21 @@ def rates_table(arms: dict[str, dict[str, SizeRuns]]) -> str:
     trends = [t for arm in arms if (t := rate_trend(arm, arms[arm])) is not None]
     if not trends:
         return ""
-    rows = [[t.arm, str(t.sizes), "0 (one rate at every size)" if t.same_rate else
-             estimate(t.slope, t.slope_low, t.slope_high, "+.3f"), count(NEXT_SIZE * t.largest),
-             f"{t.predicted:.3g}" if t.same_rate else estimate(t.predicted, t.predicted_low, t.predicted_high, ".3g")]
-            for t in trends]
+    rows = [
+        [
+            t.arm,
+            str(t.sizes),
+            "0 (one rate at every size)" if t.same_rate else estimate(t.slope, t.slope_low, t.slope_high, "+.3f"),
+            count(NEXT_SIZE * t.largest),
+            f"{t.predicted:.3g}" if t.same_rate else estimate(t.predicted, t.predicted_low, t.predicted_high, ".3g"),
+        ]
+        for t in trends
+    ]
     header = ["arm", "sizes", "exponent b of lr* ∝ N^b [95%]", f"N ({NEXT_SIZE:g}× the largest)", "lr* there [95%]"]
-    return ("### Tuned learning rate against N\n\nLeast squares of log lr* on log N (t-intervals; none with two "
-            "sizes).\n\n"
-            + markdown(header, rows) + "\n" + " ".join(rate_sentences(trends)) + "\n")
+    return (
+        "### Tuned learning rate against N\n\nLeast squares of log lr* on log N (t-intervals; none with two "
+        "sizes).\n\n" + markdown(header, rows) + "\n" + " ".join(rate_sentences(trends)) + "\n"
+    )
 
 
 def notes_list(notes: list[str]) -> str:
@@ -185,8 +224,15 @@ def plot_scaling(analysis: Analysis, path: Path, floor_losses: dict[str, float] 
                 axes.plot(beyond, fit.law(beyond), "--", color=colour)
         for model, loss in sorted((floor_losses or {}).items()):
             axes.axhline(loss, linestyle=":", color="0.5", linewidth=1)
-            axes.annotate(f"{model} {loss:.2f}", (0.99, loss), xycoords=("axes fraction", "data"), ha="right",
-                          va="bottom", fontsize=8, color="0.4")
+            axes.annotate(
+                f"{model} {loss:.2f}",
+                (0.99, loss),
+                xycoords=("axes fraction", "data"),
+                ha="right",
+                va="bottom",
+                fontsize=8,
+                color="0.4",
+            )
         axes.set_xscale("log")
         axes.set_yscale("log")
         axes.xaxis.set_minor_formatter(NullFormatter())  # labelled minor ticks overlap on a short log axis
@@ -195,8 +241,10 @@ def plot_scaling(analysis: Analysis, path: Path, floor_losses: dict[str, float] 
         axes.set_xlabel(AXIS_NAMES[axis])
         axes.set_ylabel(f"{analysis.values} loss (mean, {analysis.confidence:.0%} bootstrap interval)")
         axes.legend(fontsize=8)
-    figure.suptitle("each arm's law: solid over its sizes, dashed where extrapolated"
-                    + ("; dotted: the data's n-gram losses" if floor_losses else ""))
+    figure.suptitle(
+        "each arm's law: solid over its sizes, dashed where extrapolated"
+        + ("; dotted: the data's n-gram losses" if floor_losses else "")
+    )
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)

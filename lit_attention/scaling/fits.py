@@ -99,7 +99,7 @@ class ArmFit:
             return None
         t = np.abs(self.y - law(self.x)) / self.y_error
         scores = stats.norm.isf(np.maximum(stats.t.sf(t, self.y_seeds - 1), 1e-300))
-        chi2 = float(np.sum(scores ** 2))
+        chi2 = float(np.sum(scores**2))
         return Misfit(chi2, freedom, float(stats.chi2.sf(chi2, freedom)), law, int(np.argmax(scores)))
 
 
@@ -133,7 +133,7 @@ class Multiplier:
     baseline_extrapolated: bool  # m·x outside the baseline's measured sizes
 
     def side(self, m: float) -> str | None:
-        """"below" or "past" when m sits at an end of the range it is read over, else None."""
+        """ "below" or "past" when m sits at an end of the range it is read over, else None."""
         if m <= self.floor * (1 + 1e-9):
             return "below"
         return "past" if m >= self.ceiling * (1 - 1e-9) else None
@@ -158,17 +158,28 @@ class Analysis:
             self.notes.append(sentence)
 
 
-def analyse(arms: dict[str, dict[str, SizeRuns]], baseline: str, mode: str = "min", values: str = "validation",
-            resamples: int = RESAMPLES, confidence: float = CONFIDENCE, seed: int = BOOTSTRAP_SEED,
-            axes: tuple[str, ...] = AXES) -> Analysis:
+def analyse(
+    arms: dict[str, dict[str, SizeRuns]],
+    baseline: str,
+    mode: str = "min",
+    values: str = "validation",
+    resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = BOOTSTRAP_SEED,
+    axes: tuple[str, ...] = AXES,
+) -> Analysis:
     """The laws and multipliers of `arms` ({arm: {size label: SizeRuns}}) against `baseline`, on each
     size's mean `values` ("validation" or "test") over the seeds used there, against each of `axes`."""
-    sizes = sorted({s for runs in arms.values() for s in runs},
-                   key=lambda s: np.mean([math.log(r[s].params) for r in arms.values() if s in r]))
+    sizes = sorted(
+        {s for runs in arms.values() for s in runs},
+        key=lambda s: np.mean([math.log(r[s].params) for r in arms.values() if s in r]),
+    )
     analysis = Analysis(values, baseline, sizes, resamples=resamples, confidence=confidence)
     if mode != "min":
-        analysis.note("Scaling laws describe a loss that falls with size (lower is better); this metric is better "
-                      "higher, so no law is fitted.")
+        analysis.note(
+            "Scaling laws describe a loss that falls with size (lower is better); this metric is better "
+            "higher, so no law is fitted."
+        )
         return analysis
     if baseline not in arms:
         analysis.note(f"The baseline `{baseline}` has no finished run at any size: no multiplier can be computed.")
@@ -194,11 +205,16 @@ def note_floors_at_zero(analysis: Analysis) -> None:
     at_zero = [fit for fit in floored if fit.law.E <= FLOOR_AT_ZERO * float(fit.y.max())]
     if not at_zero:
         return
-    which = "every law's floor E" if len(at_zero) == len(floored) else "the floor E of " + ", ".join(
-        f"`{fit.arm}` against {AXIS_NAMES[fit.axis]}" for fit in at_zero)
-    analysis.note(f"On {analysis.values} values, {which} sits at its bound 0: over these sizes the loss falls as a "
-                  "pure power law without levelling off, so they do not locate a floor, and a multiplier read past "
-                  "them assumes the fall goes on.")
+    which = (
+        "every law's floor E"
+        if len(at_zero) == len(floored)
+        else "the floor E of " + ", ".join(f"`{fit.arm}` against {AXIS_NAMES[fit.axis]}" for fit in at_zero)
+    )
+    analysis.note(
+        f"On {analysis.values} values, {which} sits at its bound 0: over these sizes the loss falls as a "
+        "pure power law without levelling off, so they do not locate a floor, and a multiplier read past "
+        "them assumes the fall goes on."
+    )
 
 
 def note_misfits(analysis: Analysis) -> None:
@@ -213,23 +229,30 @@ def note_misfits(analysis: Analysis) -> None:
         i = found.farthest
         return f"{fit.sizes[i]}: mean {fit.y[i]:.4f}, law {float(found.law(fit.x[i])):.4f}"
 
-    test = (f"χ² of the residuals of a fit weighted by the means' standard errors, each residual's t on the seeds "
-            f"as a normal score; p < {MISFIT_P:g}")
+    test = (
+        f"χ² of the residuals of a fit weighted by the means' standard errors, each residual's t on the seeds "
+        f"as a normal score; p < {MISFIT_P:g}"
+    )
     if len(missed) == len(laws):
         chi2 = [found.chi2 for _, found in missed]
         freedom = sorted({found.freedom for _, found in missed})
         fit, found = max(missed, key=lambda pair: pair[1].chi2)
-        which = (f"no law fits its sizes ({test}): every law misses them, with χ² {min(chi2):.1f} to {max(chi2):.1f} "
-                 f"on {' or '.join(map(str, freedom))} degrees of freedom; `{fit.arm}`'s law against "
-                 f"{SYMBOLS[fit.axis]} misses most at {farthest(fit, found)}")
+        which = (
+            f"no law fits its sizes ({test}): every law misses them, with χ² {min(chi2):.1f} to {max(chi2):.1f} "
+            f"on {' or '.join(map(str, freedom))} degrees of freedom; `{fit.arm}`'s law against "
+            f"{SYMBOLS[fit.axis]} misses most at {farthest(fit, found)}"
+        )
     else:
-        which = (f"some laws miss their sizes ({test}): "
-                 + "; ".join(f"`{fit.arm}` against {SYMBOLS[fit.axis]} (χ² = {found.chi2:.1f} on {found.freedom} "
-                             f"degrees of freedom, p = {found.p:.2g}; most at {farthest(fit, found)})"
-                             for fit, found in missed))
-    analysis.note(f"On {analysis.values} values, {which}. Over these sizes the loss does not follow E + A·x^(−α), "
-                  "so those laws' intervals, and the multipliers read from them, rest on a form their own points "
-                  "reject; read the sizes' own tables instead.")
+        which = f"some laws miss their sizes ({test}): " + "; ".join(
+            f"`{fit.arm}` against {SYMBOLS[fit.axis]} (χ² = {found.chi2:.1f} on {found.freedom} "
+            f"degrees of freedom, p = {found.p:.2g}; most at {farthest(fit, found)})"
+            for fit, found in missed
+        )
+    analysis.note(
+        f"On {analysis.values} values, {which}. Over these sizes the loss does not follow E + A·x^(−α), "
+        "so those laws' intervals, and the multipliers read from them, rest on a form their own points "
+        "reject; read the sizes' own tables instead."
+    )
 
 
 def finite(values: dict[int, float]) -> dict[int, float]:
@@ -245,33 +268,36 @@ def resampled_means(arms, sizes, values, resamples, seed, analysis) -> dict[str,
     generator = np.random.default_rng(seed)
     found = {arm: {} for arm in arms}
     for size in sizes:
-        present = {arm: v for arm in sorted(arms)
-                   if size in arms[arm] and (v := finite(getattr(arms[arm][size], values)))}
+        present = {arm: v for arm in sorted(arms) if size in arms[arm] and (v := finite(getattr(arms[arm][size], values)))}
         for arm in sorted(arms):
             if arm not in present:
                 after = "" if arm == analysis.baseline else ", and it has no multiplier there"
-                analysis.note(f"`{arm}` has no finished run with a {values} value at size {size}: its laws use its "
-                              f"other sizes{after}.")
+                analysis.note(
+                    f"`{arm}` has no finished run with a {values} value at size {size}: its laws use its other sizes{after}."
+                )
         common = sorted(set.intersection(*(set(v) for v in present.values()))) if present else []
         if common:
             dropped = sorted(arm for arm, v in present.items() if len(v) > len(common))
             if dropped:
-                analysis.note(f"At size {size} only the {len(common)} seed(s) every arm finished are used (paired); "
-                              f"{', '.join(f'`{a}`' for a in dropped)} had more.")
+                analysis.note(
+                    f"At size {size} only the {len(common)} seed(s) every arm finished are used (paired); "
+                    f"{', '.join(f'`{a}`' for a in dropped)} had more."
+                )
             draws = generator.integers(0, len(common), size=(resamples, len(common)))
             for arm, v in present.items():
                 found[arm][size] = widened(np.array([v[s] for s in common]), draws)
         else:
             if present:
-                analysis.note(f"At size {size} no seed finished in every arm: each arm's seeds there are resampled "
-                              "on their own (unpaired), which widens the multipliers' intervals.")
+                analysis.note(
+                    f"At size {size} no seed finished in every arm: each arm's seeds there are resampled "
+                    "on their own (unpaired), which widens the multipliers' intervals."
+                )
             for arm, v in present.items():
                 data = np.array([v[s] for s in sorted(v)])
                 found[arm][size] = widened(data, generator.integers(0, data.size, size=(resamples, data.size)))
         for arm, v in present.items():
             if len(common or v) < 2:
-                analysis.note(f"`{arm}` has one seed at size {size}: the spread there is unknown and its "
-                              "intervals count none.")
+                analysis.note(f"`{arm}` has one seed at size {size}: the spread there is unknown and its intervals count none.")
     return found
 
 
@@ -288,8 +314,7 @@ def quantiles(values: np.ndarray, confidence: float) -> tuple[float, float]:
     return low, high
 
 
-def fit_arm(arm: str, axis: str, means: dict[str, tuple], runs: dict[str, SizeRuns],
-            analysis: Analysis) -> ArmFit:
+def fit_arm(arm: str, axis: str, means: dict[str, tuple], runs: dict[str, SizeRuns], analysis: Analysis) -> ArmFit:
     """The arm's law against `axis` over the sizes it has, or an ArmFit without a law and a sentence why."""
     labels = tuple(s for s in analysis.sizes if s in means)
     x = np.array([getattr(runs[s], axis) for s in labels], dtype=float)
@@ -304,28 +329,40 @@ def fit_arm(arm: str, axis: str, means: dict[str, tuple], runs: dict[str, SizeRu
             analysis.note(f"`{arm}` finished at {len(labels)} size(s): no law fitted for it.")
         return fit
     if np.polyfit(np.log(x), y, 1)[0] >= 0:
-        analysis.note(f"`{arm}`'s {analysis.values} loss does not fall with {AXIS_NAMES[axis]} over these sizes: "
-                      "no law fitted, and no multiplier for it on that axis.")
+        analysis.note(
+            f"`{arm}`'s {analysis.values} loss does not fall with {AXIS_NAMES[axis]} over these sizes: "
+            "no law fitted, and no multiplier for it on that axis."
+        )
         return fit
     pure = len(labels) < FLOOR_SIZES
     if pure:
-        analysis.note(f"With {len(labels)} sizes, `{arm}` gets a pure power law L = A·x^(−α) (E = 0): three "
-                      "points fit any three-parameter law exactly, so they cannot pin E, A and α, and the law "
-                      "cannot level off.")
+        analysis.note(
+            f"With {len(labels)} sizes, `{arm}` gets a pure power law L = A·x^(−α) (E = 0): three "
+            "points fit any three-parameter law exactly, so they cannot pin E, A and α, and the law "
+            "cannot level off."
+        )
     if len(labels) == 2:
-        analysis.note(f"`{arm}`'s law passes through its two sizes: its intervals count the seeds' noise, not how well "
-                      "a power law describes the sizes.")
+        analysis.note(
+            f"`{arm}`'s law passes through its two sizes: its intervals count the seeds' noise, not how well "
+            "a power law describes the sizes."
+        )
     law = fit_law(x, y, pure)
     if not law.converged:
-        analysis.note(f"The fit of `{arm}` against {AXIS_NAMES[axis]} did not converge: no law or multiplier "
-                      "reported for it there.")
+        analysis.note(
+            f"The fit of `{arm}` against {AXIS_NAMES[axis]} did not converge: no law or multiplier reported for it there."
+        )
         return fit
     if law.at_bound is not None:
-        analysis.note(f"`{arm}`'s α against {AXIS_NAMES[axis]} sits at its bound {law.at_bound:g}: these sizes do not "
-                      "pin the law's curvature, so its E, A and multipliers depend on that bound.")
+        analysis.note(
+            f"`{arm}`'s α against {AXIS_NAMES[axis]} sits at its bound {law.at_bound:g}: these sizes do not "
+            "pin the law's curvature, so its E, A and multipliers depend on that bound."
+        )
     E, amplitude, alpha = fit_many(np.log(x / law.reference), resampled, pure)
-    intervals = {"E": quantiles(E, analysis.confidence), "A": quantiles(amplitude * law.reference ** alpha,
-                 analysis.confidence), "alpha": quantiles(alpha, analysis.confidence)}
+    intervals = {
+        "E": quantiles(E, analysis.confidence),
+        "A": quantiles(amplitude * law.reference**alpha, analysis.confidence),
+        "alpha": quantiles(alpha, analysis.confidence),
+    }
     return ArmFit(arm, axis, labels, x, y, y_interval, y_error, y_seeds, law, intervals, (E, amplitude, alpha))
 
 
@@ -361,10 +398,26 @@ def multipliers(arm_fit: ArmFit, base_fit: ArmFit, analysis: Analysis) -> list[M
     for i, (label, x, extrapolated) in enumerate(points):
         ratio = x / base_x[label] if label in base_x and not extrapolated else math.nan
         inside = base_fit.x.min() <= value[i] * x <= base_fit.x.max()
-        rows.append(Multiplier(arm_fit.arm, arm_fit.axis, label, float(x), float(ratio), float(value[i]),
-                               math.exp(low[i]), math.exp(high[i]), lowest / x, highest / x, extrapolated, not inside))
+        rows.append(
+            Multiplier(
+                arm_fit.arm,
+                arm_fit.axis,
+                label,
+                float(x),
+                float(ratio),
+                float(value[i]),
+                math.exp(low[i]),
+                math.exp(high[i]),
+                lowest / x,
+                highest / x,
+                extrapolated,
+                not inside,
+            )
+        )
     if any(m.side(m.low) or m.side(m.high) for m in rows):
-        analysis.note(f"Some of `{arm_fit.arm}`'s intervals against {AXIS_NAMES[arm_fit.axis]} reach 0 or infinity: on "
-                      "those resamples the baseline's law does not reach the arm's loss within 4× of the baseline's "
-                      "measured sizes, so that end of the interval is only a bound.")
+        analysis.note(
+            f"Some of `{arm_fit.arm}`'s intervals against {AXIS_NAMES[arm_fit.axis]} reach 0 or infinity: on "
+            "those resamples the baseline's law does not reach the arm's loss within 4× of the baseline's "
+            "measured sizes, so that end of the interval is only a bound."
+        )
     return rows

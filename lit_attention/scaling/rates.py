@@ -54,15 +54,30 @@ def rate_trend(arm: str, runs: dict[str, SizeRuns], confidence: float = CONFIDEN
         line_error = math.sqrt(spread * (1 / len(pairs) + (at - x.mean()) ** 2 / centred))
         low, high = slope - t * slope_error, slope + t * slope_error
         predicted_low, predicted_high = math.exp(predicted - t * line_error), math.exp(predicted + t * line_error)
-    return RateTrend(arm, len(pairs), float(slope), low, high, largest, math.exp(predicted), predicted_low,
-                     predicted_high, same_rate=len({lr for _, lr in pairs}) == 1)
+    return RateTrend(
+        arm,
+        len(pairs),
+        float(slope),
+        low,
+        high,
+        largest,
+        math.exp(predicted),
+        predicted_low,
+        predicted_high,
+        same_rate=len({lr for _, lr in pairs}) == 1,
+    )
 
 
 def rate_sentences(trends: list[RateTrend]) -> list[str]:
     """What the table cannot show: the same rate at every size, and the warning."""
-    sentences = [f"`{t.arm}` chose the same rate at every size: the grid's spacing, not the data, bounds its slope."
-                 for t in trends if t.same_rate]
-    return sentences + ["This trend describes the rates this grid chose at these sizes; it is no muP guarantee: under "
-                        "the standard parameterisation the best rate need not follow a power law in N, so check a "
-                        "carried rate with a short sweep around it; a rate at an end of its grid is only a bound on "
-                        "the best one."]
+    sentences = [
+        f"`{t.arm}` chose the same rate at every size: the grid's spacing, not the data, bounds its slope."
+        for t in trends
+        if t.same_rate
+    ]
+    return sentences + [
+        "This trend describes the rates this grid chose at these sizes; it is no muP guarantee: under "
+        "the standard parameterisation the best rate need not follow a power law in N, so check a "
+        "carried rate with a short sweep around it; a rate at an end of its grid is only a bound on "
+        "the best one."
+    ]

@@ -51,21 +51,42 @@ def write_scaled_report(parts, output: Path, command: str, baseline: str, succes
     if not arms.get(baseline):
         arms.pop(baseline, None)  # the engine says that the baseline has no finished run at any size
     if any(arms.values()):
-        scaling = scaling_section(arms, baseline, mode, claims=control_claims(arms, baseline, variants),
-                                  figure=output / FIGURE, floors=floors_line(finished),
-                                  floor_losses=floor_values(finished))
+        scaling = scaling_section(
+            arms,
+            baseline,
+            mode,
+            claims=control_claims(arms, baseline, variants),
+            figure=output / FIGURE,
+            floors=floors_line(finished),
+            floor_losses=floor_values(finished),
+        )
     else:
         (output / FIGURE).unlink(missing_ok=True)  # a figure from earlier records would outlive them
         scaling = "## Scaling with size\n\nNo arm has a finished run at any size yet: no law can be fitted.\n"
-    sections = [f"# Comparison over sizes\n\n`{command}`\n",
-                "## Sizes and budgets\n\nEach size is a sweep of its own: every arm at every grid point and seed, "
-                "tuned on its own validation values. N: the baseline's non-embedding parameters at the size (from "
-                "its records; \"-\" before one finished). Tokens per step: batch size × sequence length for a "
-                "language model, samples for other tasks (a classifier's \"token\" is a sample), times gradient "
-                "accumulation and devices.\n\n"
-                + markdown(["size", "settings", "N (baseline)", "tokens per parameter", "tokens per step",
-                            "max_steps", "warmup_steps", "runs finished", "tables"], rows),
-                checks_section(parts, output), scaling]
+    sections = [
+        f"# Comparison over sizes\n\n`{command}`\n",
+        "## Sizes and budgets\n\nEach size is a sweep of its own: every arm at every grid point and seed, "
+        "tuned on its own validation values. N: the baseline's non-embedding parameters at the size (from "
+        'its records; "-" before one finished). Tokens per step: batch size × sequence length for a '
+        'language model, samples for other tasks (a classifier\'s "token" is a sample), times gradient '
+        "accumulation and devices.\n\n"
+        + markdown(
+            [
+                "size",
+                "settings",
+                "N (baseline)",
+                "tokens per parameter",
+                "tokens per step",
+                "max_steps",
+                "warmup_steps",
+                "runs finished",
+                "tables",
+            ],
+            rows,
+        ),
+        checks_section(parts, output),
+        scaling,
+    ]
     text = "\n".join(section for section in sections if section)
     write_atomically(output / "results.md", text)
     return text
@@ -80,19 +101,25 @@ def checks_section(parts, output: Path) -> str:
         reruns = sum(1 for _ in (output / folder / VERIFY).rglob("record.json"))
         inspected = (output / folder / INSPECT / "compare.md").is_file()
         if reruns or inspected:
-            rows.append([size.label, f"{reruns} re-run(s): [{folder}/results.md]({folder}/results.md)" if reruns else "-",
-                         f"[{folder}/{INSPECT}/compare.md]({folder}/{INSPECT}/compare.md)" if inspected else "-"])
+            rows.append(
+                [
+                    size.label,
+                    f"{reruns} re-run(s): [{folder}/results.md]({folder}/results.md)" if reruns else "-",
+                    f"[{folder}/{INSPECT}/compare.md]({folder}/{INSPECT}/compare.md)" if inspected else "-",
+                ]
+            )
     if not rows:
         return ""
-    return ("## Re-run checks and what each arm learned, per size\n\nEach size's `--verify` re-runs (its own K runs, "
-            "set beside the smallest effect of that size's comparison table) and `--inspect` reports (its own tuned "
-            "runs) are in that size's report.\n\n" + markdown(["size", "re-run check", "what each arm learned"], rows))
+    return (
+        "## Re-run checks and what each arm learned, per size\n\nEach size's `--verify` re-runs (its own K runs, "
+        "set beside the smallest effect of that size's comparison table) and `--inspect` reports (its own tuned "
+        "runs) are in that size's report.\n\n" + markdown(["size", "re-run check", "what each arm learned"], rows)
+    )
 
 
 def budget_row(size, plan, states, baseline: str, folder: Path) -> list[str]:
     budget = dict(size.budget)
-    params = next((s.record["params"]["non_embedding"] for s in states
-                   if s.record is not None and s.run.arm == baseline), None)
+    params = next((s.record["params"]["non_embedding"] for s in states if s.record is not None and s.run.arm == baseline), None)
     steps = budget.get("max_steps", "the recipe's")
     if "max_steps" in budget and params:
         ratio = f"{float(budget['tokens_per_parameter']):g} (reached: {int(steps) * int(budget['tokens_per_step']) / params:.3g})"
@@ -100,8 +127,17 @@ def budget_row(size, plan, states, baseline: str, folder: Path) -> list[str]:
         ratio = budget.get("tokens_per_parameter", "-")
     settings = ", ".join(f"{key}={value}" for key, value in size.settings)
     finished = sum(s.record is not None for s in states)
-    return [size.label, settings, count(params) if params else "-", ratio, budget.get("tokens_per_step", "-"), steps,
-            budget.get("warmup_steps", "the recipe's"), f"{finished}/{len(states)}", f"[{folder}]({folder}/results.md)"]
+    return [
+        size.label,
+        settings,
+        count(params) if params else "-",
+        ratio,
+        budget.get("tokens_per_step", "-"),
+        steps,
+        budget.get("warmup_steps", "the recipe's"),
+        f"{finished}/{len(states)}",
+        f"[{folder}]({folder}/results.md)",
+    ]
 
 
 def control_claims(arms: dict[str, dict[str, SizeRuns]], baseline: str, variants: dict[str, str]) -> list[tuple]:
@@ -121,6 +157,9 @@ def control_claims(arms: dict[str, dict[str, SizeRuns]], baseline: str, variants
         ratio = sum(ratios) / len(ratios)
         if max(ratios) - min(ratios) > CONTROL_TOLERANCE * ratio or abs(ratio - 1) <= CONTROL_TOLERANCE:
             continue
-        claims += [(arm, ratio, f"beats `{control}`, `{baseline}` with {ratio - 1:+.1%} parameters")
-                   for arm in arms if variants[arm] != variants[baseline]]
+        claims += [
+            (arm, ratio, f"beats `{control}`, `{baseline}` with {ratio - 1:+.1%} parameters")
+            for arm in arms
+            if variants[arm] != variants[baseline]
+        ]
     return claims

@@ -40,10 +40,13 @@ def size_runs(records: dict[int, dict], point: tuple) -> SizeRuns | None:
     if not records:
         return None
     first = records[min(records)]
-    return SizeRuns(params=float(first["params"]["non_embedding"]), flops=float(first["train_flops"]),
-                    validation={s: v for s, r in records.items() if (v := best_value(r)) is not None},
-                    test={s: v for s, r in records.items() if (v := test_value(r)) is not None},
-                    lr=point_rate(point))
+    return SizeRuns(
+        params=float(first["params"]["non_embedding"]),
+        flops=float(first["train_flops"]),
+        validation={s: v for s, r in records.items() if (v := best_value(r)) is not None},
+        test={s: v for s, r in records.items() if (v := test_value(r)) is not None},
+        lr=point_rate(point),
+    )
 
 
 def tuned_rows(rows: list[dict], mode: str) -> dict[str, list[dict]]:
@@ -55,8 +58,11 @@ def tuned_rows(rows: list[dict], mode: str) -> dict[str, list[dict]]:
     chosen = {}
     for arm, points in by_point.items():
         complete = {p: rs for p, rs in points.items() if all(r["status"] == "finished" for r in rs)} or points
-        scored = {p: statistics.fmean(float(r["best"]) for r in done) for p, rs in complete.items()
-                  if (done := [r for r in rs if r["status"] == "finished" and r["best"]])}
+        scored = {
+            p: statistics.fmean(float(r["best"]) for r in done)
+            for p, rs in complete.items()
+            if (done := [r for r in rs if r["status"] == "finished" and r["best"]])
+        }
         if scored:
             point = (min if mode == "min" else max)(sorted(scored), key=scored.get)
             chosen[arm] = [r for r in points[point] if r["status"] == "finished" and r["best"]]
@@ -76,8 +82,10 @@ def sizes_from_folders(folders: list[Path]) -> tuple[dict[str, dict[str, SizeRun
         for arm, chosen in tuned_rows(rows, mode).items():
             first = chosen[0]
             arms.setdefault(arm, {})[Path(folder).name] = SizeRuns(
-                params=float(first["params_non_embedding"]), flops=float(first["train_flops"]),
+                params=float(first["params_non_embedding"]),
+                flops=float(first["train_flops"]),
                 validation={int(r["seed"]): float(r["best"]) for r in chosen},
                 test={int(r["seed"]): float(r["test"]) for r in chosen if r["test"]},
-                lr=point_rate(first["point"]))
+                lr=point_rate(first["point"]),
+            )
     return arms, mode

@@ -27,8 +27,13 @@ from lit_attention.sweep.runs import Run, axis_item, grid_points, parse_variants
 MAX_STEPS = "trainer.max_steps"
 WARMUP = "model.init_args.warmup_steps"
 LANGUAGE_MODELS = ("CausalLanguageModel",)
-PER_STEP = ("data.init_args.batch_size", "data.init_args.max_len", "trainer.accumulate_grad_batches",
-            "trainer.devices", "trainer.num_nodes")  # what decides the tokens per step
+PER_STEP = (
+    "data.init_args.batch_size",
+    "data.init_args.max_len",
+    "trainer.accumulate_grad_batches",
+    "trainer.devices",
+    "trainer.num_nodes",
+)  # what decides the tokens per step
 
 
 @dataclass(frozen=True)
@@ -50,20 +55,27 @@ def parse_scale(items: list[str]) -> list[Size]:
     """The sizes of `--scale KEY=V1,V2,...` items (repeated: zipped, lists of one length); [] without."""
     axes: list[tuple[str, list[str]]] = []
     for item in items:
-        key, choices = axis_item(item, "--scale", "model.init_args.net.dim=64,128,256 (repeat --scale with as many "
-                                 "values to change several keys together)")
+        key, choices = axis_item(
+            item,
+            "--scale",
+            "model.init_args.net.dim=64,128,256 (repeat --scale with as many values to change several keys together)",
+        )
         for earlier, earlier_values in axes:
             if same_key(key, earlier):
                 raise ConfigError(f"--scale {key} is given twice; give each size key once.")
             if len(choices) != len(earlier_values):
-                raise ConfigError(f"--scale {key} has {len(choices)} values but --scale {earlier} has "
-                                  f"{len(earlier_values)}; keys changed together need one value per size each.")
+                raise ConfigError(
+                    f"--scale {key} has {len(choices)} values but --scale {earlier} has "
+                    f"{len(earlier_values)}; keys changed together need one value per size each."
+                )
         axes.append((key, choices))
     if not axes:
         return []
     keys = [key for key, _ in axes]
-    sizes = [Size(point_label(settings), settings)
-             for settings in (tuple(zip(keys, values)) for values in zip(*(values for _, values in axes)))]
+    sizes = [
+        Size(point_label(settings), settings)
+        for settings in (tuple(zip(keys, values)) for values in zip(*(values for _, values in axes)))
+    ]
     seen: dict[tuple, str] = {}
     for size in sizes:
         other = seen.setdefault(tuple(meaning(value) for _, value in size.settings), size.label)
@@ -87,34 +99,39 @@ def check_scale(sizes: list[Size], grid, extra: list[str], arms: list[str], toke
     for key in keys:
         for grid_key, _ in grid:
             if same_key(key, grid_key):
-                raise ConfigError(f"--scale {key} is also a --grid key; a size is not tuned over, so give {key} "
-                                  "to one of them only.")
+                raise ConfigError(
+                    f"--scale {key} is also a --grid key; a size is not tuned over, so give {key} to one of them only."
+                )
         for word in [*extra, *(w for arm in arms for w in arm.split(";")[2:])]:
             if same_key(word.lstrip("-").split("=")[0], key):
                 raise ConfigError(f"{word!r} sets {key}, which --scale varies; drop it, or drop that key from --scale.")
     if tokens_per_parameter is None:
         return
     if not sizes:
-        raise ConfigError(f"--tokens-per-parameter {tokens_per_parameter:g} needs --scale: it sets each size's "
-                          "training length.")
+        raise ConfigError(f"--tokens-per-parameter {tokens_per_parameter:g} needs --scale: it sets each size's training length.")
     if not (math.isfinite(tokens_per_parameter) and tokens_per_parameter > 0):
-        raise ConfigError(f"--tokens-per-parameter {tokens_per_parameter:g} is invalid; give a positive number, "
-                          "such as 20.")
+        raise ConfigError(f"--tokens-per-parameter {tokens_per_parameter:g} is invalid; give a positive number, such as 20.")
     arm_words = [part.strip() for arm in arms for part in arm.split(";")[2:]]
     for key in (MAX_STEPS, "trainer.max_epochs", WARMUP):
         for word in [*extra, *arm_words]:
             if same_key(word.lstrip("-").split("=")[0], key):
-                raise ConfigError(f"--tokens-per-parameter sets each size's {key.split('.')[-1]} itself, so "
-                                  f"{word!r} cannot be given too; drop one of them.")
+                raise ConfigError(
+                    f"--tokens-per-parameter sets each size's {key.split('.')[-1]} itself, so "
+                    f"{word!r} cannot be given too; drop one of them."
+                )
         for grid_key, _ in grid:
             if same_key(grid_key, key):
-                raise ConfigError(f"--tokens-per-parameter sets each size's {key.split('.')[-1]} itself, so --grid "
-                                  f"{grid_key} cannot vary it; drop one of them.")
+                raise ConfigError(
+                    f"--tokens-per-parameter sets each size's {key.split('.')[-1]} itself, so --grid "
+                    f"{grid_key} cannot vary it; drop one of them."
+                )
     for grid_key, _ in grid:  # one budget per size: every grid point must consume the same tokens per step
         if any(same_key(grid_key, key) for key in PER_STEP):
-            raise ConfigError(f"--tokens-per-parameter gives every grid point of a size the same steps, so --grid "
-                              f"{grid_key} cannot change the tokens per step; give it one value, or drop "
-                              "--tokens-per-parameter.")
+            raise ConfigError(
+                f"--tokens-per-parameter gives every grid point of a size the same steps, so --grid "
+                f"{grid_key} cannot change the tokens per step; give it one value, or drop "
+                "--tokens-per-parameter."
+            )
 
 
 def budget(planned, tokens_per_parameter: float) -> tuple[tuple[str, str], ...]:
@@ -123,8 +140,10 @@ def budget(planned, tokens_per_parameter: float) -> tuple[tuple[str, str], ...]:
     config = planned.config
     recipe_steps = config.trainer.max_steps
     if recipe_steps is None or recipe_steps < 1:
-        raise ConfigError(f"--tokens-per-parameter keeps the recipe's warm-up fraction, but the recipe sets no "
-                          f"trainer.max_steps (it has {recipe_steps}); use a recipe that trains for max_steps.")
+        raise ConfigError(
+            f"--tokens-per-parameter keeps the recipe's warm-up fraction, but the recipe sets no "
+            f"trainer.max_steps (it has {recipe_steps}); use a recipe that trains for max_steps."
+        )
     data = config.data.init_args
     per_step = int(data.batch_size)
     if config.model.class_path.split(".")[-1] in LANGUAGE_MODELS:
@@ -135,8 +154,7 @@ def budget(planned, tokens_per_parameter: float) -> tuple[tuple[str, str], ...]:
         per_step *= devices * int(config.trainer.num_nodes or 1)
     params = planned.model.param_counts["non_embedding"]
     steps = max(1, round(tokens_per_parameter * params / per_step))
-    pairs = [("tokens_per_parameter", f"{tokens_per_parameter:g}"), ("tokens_per_step", str(per_step)),
-             ("max_steps", str(steps))]
+    pairs = [("tokens_per_parameter", f"{tokens_per_parameter:g}"), ("tokens_per_step", str(per_step)), ("max_steps", str(steps))]
     warmup = getattr(config.model.init_args, "warmup_steps", None)
     if warmup is not None:
         pairs.append(("warmup_steps", str(round(warmup / recipe_steps * steps))))
@@ -154,8 +172,9 @@ def plan_sizes(args, variants: list[str], grid, extra: list[str], sizes) -> list
         if args.tokens_per_parameter is not None:
             variant = budget_variant(args.baseline, variants)
             first = Run(variant, variant, grid_points(grid)[0], args.first_seed, size=size.label)
-            size = replace(size, budget=budget(check_run(args.config, first, [*extra, *size.arguments]),
-                                               args.tokens_per_parameter))
+            size = replace(
+                size, budget=budget(check_run(args.config, first, [*extra, *size.arguments]), args.tokens_per_parameter)
+            )
         size_extra = [*extra, *size.arguments]
         planned.append((size, build_plan(args, variants, grid, size_extra, size), size_extra))
     return planned

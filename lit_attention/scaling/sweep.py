@@ -30,8 +30,10 @@ def run_scaled_sweep(args, argv: list[str], variants: list[str], grid, extra: li
     common_point = parse_point(first, args.at)
     parts = []
     for size, plan, size_extra in planned:
-        states = {r: find_state(r, output, needs_test=args.test and not args.report,
-                                wanted=plan.configs[(r.arm, r.point)]) for r in plan.runs}
+        states = {
+            r: find_state(r, output, needs_test=args.test and not args.report, wanted=plan.configs[(r.arm, r.point)])
+            for r in plan.runs
+        }
         parts.append((size, plan, states, size_extra))
     check_verify_count(args, parts)
     failed = 0
@@ -48,8 +50,7 @@ def run_scaled_sweep(args, argv: list[str], variants: list[str], grid, extra: li
         if args.verify:
             try:
                 chosen = choose_runs(states.values(), args.verify)
-                failed += rerun(chosen, plan, states, args.config, size_extra, folder,
-                                make_launcher(args, scratch(folder)))
+                failed += rerun(chosen, plan, states, args.config, size_extra, folder, make_launcher(args, scratch(folder)))
             except ConfigError as error:
                 skipped.append(f"--verify was not done at size {size.label}: {error}")
         if args.inspect:
@@ -61,13 +62,23 @@ def run_scaled_sweep(args, argv: list[str], variants: list[str], grid, extra: li
                 skipped.append(f"--inspect was not done at size {size.label}: {error}")
     # The sweep's command, the same whether it trained or --report rebuilt it: the report rebuilds byte for byte.
     command = "lit-attention compare " + " ".join(word for word in argv if word != "--report")
-    text = write_scaled_report([(size, plan, list(states.values())) for size, plan, states, _ in parts], output,
-                               command, args.baseline, args.success_threshold, primary=primary,
-                               cross_fitted=args.cross_fit, common_point=common_point, equivalence=equivalence,
-                               extension_rounds=args.max_extensions if args.extend_edges else None)
+    text = write_scaled_report(
+        [(size, plan, list(states.values())) for size, plan, states, _ in parts],
+        output,
+        command,
+        args.baseline,
+        args.success_threshold,
+        primary=primary,
+        cross_fitted=args.cross_fit,
+        common_point=common_point,
+        equivalence=equivalence,
+        extension_rounds=args.max_extensions if args.extend_edges else None,
+    )
     print("\n" + text)
-    print(f"Wrote {output}/results.md (each size's tables in {output}/sizes/); curves: tensorboard --logdir "
-          f"{shlex.quote(str(output / 'runs'))}")
+    print(
+        f"Wrote {output}/results.md (each size's tables in {output}/sizes/); curves: tensorboard --logdir "
+        f"{shlex.quote(str(output / 'runs'))}"
+    )
     end_sweep(failed, skipped, "the tables")
 
 
@@ -80,5 +91,7 @@ def check_verify_count(args, parts) -> None:
         finished = sum(state.finished for state in states.values())
         most = finished if args.report else len(plan.runs)
         if args.verify > most:
-            raise ConfigError(f"--verify {args.verify} re-trains that many runs at every size, but size {size.label} "
-                              f"has {finished} finished (of the {len(plan.runs)} it plans); give at most {most}.")
+            raise ConfigError(
+                f"--verify {args.verify} re-trains that many runs at every size, but size {size.label} "
+                f"has {finished} finished (of the {len(plan.runs)} it plans); give at most {most}."
+            )

@@ -40,12 +40,15 @@ def check_folders(folders: list[Path]) -> None:
         if not (Path(folder) / "results.csv").is_file():
             raise ConfigError(f"--trend {folder} has no results.csv; give folders that `lit-attention compare` wrote.")
         if next(Path(folder).glob("runs/**/record.json"), None) is None:
-            raise ConfigError(f"--trend {folder} holds no run record (runs/**/record.json); give folders of "
-                              "finished compare sweeps.")
+            raise ConfigError(
+                f"--trend {folder} holds no run record (runs/**/record.json); give folders of finished compare sweeps."
+            )
         if any(not row["test"] for row in load(Path(folder))[0]):
-            raise ConfigError(f"--trend {folder} holds runs without test scores (its sweep ran without --test), and a "
-                              "trend compares each size's test scores; run that sweep's command again with --test, which "
-                              "tests its finished runs without training them again.")
+            raise ConfigError(
+                f"--trend {folder} holds runs without test scores (its sweep ran without --test), and a "
+                "trend compares each size's test scores; run that sweep's command again with --test, which "
+                "tests its finished runs without training them again."
+            )
 
 
 def load(folder: Path) -> tuple[list[dict], str, str]:
@@ -63,9 +66,10 @@ def tuned(rows: list[dict], mode: str) -> dict[str, list[dict]]:
     for row in rows:  # the point as a tuple of (key, value), from its label `lr=1e-3,...` (`default`: no grid)
         point = tuple(tuple(part.split("=", 1)) for part in row["point"].split(",") if "=" in part)
         by_arm.setdefault(row["arm"], {}).setdefault(point, []).append(row)
-    return {arm: points[best_of([(statistics.fmean(float(r["best"]) for r in rs), point)
-                                 for point, rs in points.items()], mode)[0]]
-            for arm, points in by_arm.items()}
+    return {
+        arm: points[best_of([(statistics.fmean(float(r["best"]) for r in rs), point) for point, rs in points.items()], mode)[0]]
+        for arm, points in by_arm.items()
+    }
 
 
 def write_trend(folders: list[Path], output: Path, baseline: str = "standard") -> str:
@@ -79,8 +83,10 @@ def write_trend(folders: list[Path], output: Path, baseline: str = "standard") -
     # Only the arms every size has: each size's Holm and Bonferroni corrections then count the same arms.
     common = set.intersection(*({row["arm"] for row in rows} for rows, _, _ in loaded.values()))
     if baseline not in common:
-        raise ConfigError(f"--baseline {baseline} is not an arm of every --trend folder; the arms they all have: "
-                          f"{', '.join(sorted(common)) or 'none'}.")
+        raise ConfigError(
+            f"--baseline {baseline} is not an arm of every --trend folder; the arms they all have: "
+            f"{', '.join(sorted(common)) or 'none'}."
+        )
     sizes, table, per_seed = [], [], {}  # per_seed: {arm: [(baseline's parameters, {seed: difference})]}
     for folder, (rows, monitor, mode) in loaded.items():
         chosen = tuned([row for row in rows if row["arm"] in common], mode)
@@ -90,27 +96,56 @@ def write_trend(folders: list[Path], output: Path, baseline: str = "standard") -
         size = {"name": folder.name, "arms": {}}
         for arm, rs in chosen.items():
             values = [float(r["test"]) for r in rs]
-            size["arms"][arm] = {"params": int(rs[0]["params_non_embedding"]), "flops": float(rs[0]["train_flops"]),
-                                 "test": mean_std(values), "point": rs[0]["point"]}
+            size["arms"][arm] = {
+                "params": int(rs[0]["params_non_embedding"]),
+                "flops": float(rs[0]["train_flops"]),
+                "test": mean_std(values),
+                "point": rs[0]["point"],
+            }
         for arm in arms:
             seeds = sorted(set(test[arm]) & set(test[baseline]))
-            per_seed.setdefault(arm, []).append((size["arms"][baseline]["params"],
-                                                 {s: test[arm][s] - test[baseline][s] for s in seeds}))
+            per_seed.setdefault(arm, []).append(
+                (size["arms"][baseline]["params"], {s: test[arm][s] - test[baseline][s] for s in seeds})
+            )
         for arm, d in zip(arms, differences):
             tokens = [float(r["tokens_seen"]) / int(r["params_non_embedding"]) for r in chosen[arm] if r["tokens_seen"]]
-            table.append([folder.name, arm, size["arms"][arm]["point"], f"{size['arms'][arm]['params']:,}",
-                          f"{statistics.fmean(tokens):.2f}" if tokens else "n/a",
-                          "{:.4f} ± {:.4f}".format(*size["arms"][arm]["test"]), f"{d.mean:+.4f}",
-                          interval(d.low, d.high), interval(d.joint_low, d.joint_high), p_value(d.p_holm),
-                          verdict(d, mode)])
+            table.append(
+                [
+                    folder.name,
+                    arm,
+                    size["arms"][arm]["point"],
+                    f"{size['arms'][arm]['params']:,}",
+                    f"{statistics.fmean(tokens):.2f}" if tokens else "n/a",
+                    "{:.4f} ± {:.4f}".format(*size["arms"][arm]["test"]),
+                    f"{d.mean:+.4f}",
+                    interval(d.low, d.high),
+                    interval(d.joint_low, d.joint_high),
+                    p_value(d.p_holm),
+                    verdict(d, mode),
+                ]
+            )
         sizes.append(size)
     metric = monitor.replace("val/", "test/")
-    header = ["size", "arm", "lr chosen on validation", "non-embedding params",
-              "training tokens per non-embedding parameter (this arm)", metric, f"difference vs {baseline}",
-              "95% interval", "simultaneous 95% (per size)", "p (Holm, per size)", "verdict"]
-    text = (f"# Size trend\n\n{metric} of each arm at its tuned learning rate (the arms every size has); "
-            f"differences with `{baseline}` are paired over seeds and corrected over the arms at each size.\n\n"
-            + markdown(header, table) + trend_section(per_seed, baseline, metric) + f"\n![trend]({FIGURE})\n")
+    header = [
+        "size",
+        "arm",
+        "lr chosen on validation",
+        "non-embedding params",
+        "training tokens per non-embedding parameter (this arm)",
+        metric,
+        f"difference vs {baseline}",
+        "95% interval",
+        "simultaneous 95% (per size)",
+        "p (Holm, per size)",
+        "verdict",
+    ]
+    text = (
+        f"# Size trend\n\n{metric} of each arm at its tuned learning rate (the arms every size has); "
+        f"differences with `{baseline}` are paired over seeds and corrected over the arms at each size.\n\n"
+        + markdown(header, table)
+        + trend_section(per_seed, baseline, metric)
+        + f"\n![trend]({FIGURE})\n"
+    )
     write_atomically(output / "results.md", text)
     plot(sizes, metric, output / FIGURE)
     return text
@@ -132,25 +167,52 @@ def trend_section(per_seed: dict[str, list[tuple[int, dict[int, float]]]], basel
         half = float(stats.t.ppf(0.975, len(x) - 2)) * fit.stderr
         (small, first), (large, last) = sizes[0], sizes[-1]
         change = unpaired_difference(last, first)
-        rows.append([arm, f"{fit.slope:+.4f}", interval(fit.slope - half, fit.slope + half), p_value(fit.pvalue),
-                     f"{large / small:.1f}x", f"{change.mean:+.4f}", interval(change.low, change.high),
-                     interval(change.boot_low, change.boot_high), p_value(change.p),
-                     marked(change.p_exact, change.p_exact_monte_carlo)])
+        rows.append(
+            [
+                arm,
+                f"{fit.slope:+.4f}",
+                interval(fit.slope - half, fit.slope + half),
+                p_value(fit.pvalue),
+                f"{large / small:.1f}x",
+                f"{change.mean:+.4f}",
+                interval(change.low, change.high),
+                interval(change.boot_low, change.boot_high),
+                p_value(change.p),
+                marked(change.p_exact, change.p_exact_monte_carlo),
+            ]
+        )
         power_rows.append(power_row(arm, sizes, fit.stderr, len(x) - 2))
     if not rows:
         return ""
-    header = ["arm", "slope per doubling of parameters", "95% interval", "p", "largest / smallest size",
-              "largest minus smallest", "95% interval (Welch)", "bootstrap 95%", "p (Welch)", "exact p (permutation)"]
-    return (f"\n## Does the difference change with size?\n\nThe difference in {metric} from `{baseline}` (each seed's, "
-            "at each arm's tuned rate) against log2 of the baseline's non-embedding parameters: the least-squares "
-            "slope over every seed of every size, with its t-interval (which takes the seeds' spread to be the "
-            "same at every size); and the mean difference at the largest size minus the one at the smallest, "
-            "unpaired (each size's seeds are other models; Welch's interval allows each its own spread). Neither "
-            "is corrected for the number of arms. Size is not the only thing that changes between the sizes: each "
-            "has its own training budget (see the tokens per parameter above) and each arm its own tuned rate, "
-            "so a slope describes these sizes at these budgets and this grid.\n\n" + markdown(header, rows)
-            + ("\n(MC): a Monte Carlo estimate from 100,000 random relabellings, not exact.\n" if any(
-                "(MC)" in row[-1] for row in rows) else "") + power_section(power_rows))
+    header = [
+        "arm",
+        "slope per doubling of parameters",
+        "95% interval",
+        "p",
+        "largest / smallest size",
+        "largest minus smallest",
+        "95% interval (Welch)",
+        "bootstrap 95%",
+        "p (Welch)",
+        "exact p (permutation)",
+    ]
+    return (
+        f"\n## Does the difference change with size?\n\nThe difference in {metric} from `{baseline}` (each seed's, "
+        "at each arm's tuned rate) against log2 of the baseline's non-embedding parameters: the least-squares "
+        "slope over every seed of every size, with its t-interval (which takes the seeds' spread to be the "
+        "same at every size); and the mean difference at the largest size minus the one at the smallest, "
+        "unpaired (each size's seeds are other models; Welch's interval allows each its own spread). Neither "
+        "is corrected for the number of arms. Size is not the only thing that changes between the sizes: each "
+        "has its own training budget (see the tokens per parameter above) and each arm its own tuned rate, "
+        "so a slope describes these sizes at these budgets and this grid.\n\n"
+        + markdown(header, rows)
+        + (
+            "\n(MC): a Monte Carlo estimate from 100,000 random relabellings, not exact.\n"
+            if any("(MC)" in row[-1] for row in rows)
+            else ""
+        )
+        + power_section(power_rows)
+    )
 
 
 def power_row(arm: str, sizes: list[tuple[int, dict[int, float]]], stderr: float, df: int) -> list[str]:
@@ -158,27 +220,46 @@ def power_row(arm: str, sizes: list[tuple[int, dict[int, float]]], stderr: float
     inverse variance of each mean (trend_statistics.py), for one arm; `sizes` sorted by parameters."""
     doublings = math.log2(sizes[-1][0] / sizes[0][0])
     values = [list(seeds.values()) for _, seeds in sizes]
-    weighted = (weighted_slope([math.log2(params) for params, _ in sizes], [statistics.fmean(v) for v in values],
-                               [statistics.variance(v) / len(v) for v in values])
-                if all(len(v) > 1 for v in values) else None)
-    return [arm, str(len(sizes)), f"{doublings:.1f}", f"{detectable_slope(stderr, df):.4f}",
-            f"{weighted.slope:+.4f}" if weighted else "n/a",
-            interval(weighted.low, weighted.high) if weighted else "n/a"]
+    weighted = (
+        weighted_slope(
+            [math.log2(params) for params, _ in sizes],
+            [statistics.fmean(v) for v in values],
+            [statistics.variance(v) / len(v) for v in values],
+        )
+        if all(len(v) > 1 for v in values)
+        else None
+    )
+    return [
+        arm,
+        str(len(sizes)),
+        f"{doublings:.1f}",
+        f"{detectable_slope(stderr, df):.4f}",
+        f"{weighted.slope:+.4f}" if weighted else "n/a",
+        interval(weighted.low, weighted.high) if weighted else "n/a",
+    ]
 
 
 def power_section(rows: list[list[str]]) -> str:
-    header = ["arm", "sizes", "doublings spanned", f"smallest slope detectable ({POWER:.0%} power)",
-              "weighted slope per doubling", "95% interval (weighted)"]
-    return ("\n### What could these sizes have detected?\n\nThe smallest slope per doubling that the least-squares "
-            f"test above detects with {POWER:.0%} power at a two-sided {ALPHA:.0%} level is (t_0.975,df + "
-            f"t_{POWER:.2f},df) × SE(slope), df = the differences minus 2, SE the slope's standard error as measured "
-            f"here: a true slope smaller than it would be detected less than {POWER:.0%} of the time. The weighted slope is the "
-            "least-squares slope of the sizes' mean differences against log2 of the parameters, each mean weighted "
-            "by w = n / s², the inverse of its variance (s² its seeds' variance, n their number), so that a size "
-            "whose seeds scatter more counts less instead of sharing one spread with the others; its standard error "
-            "is 1 / √(Σ w (x − x̄_w)²), x̄_w the weighted mean of x, and its interval the normal one, slope ± 1.96 "
-            "SE, which takes the weights as known (estimated from a few seeds a size, they make it somewhat too "
-            "narrow).\n\n" + markdown(header, rows))
+    header = [
+        "arm",
+        "sizes",
+        "doublings spanned",
+        f"smallest slope detectable ({POWER:.0%} power)",
+        "weighted slope per doubling",
+        "95% interval (weighted)",
+    ]
+    return (
+        "\n### What could these sizes have detected?\n\nThe smallest slope per doubling that the least-squares "
+        f"test above detects with {POWER:.0%} power at a two-sided {ALPHA:.0%} level is (t_0.975,df + "
+        f"t_{POWER:.2f},df) × SE(slope), df = the differences minus 2, SE the slope's standard error as measured "
+        f"here: a true slope smaller than it would be detected less than {POWER:.0%} of the time. The weighted slope is the "
+        "least-squares slope of the sizes' mean differences against log2 of the parameters, each mean weighted "
+        "by w = n / s², the inverse of its variance (s² its seeds' variance, n their number), so that a size "
+        "whose seeds scatter more counts less instead of sharing one spread with the others; its standard error "
+        "is 1 / √(Σ w (x − x̄_w)²), x̄_w the weighted mean of x, and its interval the normal one, slope ± 1.96 "
+        "SE, which takes the weights as known (estimated from a few seeds a size, they make it somewhat too "
+        "narrow).\n\n" + markdown(header, rows)
+    )
 
 
 def plot(sizes: list[dict], metric: str, path: Path) -> None:
@@ -191,11 +272,11 @@ def plot(sizes: list[dict], metric: str, path: Path) -> None:
 
     figure, (by_params, by_flops) = plt.subplots(1, 2, figsize=(12, 4.6))
     for arm in sizes[0]["arms"]:
-        points = [(s["arms"][arm]["params"], s["arms"][arm]["flops"], *s["arms"][arm]["test"]) for s in sizes
-                  if arm in s["arms"]]
+        points = [(s["arms"][arm]["params"], s["arms"][arm]["flops"], *s["arms"][arm]["test"]) for s in sizes if arm in s["arms"]]
         for axes, x in ((by_params, 0), (by_flops, 1)):
-            axes.errorbar([p[x] for p in points], [p[2] for p in points], yerr=[p[3] for p in points], marker="o",
-                          capsize=3, label=arm)
+            axes.errorbar(
+                [p[x] for p in points], [p[2] for p in points], yerr=[p[3] for p in points], marker="o", capsize=3, label=arm
+            )
     for axes, label in ((by_params, "non-embedding parameters"), (by_flops, "training FLOPs")):
         axes.set_xscale("log")
         axes.xaxis.set_minor_formatter(NullFormatter())  # labelled minor ticks overlap on a short log axis

@@ -30,16 +30,29 @@ TRANSFORMERS = "transformers"  # the transformers copy of --transformers
 
 
 def parser() -> argparse.ArgumentParser:
-    found = SentenceParser(prog="lit-attention export", description=__doc__.split("\n\n")[0], allow_abbrev=False,
-                           epilog="example:\n  lit-attention export runs/quickstart/vit_digits/super/seed_0/version_0 "
-                                  "--to exported/vit_digits_super", formatter_class=argparse.RawDescriptionHelpFormatter)
-    found.add_argument("run", metavar="RUN_OR_CKPT", help="a trained run's directory (its best checkpoint, else "
-                       "last.ckpt), a seed's directory (its newest run) or a .ckpt file")
+    found = SentenceParser(
+        prog="lit-attention export",
+        description=__doc__.split("\n\n")[0],
+        allow_abbrev=False,
+        epilog="example:\n  lit-attention export runs/quickstart/vit_digits/super/seed_0/version_0 "
+        "--to exported/vit_digits_super",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    found.add_argument(
+        "run",
+        metavar="RUN_OR_CKPT",
+        help="a trained run's directory (its best checkpoint, else "
+        "last.ckpt), a seed's directory (its newest run) or a .ckpt file",
+    )
     found.add_argument("--to", required=True, metavar="DIR", help="the folder to write: new, empty, or an earlier export")
-    found.add_argument("--transformers", action="store_true", help="also write DIR/transformers/, the model as "
-                       "transformers' GPT2LMHeadModel (a GPT of GPT-2's shape: standard attention, learned positions, "
-                       "LayerNorm, the GELU MLP, a tied head) or LlamaForCausalLM (Llama's: rope, rmsnorm, swiglu, no "
-                       "biases; Qwen3ForCausalLM with qk_norm)")
+    found.add_argument(
+        "--transformers",
+        action="store_true",
+        help="also write DIR/transformers/, the model as "
+        "transformers' GPT2LMHeadModel (a GPT of GPT-2's shape: standard attention, learned positions, "
+        "LayerNorm, the GELU MLP, a tied head) or LlamaForCausalLM (Llama's: rope, rmsnorm, swiglu, no "
+        "biases; Qwen3ForCausalLM with qk_norm)",
+    )
     return found
 
 
@@ -54,8 +67,10 @@ def check_destination(folder: Path) -> None:
     except (OSError, ValueError, AttributeError):
         earlier = False
     if not earlier:
-        raise ConfigError(f"--to {str(folder)!r} holds files that no export wrote; give a new or empty folder (or an "
-                          "earlier export's, whose files are replaced).")
+        raise ConfigError(
+            f"--to {str(folder)!r} holds files that no export wrote; give a new or empty folder (or an "
+            "earlier export's, whose files are replaced)."
+        )
 
 
 def tokenizer_of(run_dir: Path | None, data_arguments: dict, folder: Path) -> str | None:
@@ -70,8 +85,10 @@ def tokenizer_of(run_dir: Path | None, data_arguments: dict, folder: Path) -> st
         return None
     if name == "bytes":
         return "bytes: ids 0-255 are the bytes of UTF-8 text (no file needed)"
-    return (f"`{name}`, not kept: the run was trained before runs kept their tokenizer; the data's folder holds it "
-            "(data_dir/tokenizers)")
+    return (
+        f"`{name}`, not kept: the run was trained before runs kept their tokenizer; the data's folder holds it "
+        "(data_dir/tokenizers)"
+    )
 
 
 def run(argv: list[str]) -> None:
@@ -80,8 +97,10 @@ def run(argv: list[str]) -> None:
     args = parser().parse_args(argv)
     folder = Path(args.to)
     if not Path(args.run).exists():  # said here in export's words (load_run's name inspect's --ckpt_path)
-        raise ConfigError(f"export: {args.run!r} does not exist; pass a trained run's directory "
-                          "(runs/<recipe>/<variant>/seed_<n>/version_<k>), a seed's directory or a .ckpt file.")
+        raise ConfigError(
+            f"export: {args.run!r} does not exist; pass a trained run's directory "
+            "(runs/<recipe>/<variant>/seed_<n>/version_<k>), a seed's directory or a .ckpt file."
+        )
     check_destination(folder)
     loaded = load_run(args.run)
     model = getattr(loaded.task.model, "_orig_mod", loaded.task.model)
@@ -98,11 +117,17 @@ def run(argv: list[str]) -> None:
     # An earlier export's files that this one may not write again go first: a folder never mixes two models.
     (folder / TOKENIZER_FILE).unlink(missing_ok=True)
     shutil.rmtree(folder / TRANSFORMERS, ignore_errors=True)
-    about = {"lit_attention": lit_attention.__version__, "model": type(model).__name__,
-             "variant": loaded.task.spec.name, "task": loaded.hyper_parameters.get("_class_path"),
-             "checkpoint": str(loaded.checkpoint), "step": loaded.step,
-             "data": {"class": loaded.data_class, "arguments": loaded.data_arguments},
-             "tokenizer": tokenizer_of(loaded.run_dir, loaded.data_arguments, folder), "record": record}
+    about = {
+        "lit_attention": lit_attention.__version__,
+        "model": type(model).__name__,
+        "variant": loaded.task.spec.name,
+        "task": loaded.hyper_parameters.get("_class_path"),
+        "checkpoint": str(loaded.checkpoint),
+        "step": loaded.step,
+        "data": {"class": loaded.data_class, "arguments": loaded.data_arguments},
+        "tokenizer": tokenizer_of(loaded.run_dir, loaded.data_arguments, folder),
+        "record": record,
+    }
     save_pretrained(model, loaded.task.spec, folder, about)
     card = model_card(about, loaded.task.config.to_dict(), str(folder))
     replace_file(folder / CARD_FILE, lambda file: file.write(card.encode("utf-8")))
@@ -110,5 +135,8 @@ def run(argv: list[str]) -> None:
         reference.save_pretrained(folder / TRANSFORMERS)  # transformers' own files: config.json, model.safetensors
         if (folder / TOKENIZER_FILE).is_file():
             replace_file(folder / TRANSFORMERS / TOKENIZER_FILE, lambda file: file.write((folder / TOKENIZER_FILE).read_bytes()))
-    print(f"Exported {loaded.checkpoint} (step {loaded.step}) to {folder}: {', '.join(sorted(p.name for p in folder.iterdir()))}; "
-          f"load it with lit_attention.modeling.pretrained.from_pretrained({str(folder)!r}).", flush=True)
+    print(
+        f"Exported {loaded.checkpoint} (step {loaded.step}) to {folder}: {', '.join(sorted(p.name for p in folder.iterdir()))}; "
+        f"load it with lit_attention.modeling.pretrained.from_pretrained({str(folder)!r}).",
+        flush=True,
+    )

@@ -55,8 +55,9 @@ def mean_difference(variant, baseline, weights=None) -> float:
     return float(np.mean(differences @ weights) / weights.sum())
 
 
-def two_way_bootstrap(variant, baseline, weights=None, confidence: float = 0.95, resamples: int = RESAMPLES,
-                      seed: int = SEED, items: bool = True) -> tuple[float, float]:
+def two_way_bootstrap(
+    variant, baseline, weights=None, confidence: float = 0.95, resamples: int = RESAMPLES, seed: int = SEED, items: bool = True
+) -> tuple[float, float]:
     """Percentile interval of `mean_difference` with seeds and, when `items`, test items resampled with
     replacement (`items=False`: seeds only, the items fixed, as in the table over seeds). A resample is
     a count per seed c (multinomial, n_seeds draws) and per item k (n_items draws), and its statistic is
@@ -71,11 +72,13 @@ def two_way_bootstrap(variant, baseline, weights=None, confidence: float = 0.95,
     for start in range(0, resamples, batch):
         size = min(batch, resamples - start)
         seed_counts = rng.multinomial(n_seeds, np.full(n_seeds, 1 / n_seeds), size=size)
-        item_weights = (rng.multinomial(n_items, np.full(n_items, 1 / n_items), size=size) * weights
-                        if items else np.broadcast_to(weights, (size, n_items)))
+        item_weights = (
+            rng.multinomial(n_items, np.full(n_items, 1 / n_items), size=size) * weights
+            if items
+            else np.broadcast_to(weights, (size, n_items))
+        )
         per_item = seed_counts @ differences  # (size, n_items): each item's difference summed over the drawn seeds
-        found[start:start + size] = (np.einsum("ri,ri->r", per_item, item_weights)
-                                     / (n_seeds * item_weights.sum(axis=1)))
+        found[start : start + size] = np.einsum("ri,ri->r", per_item, item_weights) / (n_seeds * item_weights.sum(axis=1))
     low, high = np.quantile(found, [(1 - confidence) / 2, (1 + confidence) / 2])
     return float(low), float(high)
 
@@ -108,10 +111,17 @@ def item_sign_flip_test(variant, baseline, weights=None, draws: int = ITEM_DRAWS
         return math.nan, False
     if values.size == 1:
         return 1.0, False
-    monte_carlo = 2 ** values.size > EXACT_RELABELLINGS_MAX
-    result = stats.permutation_test((values,), _absolute_mean, permutation_type="samples", vectorized=True,
-                                    n_resamples=draws if monte_carlo else np.inf, alternative="greater",
-                                    batch=max(1, VALUES_PER_BATCH // values.size), rng=np.random.default_rng(SEED))
+    monte_carlo = 2**values.size > EXACT_RELABELLINGS_MAX
+    result = stats.permutation_test(
+        (values,),
+        _absolute_mean,
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=draws if monte_carlo else np.inf,
+        alternative="greater",
+        batch=max(1, VALUES_PER_BATCH // values.size),
+        rng=np.random.default_rng(SEED),
+    )
     tolerance = TIE_TOLERANCE * float(np.abs(values).sum()) / values.size
     hits = int(np.count_nonzero(result.null_distribution >= result.statistic - tolerance))
     if monte_carlo:

@@ -47,7 +47,7 @@ class Law:
     @property
     def A(self) -> float:
         """The A of the usual form E + A·x^(−α)."""
-        return self.amplitude * self.reference ** self.alpha
+        return self.amplitude * self.reference**self.alpha
 
     def __call__(self, x):
         return law_values(self.E, self.amplitude, self.alpha, self.reference, x)
@@ -104,13 +104,15 @@ def best_pair(y: np.ndarray, z: np.ndarray, pure: bool) -> tuple[np.ndarray, np.
     free_error = np.where(feasible, error(floor, amplitude), np.inf)
     for E, A, candidate in ((flat, zero, flat_error), (floor, amplitude, free_error)):
         better = candidate < best_error
-        best_E, best_A, best_error = (np.where(better, E, best_E), np.where(better, A, best_A),
-                                      np.where(better, candidate, best_error))
+        best_E, best_A, best_error = (
+            np.where(better, E, best_E),
+            np.where(better, A, best_A),
+            np.where(better, candidate, best_error),
+        )
     return best_E, best_A, best_error
 
 
-def fit_many(x: np.ndarray, y: np.ndarray, pure: bool,
-             rounds: int = REFINE_ROUNDS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def fit_many(x: np.ndarray, y: np.ndarray, pure: bool, rounds: int = REFINE_ROUNDS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(E, amplitude, α) of each row of `y` (shape (B, S)) against the centred log sizes `x` (shape
     (S,), log(x / x_ref)): the profile least squares described above, with `rounds` finer grids."""
     y = np.asarray(y, dtype=float)[:, None, :]
@@ -136,8 +138,7 @@ def fit_many(x: np.ndarray, y: np.ndarray, pure: bool,
     vertex = np.clip(log_alpha[rows, around] + np.clip(shift, -1, 1) * step, lowest, highest)
     E_v, A_v, error_v = best_pair(y[:, 0], np.exp(-np.exp(vertex)[:, None] * x), pure)
     better = error_v < errors[rows, best]
-    return (np.where(better, E_v, E[rows, best]), np.where(better, A_v, A[rows, best]),
-            np.exp(np.where(better, vertex, centre)))
+    return (np.where(better, E_v, E[rows, best]), np.where(better, A_v, A[rows, best]), np.exp(np.where(better, vertex, centre)))
 
 
 def fit_law(sizes, losses, pure: bool, weights=None) -> Law:
@@ -162,11 +163,16 @@ def fit_law(sizes, losses, pure: bool, weights=None) -> Law:
         E = 0.0 if pure else theta[0]
         return w * (E + np.exp(theta[-2] - np.exp(theta[-1]) * x) - losses)
 
-    result = least_squares(residuals, np.clip(start, low, high), bounds=(low, high), max_nfev=MAX_EVALUATIONS,
-                           x_scale="jac")
+    result = least_squares(residuals, np.clip(start, low, high), bounds=(low, high), max_nfev=MAX_EVALUATIONS, x_scale="jac")
     converged = bool(result.success and result.status > 0)
-    law = Law(0.0 if pure else float(result.x[0]), float(math.exp(result.x[-2])), float(math.exp(result.x[-1])),
-              reference, pure, converged)
+    law = Law(
+        0.0 if pure else float(result.x[0]),
+        float(math.exp(result.x[-2])),
+        float(math.exp(result.x[-1])),
+        reference,
+        pure,
+        converged,
+    )
     E, amplitude, alpha = (float(v[0]) for v in fit_many(x, losses[None], pure))
     profile = Law(E, amplitude, alpha, reference, pure, converged)
     return min((law, profile), key=lambda found: float(np.sum((w * (found(sizes) - losses)) ** 2)))

@@ -32,8 +32,11 @@ class Cell:
         return [s.record for s in self.states if s.record is not None]
 
     def by_seed(self, value) -> dict[int, float]:
-        return {state.run.seed: found for state in self.states
-                if state.record is not None and (found := value(state.record)) is not None}
+        return {
+            state.run.seed: found
+            for state in self.states
+            if state.record is not None and (found := value(state.record)) is not None
+        }
 
     def records_by_seed(self) -> dict[int, dict]:
         return {state.run.seed: state.record for state in self.states if state.record is not None}
@@ -79,6 +82,7 @@ def choose_point(cells: dict, points: list[tuple], mode: str, seeds=None) -> tup
 
 def choose_point_and_ties(cells: dict, points: list[tuple], mode: str, seeds=None) -> tuple[tuple | None, list]:
     """`choose_point`'s point, and the other points that tied with it (empty when none did)."""
+
     def complete(point) -> bool:
         return all(s.record is not None for s in cells[point].states if seeds is None or s.run.seed in seeds)
 
@@ -92,11 +96,13 @@ def choose_point_and_ties(cells: dict, points: list[tuple], mode: str, seeds=Non
 # (relative), means are equal; distinct accuracies over a few hundred validation items differ by 1e-4
 # or more.
 TIE_TOLERANCE = 1e-6
-TIE_RULE = ("grid points whose mean validation values agree within 1e-6 (relative: the records keep float32 "
-            "values) are equal, and the "
-            "lower setting is chosen (the lower value of the grid's first key, then of the next): where validation "
-            "cannot tell two rates apart, the lower is the conservative one, and the rule does not depend on the "
-            "order the points were listed or extended in. No test value takes part.")
+TIE_RULE = (
+    "grid points whose mean validation values agree within 1e-6 (relative: the records keep float32 "
+    "values) are equal, and the "
+    "lower setting is chosen (the lower value of the grid's first key, then of the next): where validation "
+    "cannot tell two rates apart, the lower is the conservative one, and the rule does not depend on the "
+    "order the points were listed or extended in. No test value takes part."
+)
 
 
 def best_of(scored: list[tuple[float, tuple]], mode: str) -> tuple[tuple | None, list]:
@@ -136,8 +142,7 @@ def ties_note(ties: dict[str, tuple[tuple, list]], label) -> str:
     decided = {who: (point, others) for who, (point, others) in ties.items() if others}
     if not decided:
         return ""
-    names = "; ".join(f"{who}: {label(point)} over {', '.join(map(label, others))}"
-                      for who, (point, others) in decided.items())
+    names = "; ".join(f"{who}: {label(point)} over {', '.join(map(label, others))}" for who, (point, others) in decided.items())
     return f"\n**Ties:** {TIE_RULE} Decided here: {names}.\n"
 
 
@@ -212,7 +217,7 @@ def cross_fit(cells: dict, points: list[tuple], seeds: list[int], mode: str, val
     because every seed chose an edge, the scoring half's among them) or every point the arm ran."""
     if len(seeds) < 2:
         return None
-    first, second = tuple(seeds[: len(seeds) // 2]), tuple(seeds[len(seeds) // 2:])
+    first, second = tuple(seeds[: len(seeds) // 2]), tuple(seeds[len(seeds) // 2 :])
     on_first, tied_first = choose_point_and_ties(cells, points, mode, set(first))
     on_second, tied_second = choose_point_and_ties(cells, points, mode, set(second))
     values = {}

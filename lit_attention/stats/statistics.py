@@ -103,8 +103,18 @@ def paired_difference(variant: dict[int, float], baseline: dict[int, float], con
     error = statistics.stdev(differences) / math.sqrt(n)
     boot_low, boot_high = bootstrap_interval(differences, confidence)
     p_exact, monte_carlo = sign_flip_test(differences)
-    return Difference(n, n, mean, df=n - 1, paired=True, p_exact=p_exact, p_exact_monte_carlo=monte_carlo,
-                      boot_low=boot_low, boot_high=boot_high, **_t_fields(mean, error, n - 1, confidence))
+    return Difference(
+        n,
+        n,
+        mean,
+        df=n - 1,
+        paired=True,
+        p_exact=p_exact,
+        p_exact_monte_carlo=monte_carlo,
+        boot_low=boot_low,
+        boot_high=boot_high,
+        **_t_fields(mean, error, n - 1, confidence),
+    )
 
 
 def unpaired_difference(variant: dict[int, float], baseline: dict[int, float], confidence: float = 0.95) -> Difference:
@@ -116,12 +126,22 @@ def unpaired_difference(variant: dict[int, float], baseline: dict[int, float], c
         return Difference(len(a), len(b), mean, paired=False)
     share_a, share_b = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
     error = math.sqrt(share_a + share_b)
-    spread = share_a ** 2 / (len(a) - 1) + share_b ** 2 / (len(b) - 1)
+    spread = share_a**2 / (len(a) - 1) + share_b**2 / (len(b) - 1)
     df = (share_a + share_b) ** 2 / spread if spread > 0 else math.nan  # Welch-Satterthwaite
     boot_low, boot_high = bootstrap_interval_two_sample(a, b, confidence)
     p_exact, monte_carlo = permutation_test(a, b)
-    return Difference(len(a), len(b), mean, df=df, paired=False, p_exact=p_exact, p_exact_monte_carlo=monte_carlo,
-                      boot_low=boot_low, boot_high=boot_high, **_t_fields(mean, error, df, confidence))
+    return Difference(
+        len(a),
+        len(b),
+        mean,
+        df=df,
+        paired=False,
+        p_exact=p_exact,
+        p_exact_monte_carlo=monte_carlo,
+        boot_low=boot_low,
+        boot_high=boot_high,
+        **_t_fields(mean, error, df, confidence),
+    )
 
 
 def sign_flip_p(differences: list[float]) -> float:
@@ -141,7 +161,7 @@ def sign_flip_test(differences: list[float]) -> tuple[float, bool]:
     if values.size == 1:  # both signs reach |x| (scipy's test needs two values)
         return 1.0, False
     tolerance = TIE_TOLERANCE * float(np.abs(values).sum())
-    return randomisation_test((values,), "samples", 2 ** values.size, tolerance)
+    return randomisation_test((values,), "samples", 2**values.size, tolerance)
 
 
 def permutation_p(a: list[float], b: list[float]) -> float:
@@ -182,9 +202,16 @@ def randomisation_test(samples: tuple, kind: str, arrangements: int, tolerance: 
     scipy counts it. Returns (p, whether it is a Monte Carlo estimate)."""
     monte_carlo = arrangements > EXACT_RELABELLINGS_MAX
     statistic = _absolute_mean if kind == "samples" else _absolute_gap
-    result = stats.permutation_test(samples, statistic, permutation_type=kind, vectorized=True,
-                                    n_resamples=MONTE_CARLO_DRAWS if monte_carlo else np.inf, alternative="greater",
-                                    batch=BATCH, rng=np.random.default_rng(MONTE_CARLO_SEED))
+    result = stats.permutation_test(
+        samples,
+        statistic,
+        permutation_type=kind,
+        vectorized=True,
+        n_resamples=MONTE_CARLO_DRAWS if monte_carlo else np.inf,
+        alternative="greater",
+        batch=BATCH,
+        rng=np.random.default_rng(MONTE_CARLO_SEED),
+    )
     hits = int(np.count_nonzero(result.null_distribution >= result.statistic - tolerance))
     if monte_carlo:
         return (hits + 1) / (result.null_distribution.size + 1), True
@@ -194,7 +221,7 @@ def randomisation_test(samples: tuple, kind: str, arrangements: int, tolerance: 
 def smallest_exact_p(n: int) -> float:
     """The smallest p-value the exact sign-flip test can give with n pairs (all signs alike): 2 / 2^n,
     1.0 for n = 0. Above the test's alpha, no number of seeds' worth of agreement can reach significance."""
-    return 1.0 if n <= 1 else 2.0 / 2 ** n
+    return 1.0 if n <= 1 else 2.0 / 2**n
 
 
 def smallest_permutation_p(n_a: int, n_b: int) -> float:
@@ -207,8 +234,9 @@ def smallest_permutation_p(n_a: int, n_b: int) -> float:
     return min(1.0, (2 if n_a == n_b else 1) / arrangements)
 
 
-def bootstrap_interval(differences: list[float], confidence: float = 0.95, resamples: int = 10_000,
-                       seed: int = 0) -> tuple[float, float]:
+def bootstrap_interval(
+    differences: list[float], confidence: float = 0.95, resamples: int = 10_000, seed: int = 0
+) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean (scipy.stats.bootstrap): `resamples` resamples of the
     differences with replacement, by a generator seeded with `seed` (the same input gives the same
     interval). NaN for fewer than 2 values."""
@@ -223,8 +251,9 @@ def bootstrap_interval(differences: list[float], confidence: float = 0.95, resam
     return _bootstrap((values,), mean, confidence, resamples, seed)
 
 
-def bootstrap_interval_two_sample(a: list[float], b: list[float], confidence: float = 0.95,
-                                  resamples: int = 10_000, seed: int = 0) -> tuple[float, float]:
+def bootstrap_interval_two_sample(
+    a: list[float], b: list[float], confidence: float = 0.95, resamples: int = 10_000, seed: int = 0
+) -> tuple[float, float]:
     """Percentile bootstrap interval of mean(a) - mean(b) (scipy.stats.bootstrap), each side resampled
     with replacement on its own, by a generator seeded with `seed`. NaN when either side has fewer than
     2 values."""
@@ -233,15 +262,21 @@ def bootstrap_interval_two_sample(a: list[float], b: list[float], confidence: fl
         return math.nan, math.nan
 
     def gap(x, y, axis=-1):
-        return (np.clip(np.mean(x, axis=axis), left.min(), left.max())
-                - np.clip(np.mean(y, axis=axis), right.min(), right.max()))
+        return np.clip(np.mean(x, axis=axis), left.min(), left.max()) - np.clip(np.mean(y, axis=axis), right.min(), right.max())
 
     return _bootstrap((left, right), gap, confidence, resamples, seed)
 
 
 def _bootstrap(samples: tuple, statistic, confidence: float, resamples: int, seed: int) -> tuple[float, float]:
-    result = stats.bootstrap(samples, statistic, n_resamples=resamples, confidence_level=confidence,
-                             method="percentile", vectorized=True, rng=np.random.default_rng(seed))
+    result = stats.bootstrap(
+        samples,
+        statistic,
+        n_resamples=resamples,
+        confidence_level=confidence,
+        method="percentile",
+        vectorized=True,
+        rng=np.random.default_rng(seed),
+    )
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 

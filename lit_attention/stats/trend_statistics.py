@@ -36,8 +36,9 @@ class WeightedSlope:
     high: float
 
 
-def weighted_slope(x: list[float], means: list[float], variances: list[float],
-                   confidence: float = 1 - ALPHA) -> WeightedSlope | None:
+def weighted_slope(
+    x: list[float], means: list[float], variances: list[float], confidence: float = 1 - ALPHA
+) -> WeightedSlope | None:
     """The slope of `means` against `x` weighted by 1 / `variances` (each the variance of its mean), with
     its normal interval; None with fewer than two distinct x or a variance that is not positive."""
     if len(set(x)) < 2 or any(not v > 0 for v in variances):

@@ -60,43 +60,61 @@ def differing_splits(mine: dict | None, theirs: dict | None) -> list[str]:
     """The splits both records fingerprinted and found different."""
     if not mine or not theirs:
         return []
-    return [split for split in ("train", "validation", "test")
-            if mine.get(split) is not None and theirs.get(split) is not None and mine[split] != theirs[split]]
+    return [
+        split
+        for split in ("train", "validation", "test")
+        if mine.get(split) is not None and theirs.get(split) is not None and mine[split] != theirs[split]
+    ]
 
 
 def pairing_sentence(pairings: dict[str, Pairing], reference: str) -> str:
     """One line per kind of pairing among the arms compared with `reference`, for the table's header."""
+
     def arms(status: str) -> list[str]:
         return [f"`{arm}`" for arm, p in pairings.items() if p.status == status]
 
     lines = []
     unfingerprinted = any(p.status == PAIRED and not p.data_checked for p in pairings.values())
-    data = (" (their records hold no data fingerprints: the data are checked only through that batch)"
-            if unfingerprinted else " on the same data")
+    data = (
+        " (their records hold no data fingerprints: the data are checked only through that batch)"
+        if unfingerprinted
+        else " on the same data"
+    )
     if arms(PAIRED) and len(arms(PAIRED)) == len(pairings):
-        lines.append(f"**Paired:** the records show every arm of every seed beginning with the same training batch "
-                     f"(after augmentation) as `{reference}`{data}.")
+        lines.append(
+            f"**Paired:** the records show every arm of every seed beginning with the same training batch "
+            f"(after augmentation) as `{reference}`{data}."
+        )
     elif arms(PAIRED):
-        lines.append(f"**Paired** with `{reference}` seed by seed, their records showing the same first training "
-                     f"batch{data}: {', '.join(arms(PAIRED))}.")
+        lines.append(
+            f"**Paired** with `{reference}` seed by seed, their records showing the same first training "
+            f"batch{data}: {', '.join(arms(PAIRED))}."
+        )
     unpaired: dict[tuple[int, ...], list[str]] = {}  # grouped by the seeds that differ, for one line each
     for arm, p in pairings.items():
         if p.status == UNPAIRED:
             unpaired.setdefault(p.seeds, []).append(f"`{arm}`")
         elif p.status == OTHER_DATA:
-            lines.append(f"**Not compared:** `{arm}` saw other {' and '.join(p.splits)} data than `{reference}` on "
-                         f"seed(s) {', '.join(map(str, p.seeds))} (their data fingerprints differ).")
+            lines.append(
+                f"**Not compared:** `{arm}` saw other {' and '.join(p.splits)} data than `{reference}` on "
+                f"seed(s) {', '.join(map(str, p.seeds))} (their data fingerprints differ)."
+            )
     for arm, p in pairings.items():
         if p.status == NO_COMMON_SEED:
-            lines.append(f"**Not paired:** `{arm}` and `{reference}` finished on no seed in common, so `{arm}` is "
-                         "compared unpaired.")
+            lines.append(
+                f"**Not paired:** `{arm}` and `{reference}` finished on no seed in common, so `{arm}` is compared unpaired."
+            )
     for seeds, names in unpaired.items():
-        lines.append(f"**Not paired:** {', '.join(names)} began with other training batches than `{reference}` on "
-                     f"seed(s) {', '.join(map(str, seeds))}, so {'they are' if len(names) > 1 else 'it is'} compared "
-                     "unpaired (Welch's interval, a label-permutation p and a two-sample bootstrap).")
+        lines.append(
+            f"**Not paired:** {', '.join(names)} began with other training batches than `{reference}` on "
+            f"seed(s) {', '.join(map(str, seeds))}, so {'they are' if len(names) > 1 else 'it is'} compared "
+            "unpaired (Welch's interval, a label-permutation p and a two-sample bootstrap)."
+        )
     if arms(UNCHECKED):
-        lines.append(f"**Pairing not recorded** for {', '.join(arms(UNCHECKED))} (records without a first-batch hash): "
-                     "compared seed by seed as the sweep intended, unchecked.")
+        lines.append(
+            f"**Pairing not recorded** for {', '.join(arms(UNCHECKED))} (records without a first-batch hash): "
+            "compared seed by seed as the sweep intended, unchecked."
+        )
     return "\n".join(f"{line}\n" for line in lines)
 
 
@@ -117,6 +135,7 @@ def _field(name: str):
     def read(record: dict):
         value = (record.get("provenance") or {}).get(name)
         return ", ".join(map(str, value)) if isinstance(value, list) else value
+
     return read
 
 
@@ -124,11 +143,19 @@ def _data(split: str):
     return lambda record: (record.get("data_fingerprints") or {}).get(split)
 
 
-PROVENANCE_ROWS = [("commit", _commit), ("python", _field("python")), ("torch", _field("torch")),
-                   ("torch build", _field("torch_build")), ("lightning", _field("lightning")), ("CPU", _field("cpu")),
-                   ("threads", _field("threads")), ("devices", _field("devices")),
-                   ("training data", _data("train")), ("validation data", _data("validation")),
-                   ("test data", _data("test"))]
+PROVENANCE_ROWS = [
+    ("commit", _commit),
+    ("python", _field("python")),
+    ("torch", _field("torch")),
+    ("torch build", _field("torch_build")),
+    ("lightning", _field("lightning")),
+    ("CPU", _field("cpu")),
+    ("threads", _field("threads")),
+    ("devices", _field("devices")),
+    ("training data", _data("train")),
+    ("validation data", _data("validation")),
+    ("test data", _data("test")),
+]
 
 
 def provenance_rows(records: list[dict]) -> list[list[str]]:
@@ -136,8 +163,11 @@ def provenance_rows(records: list[dict]) -> list[list[str]]:
     rows = []
     for label, read in PROVENANCE_ROWS:
         counts = Counter(str(value) if (value := read(r)) is not None else None for r in records)
-        found = [f"{value} ({n})" for value, n in sorted(counts.items(), key=lambda item: (item[0] is None, str(item[0])))
-                 if value is not None]
+        found = [
+            f"{value} ({n})"
+            for value, n in sorted(counts.items(), key=lambda item: (item[0] is None, str(item[0])))
+            if value is not None
+        ]
         if counts.get(None):
             found.append(f"not recorded ({counts[None]})")
         rows.append([label, "; ".join(found)])

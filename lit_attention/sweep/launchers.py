@@ -124,8 +124,10 @@ class LocalLauncher:
         count = torch.cuda.device_count()
         self.gpus = [g for g in visible.split(",") if g.strip()][:count] if visible else [str(i) for i in range(count)]
         if self.gpus and parallel * devices_per_run > len(self.gpus):
-            raise ConfigError(f"--parallel {parallel} x --devices-per-run {devices_per_run} needs "
-                              f"{parallel * devices_per_run} GPUs but {len(self.gpus)} are visible; run fewer at a time.")
+            raise ConfigError(
+                f"--parallel {parallel} x --devices-per-run {devices_per_run} needs "
+                f"{parallel * devices_per_run} GPUs but {len(self.gpus)} are visible; run fewer at a time."
+            )
         # Forking needs fork() that is safe with the libraries loaded (Linux's).
         self.fork = sys.platform.startswith("linux") and not self.gpus and not fresh
 
@@ -173,8 +175,11 @@ class LocalLauncher:
                         done(job, status, last_line(job.log))
             for _, process in running.values():
                 process.kill()
-            print("compare: stopped by SIGTERM; the runs it stopped kept their last checkpoint, and the same command "
-                  "resumes them.", file=sys.stderr, flush=True)
+            print(
+                "compare: stopped by SIGTERM; the runs it stopped kept their last checkpoint, and the same command resumes them.",
+                file=sys.stderr,
+                flush=True,
+            )
             raise
         except BaseException:  # Ctrl-C, say: no run outlives the sweep
             for _, process in running.values():
@@ -187,7 +192,8 @@ class LocalLauncher:
     def start(self, job: Job, slot: int):
         if self.fork and job.command[:2] == [sys.executable, "-m"]:
             process = multiprocessing.get_context("forkserver").Process(
-                target=run_forked, args=(job.command, str(job.log), self.threads(), local_environment(dict(os.environ))))
+                target=run_forked, args=(job.command, str(job.log), self.threads(), local_environment(dict(os.environ)))
+            )
             process.start()
             return process
         env = {**local_environment(dict(os.environ)), PARENT: str(os.getpid())}
@@ -212,6 +218,7 @@ class Terminated(SystemExit):
 
 def _raise_on_sigterm() -> tuple[bool, object]:
     """Make SIGTERM raise Terminated in this (main) thread: (whether it was done, the handler to put back)."""
+
     def handler(signum, frame):
         raise Terminated
 
@@ -241,19 +248,34 @@ def start_forkserver() -> None:
 class SlurmLauncher:
     """Submits every run as a SLURM job (or a local job with cluster="local") and waits for them."""
 
-    def __init__(self, folder: Path, partition: str | None = None, time_min: int = 60, gpus_per_node: int = 0,
-                 nodes: int = 1, cpus_per_task: int | None = None, cluster: str = "slurm") -> None:
+    def __init__(
+        self,
+        folder: Path,
+        partition: str | None = None,
+        time_min: int = 60,
+        gpus_per_node: int = 0,
+        nodes: int = 1,
+        cpus_per_task: int | None = None,
+        cluster: str = "slurm",
+    ) -> None:
         import shutil
 
         import submitit
 
         if cluster == "slurm" and shutil.which("sbatch") is None:
-            raise ConfigError("--launcher slurm needs SLURM (sbatch is not on PATH here); run compare on a login "
-                              "node, or use --slurm-cluster local to run the same jobs on this machine.")
+            raise ConfigError(
+                "--launcher slurm needs SLURM (sbatch is not on PATH here); run compare on a login "
+                "node, or use --slurm-cluster local to run the same jobs on this machine."
+            )
         self.executor = submitit.AutoExecutor(folder=folder, cluster=cluster)
         tasks = max(1, gpus_per_node)  # one process per GPU: Lightning's SLURM environment expects that
-        parameters = {"timeout_min": time_min, "nodes": nodes, "tasks_per_node": tasks,
-                      "gpus_per_node": gpus_per_node, "name": "lit-attention"}
+        parameters = {
+            "timeout_min": time_min,
+            "nodes": nodes,
+            "tasks_per_node": tasks,
+            "gpus_per_node": gpus_per_node,
+            "name": "lit-attention",
+        }
         if cpus_per_task:
             parameters["cpus_per_task"] = cpus_per_task
         if partition and self.executor.cluster == "slurm":

@@ -37,17 +37,22 @@ def check_output(output: Path, report_only: bool) -> None:
     if output.exists() and not output.is_dir():
         return  # check_writable says that a file is in the way
     entries = sorted(os.listdir(output)) if output.is_dir() else []
-    foreign = [name for name in entries if name not in OWN_NAMES and not is_temporary(name)
-               and not name.startswith(".write-test-")]
+    foreign = [
+        name for name in entries if name not in OWN_NAMES and not is_temporary(name) and not name.startswith(".write-test-")
+    ]
     if entries and LOCK not in entries and (foreign or RUNS not in entries):
         shown = foreign or entries
-        raise ConfigError(f"--output {str(output)!r} holds files that are not a compare sweep's "
-                          f"({', '.join(shown[:3])}{', ...' if len(shown) > 3 else ''}); compare writes only into a new "
-                          "or empty directory or one of its own sweeps, so choose another --output.")
+        raise ConfigError(
+            f"--output {str(output)!r} holds files that are not a compare sweep's "
+            f"({', '.join(shown[:3])}{', ...' if len(shown) > 3 else ''}); compare writes only into a new "
+            "or empty directory or one of its own sweeps, so choose another --output."
+        )
     if report_only and RUNS not in entries:
         what = "does not exist" if not output.exists() else "holds no runs"
-        raise ConfigError(f"--output {str(output)!r} {what}, so --report has nothing to report; run the same command "
-                          "without --report to train the sweep.")
+        raise ConfigError(
+            f"--output {str(output)!r} {what}, so --report has nothing to report; run the same command "
+            "without --report to train the sweep."
+        )
 
 
 # What each kind of compare command leaves at the top of its output, and how a message names the kind.
@@ -59,7 +64,7 @@ def last_command(output: Path) -> str:
     """The command that last held `output`'s lock, as its lock file names it ("" when none does)."""
     lock = Path(output) / LOCK
     held = lock.read_text(errors="replace").strip() if lock.is_file() else ""
-    return held[held.find("(") + 1: held.rfind(")")] if "(" in held else ""
+    return held[held.find("(") + 1 : held.rfind(")")] if "(" in held else ""
 
 
 def output_kind(output: Path) -> str | None:
@@ -85,10 +90,15 @@ def check_owner(output: Path, kind: str) -> None:
         return
     command = last_command(output)
     owner = f" (`{command[:200]}`)" if command else ""
-    again = {"scale": "give its --scale to resume or report it", "sweep": "leave out --scale to resume or report it",
-             "trend": "a trend writes a folder of its own"}[found]
-    raise ConfigError(f"--output {str(output)!r} holds {KINDS[found]}{owner}, and this command is {KINDS[kind]}, which "
-                      f"would replace its report; {again}, or choose another --output.")
+    again = {
+        "scale": "give its --scale to resume or report it",
+        "sweep": "leave out --scale to resume or report it",
+        "trend": "a trend writes a folder of its own",
+    }[found]
+    raise ConfigError(
+        f"--output {str(output)!r} holds {KINDS[found]}{owner}, and this command is {KINDS[kind]}, which "
+        f"would replace its report; {again}, or choose another --output."
+    )
 
 
 def remove_if_only_locked(output: Path) -> None:
@@ -117,15 +127,19 @@ class OutputLock:
         if holder is None:
             return self
         if not wait:
-            raise ConfigError(f"--output {str(self.path.parent)!r} is in use by {holder}; wait for it to end, "
-                              "or pass --wait-for-lock to start when it does.")
-        print(f"compare: {self.path.parent} is in use by {holder}; waiting for it to end (--wait-for-lock).",
-              file=sys.stderr, flush=True)
+            raise ConfigError(
+                f"--output {str(self.path.parent)!r} is in use by {holder}; wait for it to end, "
+                "or pass --wait-for-lock to start when it does."
+            )
+        print(
+            f"compare: {self.path.parent} is in use by {holder}; waiting for it to end (--wait-for-lock).",
+            file=sys.stderr,
+            flush=True,
+        )
         try:
             self._lock.acquire(wait=True)
         except KeyboardInterrupt:
-            print(f"\ncompare: interrupted while waiting for {holder}; nothing was run or written.",
-                  file=sys.stderr, flush=True)
+            print(f"\ncompare: interrupted while waiting for {holder}; nothing was run or written.", file=sys.stderr, flush=True)
             sys.exit(130)
         return self
 

@@ -45,8 +45,9 @@ class _Planner(LitAttentionCLI):
         self.prepare_config()
         # The strategy whatever the hardware: a strategy the fit would refuse is refused before any job is queued.
         trainer = self.run_config.trainer
-        check_strategy(trainer.get("strategy"), test=self.run_config.run.test,
-                       checkpointing=trainer.get("enable_checkpointing") is not False)
+        check_strategy(
+            trainer.get("strategy"), test=self.run_config.run.test, checkpointing=trainer.get("enable_checkpointing") is not False
+        )
         if self.check_trainer:
             check_trainer_settings(self.run_config.trainer)
         with torch.device("meta"):
@@ -67,8 +68,9 @@ def plan_run(args: list[str], check_trainer: bool = True) -> PlannedRun:
         planner = _Planner(args=args, run=False, check_trainer=check_trainer)
     finally:
         seeding.setLevel(level)
-    return PlannedRun(planner.run_config, planner.meta_model, planner.built_datamodule,
-                      resolved(planner.parser, planner.run_config))
+    return PlannedRun(
+        planner.run_config, planner.meta_model, planner.built_datamodule, resolved(planner.parser, planner.run_config)
+    )
 
 
 def build_plan(args, variants: list[str], grid, extra: list[str], size=None) -> Plan:
@@ -101,10 +103,8 @@ def build_plan(args, variants: list[str], grid, extra: list[str], size=None) -> 
         raise ConfigError(f"Two arms are called {twice[0]!r}; give each --arm a label of its own.")
     check_folder_names(list(dict.fromkeys(labels)), points)
     where = {"size": size.label, "budget": size.budget} if size is not None else {}
-    runs = [Run(label, variant, point, seed, overrides, **where)
-            for label, variant, overrides, point in arms for seed in seeds]
-    configs = {(run.arm, run.point): check_run(args.config, run, extra, checked).resolved
-               for run in runs if run.seed == seeds[0]}
+    runs = [Run(label, variant, point, seed, overrides, **where) for label, variant, overrides, point in arms for seed in seeds]
+    configs = {(run.arm, run.point): check_run(args.config, run, extra, checked).resolved for run in runs if run.seed == seeds[0]}
     if not getattr(args, "report", False):
         check_prepared(args.config, checked.values())
     labels = list(dict.fromkeys(label for label, *_ in arms))
@@ -120,9 +120,11 @@ def check_prepared(configs: list[str], planned: Iterable[PlannedRun]) -> None:
         missing = getattr(run.datamodule, "unprepared", lambda: None)() if processes > 1 else None
         if missing:
             recipes = " ".join(f"--config {config}" for config in configs)
-            raise ConfigError(f"{missing} are not prepared yet, and each run of this sweep is {processes} processes, "
-                              f"which would refuse them when it starts; prepare them once here with `lit-attention "
-                              f"prepare {recipes}` and the sweep's --data options, then start the sweep again.")
+            raise ConfigError(
+                f"{missing} are not prepared yet, and each run of this sweep is {processes} processes, "
+                f"which would refuse them when it starts; prepare them once here with `lit-attention "
+                f"prepare {recipes}` and the sweep's --data options, then start the sweep again."
+            )
 
 
 def check_run(configs, run: Run, extra, checked: dict | None = None):
@@ -137,8 +139,9 @@ def check_run(configs, run: Run, extra, checked: dict | None = None):
         # The hardware is the fit's to check: a login node plans a SLURM sweep of GPU runs.
         planned = plan_run(arguments, check_trainer=False)
     except ArgumentError as error:
-        raise ConfigError(f"{parser_error_sentence(str(error), registered_classes()).rstrip('.')} (in the run of "
-                          f"{where}).") from None
+        raise ConfigError(
+            f"{parser_error_sentence(str(error), registered_classes()).rstrip('.')} (in the run of {where})."
+        ) from None
     except ConfigError as error:
         raise ConfigError(f"{str(error).rstrip('.')} (in the run of {where}).") from None
     if checked is not None:
@@ -160,20 +163,30 @@ def matched_mlp_ratios(args, variants: list[str], point, extra, checked: dict | 
         target = counts[reference]
         count, dim, ratio = non_embedding(args.config, variant, point, (), extra, checked)
         hidden = int(dim * ratio)
-        wider, _, _ = non_embedding(args.config, variant, point, (f"--model.init_args.net.mlp_ratio={(hidden + dim + 0.5) / dim}",), extra, checked)
+        wider, _, _ = non_embedding(
+            args.config, variant, point, (f"--model.init_args.net.mlp_ratio={(hidden + dim + 0.5) / dim}",), extra, checked
+        )
         per_unit = (wider - count) / dim
         if per_unit == 0:  # mlp_hidden fixes the width whatever mlp_ratio says
-            raise ConfigError(f"{variant} cannot be matched to {reference}'s parameters: its config sets mlp_hidden, "
-                              "so mlp_ratio leaves the MLP width as it is; unset mlp_hidden to match parameters.")
+            raise ConfigError(
+                f"{variant} cannot be matched to {reference}'s parameters: its config sets mlp_hidden, "
+                "so mlp_ratio leaves the MLP width as it is; unset mlp_hidden to match parameters."
+            )
         new_hidden = hidden + round((target - count) / per_unit)
         if new_hidden < 1:
-            raise ConfigError(f"{variant} cannot be matched to {reference}'s {target:,} non-embedding parameters "
-                              "by its MLP width alone; pick another reference variant.")
+            raise ConfigError(
+                f"{variant} cannot be matched to {reference}'s {target:,} non-embedding parameters "
+                "by its MLP width alone; pick another reference variant."
+            )
         ratios[(variant, reference)] = (new_hidden + 0.5) / dim  # int(dim * ratio) == new_hidden exactly
-        achieved = non_embedding(args.config, variant, point, (f"--model.init_args.net.mlp_ratio={ratios[(variant, reference)]}",), extra, checked)[0]
+        achieved = non_embedding(
+            args.config, variant, point, (f"--model.init_args.net.mlp_ratio={ratios[(variant, reference)]}",), extra, checked
+        )[0]
         if abs(achieved - target) > 0.01 * target:
-            raise ConfigError(f"The MLP width of {variant} gets to {achieved:,} non-embedding parameters, not within "
-                              f"1% of {reference}'s {target:,}; match to another variant.")
+            raise ConfigError(
+                f"The MLP width of {variant} gets to {achieved:,} non-embedding parameters, not within "
+                f"1% of {reference}'s {target:,}; match to another variant."
+            )
     return ratios
 
 

@@ -29,8 +29,9 @@ def write_atomically(path: str | os.PathLike, data: str | bytes) -> None:
         replace_file(path, lambda file: file.write(data.encode() if isinstance(data, str) else data))
     except OSError as error:
         why = f"{type(error).__name__}: {error.strerror}" if error.strerror else brief(error)  # not the temporary's name
-        raise ConfigError(f"Cannot write the report {str(path)!r} ({why}); make it and its folder writable, "
-                          "or choose another --output.") from None
+        raise ConfigError(
+            f"Cannot write the report {str(path)!r} ({why}); make it and its folder writable, or choose another --output."
+        ) from None
 
 
 def refuse_unwritable(path: Path) -> None:
@@ -38,8 +39,9 @@ def refuse_unwritable(path: Path) -> None:
     in-place write would have been: the rename alone would replace a read-only file."""
     if path.is_dir() or (path.exists() and not os.access(path, os.W_OK)):
         what = "a directory" if path.is_dir() else "read-only"
-        raise ConfigError(f"Cannot write the report {str(path)!r} ({what}); make it writable (or remove it), "
-                          "or choose another --output.")
+        raise ConfigError(
+            f"Cannot write the report {str(path)!r} ({what}); make it writable (or remove it), or choose another --output."
+        )
 
 
 def check_reports_writable(output: Path) -> None:

@@ -18,8 +18,11 @@ def launch(args, plan: Plan, states: dict, output: Path, extra: list[str]) -> in
     todo = [r for r in plan.runs if not states[r].finished]
     launcher = make_launcher(args, output)
     total, done_before = len(plan.runs), len(plan.runs) - len(todo)
-    print(f"compare: {total} runs ({len(plan.arms)} arm(s) x {len(plan.points)} grid point(s) x {len(plan.seeds)} seed(s)); "
-          f"{done_before} finished earlier, {len(todo)} to run, {launcher.describe()}; output {output}", flush=True)
+    print(
+        f"compare: {total} runs ({len(plan.arms)} arm(s) x {len(plan.points)} grid point(s) x {len(plan.seeds)} seed(s)); "
+        f"{done_before} finished earlier, {len(todo)} to run, {launcher.describe()}; output {output}",
+        flush=True,
+    )
     started, finished, failed = time.perf_counter(), [0], [0]
 
     def report(job: Job, status: int, last_line: str) -> None:
@@ -41,18 +44,25 @@ def launch(args, plan: Plan, states: dict, output: Path, extra: list[str]) -> in
 
     for run in todo:
         clear_failure(run, output)
-    jobs = [Job(run, run.command(args.config, extra, output, args.test), run.directory(output) / "compare.log")
-            for run in todo]
+    jobs = [Job(run, run.command(args.config, extra, output, args.test), run.directory(output) / "compare.log") for run in todo]
     try:
         if jobs:  # nothing to run: no forkserver or SLURM job files either
             launcher.run(jobs, report)
     except KeyboardInterrupt:
         if args.launcher == "slurm":
-            print("\ncompare: interrupted. The jobs it submitted keep running (scancel ends them); once they "
-                  "end, the same command resumes what did not finish.", file=sys.stderr, flush=True)
+            print(
+                "\ncompare: interrupted. The jobs it submitted keep running (scancel ends them); once they "
+                "end, the same command resumes what did not finish.",
+                file=sys.stderr,
+                flush=True,
+            )
         else:
-            print("\ncompare: interrupted. Finished runs keep their records; the same command resumes the others "
-                  "from their last checkpoint.", file=sys.stderr, flush=True)
+            print(
+                "\ncompare: interrupted. Finished runs keep their records; the same command resumes the others "
+                "from their last checkpoint.",
+                file=sys.stderr,
+                flush=True,
+            )
         sys.exit(130)
     return failed[0]
 
@@ -91,8 +101,10 @@ def extend_edges(args, plan: Plan, states: dict, output: Path, extra: list[str])
                 added += runs
         if not added:
             break
-        found = {r: find_state(r, output, needs_test=args.test and not args.report, wanted=plan.configs[(r.arm, r.point)])
-                 for r in added}
+        found = {
+            r: find_state(r, output, needs_test=args.test and not args.report, wanted=plan.configs[(r.arm, r.point)])
+            for r in added
+        }
         if args.report and not any(state.finished for state in found.values()):
             for run in added:  # never run: not part of this report
                 plan.extensions[run.arm] = [p for p in plan.extensions[run.arm] if p != run.point]
@@ -101,10 +113,17 @@ def extend_edges(args, plan: Plan, states: dict, output: Path, extra: list[str])
         plan.runs += added
         states.update(found)
         if not args.report:
-            print(f"compare: the tuned choice of {', '.join(sorted({r.arm for r in added}))} sits at the grid's edge; "
-                  f"running the next point past it.", flush=True)
-            extension_plan = Plan(runs=added, arms=list(dict.fromkeys(r.arm for r in added)),
-                                  points=list(dict.fromkeys(r.point for r in added)), seeds=plan.seeds)
+            print(
+                f"compare: the tuned choice of {', '.join(sorted({r.arm for r in added}))} sits at the grid's edge; "
+                f"running the next point past it.",
+                flush=True,
+            )
+            extension_plan = Plan(
+                runs=added,
+                arms=list(dict.fromkeys(r.arm for r in added)),
+                points=list(dict.fromkeys(r.point for r in added)),
+                seeds=plan.seeds,
+            )
             failed += launch(args, extension_plan, states, output, extra)
             states.update({r: find_state(r, output) for r in added})
     return failed
@@ -138,8 +157,15 @@ def make_launcher(args, output: Path):
     """The launcher the options name, for the sweep and for its --verify re-runs (SLURM's job files under
     `output`): a re-run goes where its run went, with the same threads or GPUs."""
     if args.launcher == "slurm":
-        return SlurmLauncher(output / "slurm", args.slurm_partition, args.slurm_time, args.slurm_gpus_per_node,
-                             args.slurm_nodes, args.slurm_cpus_per_task, args.slurm_cluster)
+        return SlurmLauncher(
+            output / "slurm",
+            args.slurm_partition,
+            args.slurm_time,
+            args.slurm_gpus_per_node,
+            args.slurm_nodes,
+            args.slurm_cpus_per_task,
+            args.slurm_cluster,
+        )
     return LocalLauncher(args.parallel, args.devices_per_run, fresh=args.fresh_processes)
 
 

@@ -30,9 +30,16 @@ FAILURE = "failure.json"
 LIT_ATTENTION = [sys.executable, "-m", "lit_attention"]  # how every run's command starts
 # Settings the sweep itself sets for every run, and the compare option to use instead.
 CONTROLLED = {
-    "model.attention": "--variants", "model.init_args.attention": "--variants", "seed_everything": "--seeds",
-    "run.root": "--output", "run.name": "--output", "run.recipe": "--config", "run.settings": "--grid", "run.test": "--test",
-    "ckpt_path": "nothing: compare resumes interrupted runs itself", "model": "--config to choose the task",
+    "model.attention": "--variants",
+    "model.init_args.attention": "--variants",
+    "seed_everything": "--seeds",
+    "run.root": "--output",
+    "run.name": "--output",
+    "run.recipe": "--config",
+    "run.settings": "--grid",
+    "run.test": "--test",
+    "ckpt_path": "nothing: compare resumes interrupted runs itself",
+    "model": "--config to choose the task",
 }
 
 
@@ -65,18 +72,32 @@ class Run:
     def arguments(self, configs: list[str], extra: list[str]) -> list[str]:
         """The `fit` arguments that decide what this run computes: what compare checks the run with
         before the sweep starts (planning.plan_run), and the start of the command that trains it."""
-        return [*[w for c in configs for w in ("--config", c)], f"--model.init_args.attention={self.variant}",
-                f"--seed_everything={self.seed}", "--trainer.enable_progress_bar=false",
-                *[f"--{key}={value}" for key, value in self.point], *self.overrides, *extra]
+        return [
+            *[w for c in configs for w in ("--config", c)],
+            f"--model.init_args.attention={self.variant}",
+            f"--seed_everything={self.seed}",
+            "--trainer.enable_progress_bar=false",
+            *[f"--{key}={value}" for key, value in self.point],
+            *self.overrides,
+            *extra,
+        ]
 
     def command(self, configs: list[str], extra: list[str], output: Path, test: bool) -> list[str]:
         """The `lit-attention fit` that trains this run: its arguments, then where it is written and what
         it is labelled (settings compare controls, so `extra` cannot set them) and a resume from its last
         checkpoint."""
         settings = {**dict(self.point), "arm": self.arm, **({"size": self.size, **dict(self.budget)} if self.size else {})}
-        return [*LIT_ATTENTION, "fit", *self.arguments(configs, extra), f"--run.root={Path(output) / 'runs'}",
-                f"--run.name={self.run_name}", f"--run.recipe={recipe_name(configs)}", f"--run.test={str(test).lower()}",
-                f"--run.settings={json.dumps(settings)}", "--ckpt_path=last"]
+        return [
+            *LIT_ATTENTION,
+            "fit",
+            *self.arguments(configs, extra),
+            f"--run.root={Path(output) / 'runs'}",
+            f"--run.name={self.run_name}",
+            f"--run.recipe={recipe_name(configs)}",
+            f"--run.test={str(test).lower()}",
+            f"--run.settings={json.dumps(settings)}",
+            "--ckpt_path=last",
+        ]
 
 
 @dataclass
@@ -123,8 +144,9 @@ def parse_variants(tokens: list[str], option: str = "--variants") -> list[str]:
             elif part:
                 variants.append(resolve_spec(part).name)  # a typo fails here, before any training
     if not variants:
-        raise ConfigError(f"{option} {' '.join(tokens)!r} names no variant; give 'all' or comma-separated variants, "
-                          f"each {presets_help()}.")
+        raise ConfigError(
+            f"{option} {' '.join(tokens)!r} names no variant; give 'all' or comma-separated variants, each {presets_help()}."
+        )
     return list(dict.fromkeys(variants))
 
 
@@ -149,8 +171,9 @@ def parse_grid(items: list[str]) -> list[tuple[str, list[str]]]:
             if key == earlier:
                 raise ConfigError(f"--grid {key} is given twice; put all its values in one --grid {key}=V1,V2,...")
             if same_key(key, earlier):
-                raise ConfigError(f"--grid {earlier} and --grid {key} set the same key; put all its values in one "
-                                  f"--grid {earlier}=V1,V2,...")
+                raise ConfigError(
+                    f"--grid {earlier} and --grid {key} set the same key; put all its values in one --grid {earlier}=V1,V2,..."
+                )
         check_distinct_values(key, choices)
         grid.append((key, choices))
     return grid
@@ -214,8 +237,9 @@ def comparison_pair(plan: Plan, text: str, item: str, baseline: str, flag: str) 
     try:
         pair = (baseline_arm(plan, arm), baseline_arm(plan, reference) if reference else baseline)
     except ConfigError:
-        raise ConfigError(f"{flag} {item!r} names an arm this sweep does not have; its arms are "
-                          f"{', '.join(plan.arms)}.") from None
+        raise ConfigError(
+            f"{flag} {item!r} names an arm this sweep does not have; its arms are {', '.join(plan.arms)}."
+        ) from None
     if pair[0] == pair[1]:
         raise ConfigError(f"{flag} {item!r} compares {pair[0]} with itself; name another arm or reference.")
     return pair
@@ -254,8 +278,9 @@ def parse_primary(plan: Plan, text: str | None, baseline: str) -> list[tuple[str
     return list(dict.fromkeys(pairs))
 
 
-def parse_equivalence(plan: Plan, items: list[str], baseline: str,
-                      primary: list[tuple[str, str]] | None) -> dict[tuple[str, str], float]:
+def parse_equivalence(
+    plan: Plan, items: list[str], baseline: str, primary: list[tuple[str, str]] | None
+) -> dict[tuple[str, str], float]:
     """{(arm, reference): margin} from `ARM[:REFERENCE]=MARGIN` items (--equivalence): comparisons declared
     in advance to test for equivalence within ±MARGIN, in the metric's units; each must be one of the
     --primary comparisons, whose family sets the interval it is read from."""
@@ -267,13 +292,17 @@ def parse_equivalence(plan: Plan, items: list[str], baseline: str,
         except ValueError:
             margin = math.nan
         if not (math.isfinite(margin) and margin > 0):
-            raise ConfigError(f"--equivalence {item!r} needs a positive margin after '=', in the metric's units, "
-                              "such as --equivalence identity_query=0.02.")
+            raise ConfigError(
+                f"--equivalence {item!r} needs a positive margin after '=', in the metric's units, "
+                "such as --equivalence identity_query=0.02."
+            )
         pair = comparison_pair(plan, pair_text.strip(), item, baseline, "--equivalence")
         if primary is not None and pair not in primary:
             declared = ", ".join(a if r == baseline else f"{a}:{r}" for a, r in primary)
-            raise ConfigError(f"--equivalence {item!r} is not one of the --primary comparisons ({declared}); an "
-                              "equivalence is confirmatory, so add it to --primary.")
+            raise ConfigError(
+                f"--equivalence {item!r} is not one of the --primary comparisons ({declared}); an "
+                "equivalence is confirmatory, so add it to --primary."
+            )
         if pair in margins:
             raise ConfigError(f"--equivalence gives {pair_text.strip()!r} twice; give each comparison one margin.")
         margins[pair] = margin
@@ -288,8 +317,10 @@ def parse_point(plan: Plan, text: str | None) -> tuple | None:
         raise ConfigError(f"--at {text!r} needs a --grid of two or more points to choose from.")
     labels = {point_label(point): point for point in plan.points}
     if text.strip() not in labels:
-        raise ConfigError(f"--at {text!r} is not a point of this sweep's grid (points past its edges are not: not "
-                          f"every arm runs there); choose one of: {', '.join(labels)}.")
+        raise ConfigError(
+            f"--at {text!r} is not a point of this sweep's grid (points past its edges are not: not "
+            f"every arm runs there); choose one of: {', '.join(labels)}."
+        )
     return labels[text.strip()]
 
 
@@ -299,8 +330,10 @@ def parse_arms(items: list[str], grid) -> list[tuple[str, str, tuple[str, ...]]]
     for item in items:
         parts = [part.strip() for part in item.split(";")]
         if len(parts) < 2 or not parts[0] or not parts[1] or not all("=" in part for part in parts[2:]):
-            raise ConfigError(f"--arm {item!r} is malformed; write 'LABEL;VARIANT;KEY=VALUE;...', such as "
-                              "'mlp4.75;standard;model.init_args.net.mlp_ratio=4.75'.")
+            raise ConfigError(
+                f"--arm {item!r} is malformed; write 'LABEL;VARIANT;KEY=VALUE;...', such as "
+                "'mlp4.75;standard;model.init_args.net.mlp_ratio=4.75'."
+            )
         overrides = tuple(f"--{part.lstrip('-')}" for part in parts[2:])
         check_extra_arguments(list(overrides), grid)
         arms.append((parts[0], parse_variants([parts[1]])[0], overrides))
@@ -332,9 +365,11 @@ def check_folder_names(arms: list[str], points: list[tuple]) -> None:
         for name in names:
             other = folders.setdefault(slug(name).casefold(), name)
             if other != name:
-                raise ConfigError(f"The {what} {other!r} and {name!r} would share the folder {slug(name)!r} (folder "
-                                  "names keep letters, digits and . , = + ~ - only, whatever their case); give them "
-                                  "names that differ in those.")
+                raise ConfigError(
+                    f"The {what} {other!r} and {name!r} would share the folder {slug(name)!r} (folder "
+                    "names keep letters, digits and . , = + ~ - only, whatever their case); give them "
+                    "names that differ in those."
+                )
 
 
 def find_state(run: Run, output: Path, needs_test: bool = False, wanted: dict | None = None) -> RunState:

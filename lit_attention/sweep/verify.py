@@ -38,22 +38,31 @@ def choose_runs(states: Iterable[RunState], k: int) -> list[Run]:
     the same sweep re-checks the same runs every time it is asked, so its report rebuilds identically."""
     finished = sorted((state.run for state in states if state.finished), key=run_order)
     if k < 0 or k > len(finished):
-        raise ConfigError(f"--verify {k} is invalid: {len(finished)} run(s) of this sweep are finished; give a number "
-                          f"from 0 to {len(finished)}.")
+        raise ConfigError(
+            f"--verify {k} is invalid: {len(finished)} run(s) of this sweep are finished; give a number "
+            f"from 0 to {len(finished)}."
+        )
     return sorted(random.Random(0).sample(finished, k), key=run_order)
 
 
-def rerun(runs: list[Run], plan: Plan, states: dict[Run, RunState], configs: list[str], extra: list[str], output: Path,
-          launcher) -> int:
+def rerun(
+    runs: list[Run], plan: Plan, states: dict[Run, RunState], configs: list[str], extra: list[str], output: Path, launcher
+) -> int:
     """Train `runs` again under `<output>/verify` with the command the sweep gave each (`Run.command`, with
     --test when its record has test scores), skipping the re-runs finished there already; prints a line
     per re-run as it ends. Returns how many failed."""
     folder = scratch(output)
     tested = {run: states[run].record.get("test") is not None for run in runs}
-    todo = [run for run in runs if not find_state(run, folder, needs_test=tested[run],
-                                                    wanted=plan.configs.get((run.arm, run.point))).finished]
-    print(f"compare --verify: {len(runs)} finished run(s) to re-train in {folder}; {len(runs) - len(todo)} re-trained "
-          f"earlier, {len(todo)} to run, {launcher.describe()}", flush=True)
+    todo = [
+        run
+        for run in runs
+        if not find_state(run, folder, needs_test=tested[run], wanted=plan.configs.get((run.arm, run.point))).finished
+    ]
+    print(
+        f"compare --verify: {len(runs)} finished run(s) to re-train in {folder}; {len(runs) - len(todo)} re-trained "
+        f"earlier, {len(todo)} to run, {launcher.describe()}",
+        flush=True,
+    )
     failed = []
 
     def report(job: Job, status: int, last_line: str) -> None:
@@ -61,7 +70,9 @@ def rerun(runs: list[Run], plan: Plan, states: dict[Run, RunState], configs: lis
         where = f"{run.arm} seed {run.seed} {run.point_label}"
         if status == 0:
             again, recorded = find_state(run, folder).record or {}, states[run].record
-            print(f"verify {where}: best {value_text(best_value(again))} (recorded {value_text(best_value(recorded))})", flush=True)
+            print(
+                f"verify {where}: best {value_text(best_value(again))} (recorded {value_text(best_value(recorded))})", flush=True
+            )
         else:
             failed.append(run)
             write_failure(run, folder, status, last_line.removeprefix("error: "))
@@ -70,8 +81,10 @@ def rerun(runs: list[Run], plan: Plan, states: dict[Run, RunState], configs: lis
     for run in todo:
         clear_failure(run, folder)
     try:
-        launcher.run([Job(run, run.command(configs, extra, folder, tested[run]), run.directory(folder) / "compare.log")
-                      for run in todo], report)
+        launcher.run(
+            [Job(run, run.command(configs, extra, folder, tested[run]), run.directory(folder) / "compare.log") for run in todo],
+            report,
+        )
     except KeyboardInterrupt:
         print("\ncompare --verify: interrupted. The same command resumes the re-runs.", file=sys.stderr, flush=True)
         sys.exit(130)

@@ -35,9 +35,16 @@ from lit_attention.training.throughput import TrainingThroughput
 from lit_attention.training.tasks.base import TaskModule
 
 
-def default_callbacks(model, user_callbacks: list, fitting: bool, checkpointing: bool,
-                      checkpoint_every_n_steps: int | None, attention_maps: bool, progress: bool,
-                      checkpoint_dir: str | None = None) -> list[L.Callback]:
+def default_callbacks(
+    model,
+    user_callbacks: list,
+    fitting: bool,
+    checkpointing: bool,
+    checkpoint_every_n_steps: int | None,
+    attention_maps: bool,
+    progress: bool,
+    checkpoint_dir: str | None = None,
+) -> list[L.Callback]:
     """The callbacks a run gets besides the user's own (a user's callback of the same kind replaces
     ours). The recorder comes before LastCheckpoint: after a validation it must note the new point
     before the checkpoint that a resume would start from is written. `checkpoint_dir`: the run's
@@ -57,11 +64,18 @@ def default_callbacks(model, user_callbacks: list, fitting: bool, checkpointing:
         if missing(ExactResume):
             callbacks.append(ExactResume())
         if missing(ModelCheckpoint):  # the best checkpoint; last.ckpt is LastCheckpoint's
-            callbacks.append(BestCheckpoint(
-                tie_breaker=getattr(model, "monitor_tie_breaker", None), dirpath=checkpoint_dir,
-                monitor=model.monitor, mode=model.monitor_mode, save_last=False, save_top_k=1,
-                filename="best-{epoch}-{step}", auto_insert_metric_name=False,
-            ))
+            callbacks.append(
+                BestCheckpoint(
+                    tie_breaker=getattr(model, "monitor_tie_breaker", None),
+                    dirpath=checkpoint_dir,
+                    monitor=model.monitor,
+                    mode=model.monitor_mode,
+                    save_last=False,
+                    save_top_k=1,
+                    filename="best-{epoch}-{step}",
+                    auto_insert_metric_name=False,
+                )
+            )
         if missing(LastCheckpoint):
             callbacks.append(LastCheckpoint(every_n_steps=checkpoint_every_n_steps))
     if missing(FiniteLossGuard):
@@ -94,8 +108,12 @@ class FinalValidation(L.Callback):
 def _last_batch_of_fit(trainer: L.Trainer) -> bool:
     """Whether the training batch just done is the run's last (by max_steps or max_epochs)."""
     steps = trainer.max_steps is not None and trainer.max_steps >= 0 and trainer.global_step >= trainer.max_steps
-    epochs = (trainer.max_epochs is not None and trainer.max_epochs >= 0 and trainer.current_epoch + 1 >= trainer.max_epochs
-              and trainer.fit_loop.epoch_loop.batch_progress.is_last_batch)
+    epochs = (
+        trainer.max_epochs is not None
+        and trainer.max_epochs >= 0
+        and trainer.current_epoch + 1 >= trainer.max_epochs
+        and trainer.fit_loop.epoch_loop.batch_progress.is_last_batch
+    )
     return steps or epochs
 
 
@@ -175,8 +193,10 @@ class PredictionWriter(BasePredictionWriter):
                 written = False
             # Every rank must be able to write where rank 0 reads, or rank 0 would wait at the end for ever.
             if not trainer.strategy.reduce_boolean_decision(written, all=True):
-                raise ConfigError(f"A rank cannot write its predictions beside {str(where)!r}; under DDP every rank "
-                                  "writes into the run's folder, so put the runs on a file system every node sees.")
+                raise ConfigError(
+                    f"A rank cannot write its predictions beside {str(where)!r}; under DDP every rank "
+                    "writes into the run's folder, so put the runs on a file system every node sees."
+                )
 
     def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch, batch_idx, dataloader_idx) -> None:
         if self.part is not None:
@@ -389,9 +409,13 @@ def nonfinite_message(trainer, loss: torch.Tensor | None, place: tuple[int, int,
     where = f"global step {step} (epoch {epoch}, batch {batch})"
     last = last_checkpoint(trainer)
     if last is not None and last.is_file():
-        then = (f"; the last checkpoint {str(last)!r} is intact: lower the learning rate or clip gradients "
-                "(trainer.gradient_clip_val), then resume with --ckpt_path last")
+        then = (
+            f"; the last checkpoint {str(last)!r} is intact: lower the learning rate or clip gradients "
+            "(trainer.gradient_clip_val), then resume with --ckpt_path last"
+        )
     else:
-        then = ("; no checkpoint was written before it, so lower the learning rate or clip gradients "
-                "(trainer.gradient_clip_val) and start the run again")
+        then = (
+            "; no checkpoint was written before it, so lower the learning rate or clip gradients "
+            "(trainer.gradient_clip_val) and start the run again"
+        )
     return f"The training loss became {value} at {where}; training stopped before saving that step or any later one{then}."

@@ -209,19 +209,25 @@ def resolve_checkpoint(ckpt_path: str | None, base: Path, command: str) -> str |
     if not str(ckpt_path).strip():
         raise ConfigError(f"--ckpt_path {ckpt_path!r} is empty; give last, best or a checkpoint's path, or leave it out.")
     if str(ckpt_path).split(":")[0] in LIGHTNING_CHECKPOINT_NAMES:
-        raise ConfigError(f"--ckpt_path {ckpt_path!r} names Lightning's own SLURM or registry checkpoints, which "
-                          "lit-attention runs do not write; give last (a preempted run resumes from it), best or a path.")
+        raise ConfigError(
+            f"--ckpt_path {ckpt_path!r} names Lightning's own SLURM or registry checkpoints, which "
+            "lit-attention runs do not write; give last (a preempted run resumes from it), best or a path."
+        )
     if ckpt_path not in ("last", "best"):
         return str(ckpt_path)
     newest = newest_version(base)
     if ckpt_path == "best":
         if command == "fit":
-            raise ConfigError("fit --ckpt_path best would restart from an earlier point of a run; "
-                              "resume with --ckpt_path last, or pass a checkpoint's path.")
+            raise ConfigError(
+                "fit --ckpt_path best would restart from an earlier point of a run; "
+                "resume with --ckpt_path last, or pass a checkpoint's path."
+            )
         found = sorted((newest / CHECKPOINTS).glob("best-*.ckpt"), key=os.path.getmtime) if newest else []
         if not found:
-            raise ConfigError(f"--ckpt_path best: there is no best checkpoint in {str(newest or base)!r}; "
-                              "train the run first, or pass a checkpoint's path.")
+            raise ConfigError(
+                f"--ckpt_path best: there is no best checkpoint in {str(newest or base)!r}; "
+                "train the run first, or pass a checkpoint's path."
+            )
         return str(found[-1])
     last = newest / CHECKPOINTS / LAST if newest else None
     if last is not None and last.is_dir():
@@ -230,8 +236,10 @@ def resolve_checkpoint(ckpt_path: str | None, base: Path, command: str) -> str |
         rank_zero_info(f"--ckpt_path last: {last}")
         return str(last)
     if command != "fit":
-        raise ConfigError(f"--ckpt_path last: there is no checkpoint in {str(newest or base)!r} to {command}; "
-                          "train the run first, or pass a checkpoint's path.")
+        raise ConfigError(
+            f"--ckpt_path last: there is no checkpoint in {str(newest or base)!r} to {command}; "
+            "train the run first, or pass a checkpoint's path."
+        )
     rank_zero_info(f"--ckpt_path last: nothing to resume in {newest or base}; starting a new run.")
     return None
 
@@ -245,11 +253,15 @@ def directory_sentence(path: str | os.PathLike) -> str:
     inside = [Path(path) / CHECKPOINTS / LAST, Path(path) / LAST, *sorted(Path(path).glob("*.ckpt"))]
     found = next((file for file in inside if file.is_file()), None)
     if found is not None:
-        return (f"Checkpoint {str(path)!r} is a directory; pass a checkpoint file, such as {str(found)!r}, "
-                "or last or best for this recipe's newest run.")
-    return (f"Checkpoint {str(path)!r} is a directory; pass a checkpoint file, such as a run directory's "
-            "checkpoints/last.ckpt, or last or best for this recipe's newest run (a sharded checkpoint, as FSDP's "
-            "state_dict_type 'sharded' writes, is neither written nor read by lit-attention).")
+        return (
+            f"Checkpoint {str(path)!r} is a directory; pass a checkpoint file, such as {str(found)!r}, "
+            "or last or best for this recipe's newest run."
+        )
+    return (
+        f"Checkpoint {str(path)!r} is a directory; pass a checkpoint file, such as a run directory's "
+        "checkpoints/last.ckpt, or last or best for this recipe's newest run (a sharded checkpoint, as FSDP's "
+        "state_dict_type 'sharded' writes, is neither written nor read by lit-attention)."
+    )
 
 
 def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
@@ -257,7 +269,9 @@ def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     if Path(path).is_dir():
         raise ConfigError(directory_sentence(path))
     if not Path(path).is_file():
-        raise ConfigError(f"Checkpoint {str(path)!r} does not exist; pass the path of a .ckpt file, or 'last' to resume the latest run of this recipe.")
+        raise ConfigError(
+            f"Checkpoint {str(path)!r} does not exist; pass the path of a .ckpt file, or 'last' to resume the latest run of this recipe."
+        )
     try:
         checkpoint = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
     except Exception as error:  # truncated zip, garbage bytes, foreign pickle: all mean "unusable"
@@ -267,14 +281,25 @@ def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
             "so pass another one (e.g. an earlier checkpoint of the run) or start without --ckpt_path."
         ) from None
     if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("state_dict"), dict):
-        raise ConfigError(f"Checkpoint {str(path)!r} holds no model state_dict, so it is not a Lightning checkpoint; pass a .ckpt written by lit-attention.")
+        raise ConfigError(
+            f"Checkpoint {str(path)!r} holds no model state_dict, so it is not a Lightning checkpoint; pass a .ckpt written by lit-attention."
+        )
     return checkpoint
 
 
 # Hyper-parameters that shape only training, not the weights: a difference there is not a mismatch.
 TRAINING_ONLY = {name for name in inspect.signature(TaskModule.__init__).parameters if name != "self"} | {
-    "label_smoothing", "net.dropout", "net.drop_path", "beam_size", "bleu_batches", "monitor", "max_new_tokens",
-    "temperature", "top_k", "top_p"}
+    "label_smoothing",
+    "net.dropout",
+    "net.drop_path",
+    "beam_size",
+    "bleu_batches",
+    "monitor",
+    "max_new_tokens",
+    "temperature",
+    "top_k",
+    "top_p",
+}
 
 
 def read_fitting_checkpoint(path: str | Path, model) -> dict:
@@ -283,8 +308,10 @@ def read_fitting_checkpoint(path: str | Path, model) -> dict:
     saved = read_checkpoint(path)
     differences = checkpoint_mismatch(saved, model)
     if differences:
-        raise ConfigError(f"Checkpoint {str(path)!r} does not fit the configured model ({'; '.join(differences)}); "
-                          "configure the model it was trained with, or start without --ckpt_path.")
+        raise ConfigError(
+            f"Checkpoint {str(path)!r} does not fit the configured model ({'; '.join(differences)}); "
+            "configure the model it was trained with, or start without --ckpt_path."
+        )
     return saved
 
 
@@ -326,8 +353,11 @@ def _variant_name(attention: Any) -> str:
 
 
 def _shape_differences(saved: dict[str, tuple], wanted: dict[str, tuple], limit: int = 3) -> list[str]:
-    differences = [f"{k} has shape {list(saved[k])} in the checkpoint but {list(wanted[k])} here"
-                   for k in sorted(set(saved) & set(wanted)) if saved[k] != wanted[k]]
+    differences = [
+        f"{k} has shape {list(saved[k])} in the checkpoint but {list(wanted[k])} here"
+        for k in sorted(set(saved) & set(wanted))
+        if saved[k] != wanted[k]
+    ]
     differences += [f"weight {k} is missing from the checkpoint" for k in sorted(set(wanted) - set(saved))]
     differences += [f"the checkpoint has an extra weight {k}" for k in sorted(set(saved) - set(wanted))]
     return differences[:limit]

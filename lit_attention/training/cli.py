@@ -144,29 +144,61 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
         """`--seed_everything` takes a whole number only. Lightning's `true` (draw a random seed) and
         `false` (no seeding) are refused: a run is kept, resumed (`--ckpt_path last`) and compared
         under `seed_<n>`, so its seed must be known before it starts and the same when it resumes."""
-        parser.add_argument("--seed_everything", type=int, default=self.seed_everything_default,
-                            help="The run's seed, a whole number from 0; the run is kept under seed_<n>.")
+        parser.add_argument(
+            "--seed_everything",
+            type=int,
+            default=self.seed_everything_default,
+            help="The run's seed, a whole number from 0; the run is kept under seed_<n>.",
+        )
 
     def add_arguments_to_parser(self, parser) -> None:
         parser.add_argument("--run.root", type=str, default="runs", help="Directory that holds all runs.")
-        parser.add_argument("--run.name", type=str | None, default=None,
-                            help="Recipe name, the first level under run.root (default: the recipe file's name).")
-        parser.add_argument("--run.attention_maps", type=bool, default=False,
-                            help="Log attention maps of one validation sample to TensorBoard after each validation.")
-        parser.add_argument("--run.checkpoint_every_n_steps", type=int | None, default=500,
-                            help="Write checkpoints/last.ckpt every N optimizer steps, besides after every validation "
-                                 "and epoch (null: only then); `--ckpt_path last` resumes from it.")
-        parser.add_argument("--run.test", type=bool, default=False,
-                            help="After fit, score the best checkpoint on the test split; the result goes to record.json.")
-        parser.add_argument("--run.settings", type=dict[str, str] | None, default=None,
-                            help="Labels kept in the run's record.json (compare names its grid settings here).")
-        parser.add_argument("--run.global_batch_size", type=int | None, default=None,
-                            help="Sequences (or images) per optimizer step over every device and node; the per-device "
-                                 "batch_size (at most the one given) and accumulate_grad_batches are derived from it, "
-                                 "so that the run trains the same on any layout (null: use them as given).")
-        parser.add_argument("--run.recipe", type=str | None, default=None,
-                            help="The recipe's name in record.json and TensorBoard (default: --run.name); compare "
-                                 "sets it, since its --run.name is the grid point's folder.")
+        parser.add_argument(
+            "--run.name",
+            type=str | None,
+            default=None,
+            help="Recipe name, the first level under run.root (default: the recipe file's name).",
+        )
+        parser.add_argument(
+            "--run.attention_maps",
+            type=bool,
+            default=False,
+            help="Log attention maps of one validation sample to TensorBoard after each validation.",
+        )
+        parser.add_argument(
+            "--run.checkpoint_every_n_steps",
+            type=int | None,
+            default=500,
+            help="Write checkpoints/last.ckpt every N optimizer steps, besides after every validation "
+            "and epoch (null: only then); `--ckpt_path last` resumes from it.",
+        )
+        parser.add_argument(
+            "--run.test",
+            type=bool,
+            default=False,
+            help="After fit, score the best checkpoint on the test split; the result goes to record.json.",
+        )
+        parser.add_argument(
+            "--run.settings",
+            type=dict[str, str] | None,
+            default=None,
+            help="Labels kept in the run's record.json (compare names its grid settings here).",
+        )
+        parser.add_argument(
+            "--run.global_batch_size",
+            type=int | None,
+            default=None,
+            help="Sequences (or images) per optimizer step over every device and node; the per-device "
+            "batch_size (at most the one given) and accumulate_grad_batches are derived from it, "
+            "so that the run trains the same on any layout (null: use them as given).",
+        )
+        parser.add_argument(
+            "--run.recipe",
+            type=str | None,
+            default=None,
+            help="The recipe's name in record.json and TensorBoard (default: --run.name); compare "
+            "sets it, since its --run.name is the grid point's folder.",
+        )
 
     # ------------------------------------------------------------------ configuration
 
@@ -228,8 +260,11 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
             meta_model = instantiate_config(self.run_config.model)
         check_fits_memory(meta_model, self.subcommand == "fit", runs_on_cpu(self.run_config.trainer))
         self._place_run(meta_model)
-        name_loggers(self.run_config.trainer, f"{self.run_name()}/{self.variant_name()}/seed_{self.run_config.seed_everything}",
-                     None if self.place.directory is None else self.place.directory.name)
+        name_loggers(
+            self.run_config.trainer,
+            f"{self.run_name()}/{self.variant_name()}/seed_{self.run_config.seed_everything}",
+            None if self.place.directory is None else self.place.directory.name,
+        )
 
     def prepare_config(self) -> None:
         """Build the DataModule (its __init__ reads nothing), copy its sizes into the model's arguments
@@ -260,8 +295,10 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
         if self.subcommand == "predict" and checkpoint is None:
             raise ConfigError("predict needs a trained model: pass --ckpt_path best, last or a checkpoint's path.")
         if self.subcommand == "predict" and not self.built_datamodule.hparams.get("predict_files"):
-            raise ConfigError(f"{type(self.built_datamodule).__name__} has nothing to predict on; pass the files "
-                              "with --data.predict_files (images, or text files with one input per line).")
+            raise ConfigError(
+                f"{type(self.built_datamodule).__name__} has nothing to predict on; pass the files "
+                "with --data.predict_files (images, or text files with one input per line)."
+            )
         config.ckpt_path = checkpoint
         # Whatever its name: a truncated `model.pt` is refused here too, as is one of another model.
         saved = None if checkpoint is None else read_fitting_checkpoint(checkpoint, meta_model)
@@ -286,8 +323,11 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
         if self.run_config.run.test and self.previous_record.get("test") is None:
             return
         if launched_as_rank_zero():
-            print(f"Run {str(run)!r} is finished ({saved.get('global_step')} steps; its results are in record.json) and "
-                  "nothing was changed; to train it further, raise --trainer.max_steps or --trainer.max_epochs.", flush=True)
+            print(
+                f"Run {str(run)!r} is finished ({saved.get('global_step')} steps; its results are in record.json) and "
+                "nothing was changed; to train it further, raise --trainer.max_steps or --trainer.max_epochs.",
+                flush=True,
+            )
         raise SystemExit(0)
 
     def run_name(self) -> str:
@@ -317,12 +357,22 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
         user = (self.config_init[self.subcommand] if self.subcommand else self.config_init).get("trainer") or {}
         user_callbacks = list(user.get("callbacks") or [])
         if config.trainer.get("logger") in (None, True):
-            kwargs["logger"] = run_logger(self.place, self.logger_facts(), self.logger_details(),
-                                          hparams_metrics(model.monitor, model.monitor_mode), self.resume_step)
+            kwargs["logger"] = run_logger(
+                self.place,
+                self.logger_facts(),
+                self.logger_details(),
+                hparams_metrics(model.monitor, model.monitor_mode),
+                self.resume_step,
+            )
         checkpointing = self.subcommand == "fit" and config.trainer.get("enable_checkpointing") is not False
         kwargs["callbacks"] = user_callbacks + default_callbacks(
-            model, user_callbacks, fitting=self.subcommand == "fit", checkpointing=checkpointing, checkpoint_every_n_steps=config.run.checkpoint_every_n_steps,
-            attention_maps=config.run.attention_maps, progress=config.trainer.get("enable_progress_bar") is not False,
+            model,
+            user_callbacks,
+            fitting=self.subcommand == "fit",
+            checkpointing=checkpointing,
+            checkpoint_every_n_steps=config.run.checkpoint_every_n_steps,
+            attention_maps=config.run.attention_maps,
+            progress=config.trainer.get("enable_progress_bar") is not False,
             checkpoint_dir=str(self.place.directory / CHECKPOINTS) if self.place.directory is not None else None,
         )
         if config.trainer.get("logger") not in (None, True, False):  # the user's own: the run's labels too
@@ -345,9 +395,13 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
         only the first five (by name) without a click: variant, seed, recipe, the settings that label the
         run (compare's grid point and arm) and the non-embedding parameter count. The rest is in
         config.yaml, hparams.yaml and record.json."""
-        return {"variant": self.variant_name(), "seed": self.run_config.seed_everything, "recipe": self.recipe(),
-                "settings": settings_label(self.run_config.run.settings, self.variant_name()),
-                "params/non_embedding": self.model.param_counts["non_embedding"]}
+        return {
+            "variant": self.variant_name(),
+            "seed": self.run_config.seed_everything,
+            "recipe": self.recipe(),
+            "settings": settings_label(self.run_config.run.settings, self.variant_name()),
+            "params/non_embedding": self.model.param_counts["non_embedding"],
+        }
 
     def logger_details(self) -> dict[str, Any]:
         """What hparams.yaml keeps besides the facts and the module's hyper-parameters: every parameter
@@ -363,12 +417,25 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
 
     def after_fit(self) -> None:
         config = self.run_config
-        facts = {"variant": self.variant_name(), "attention": resolve_spec(config.model.init_args.attention).to_dict(),
-                 "seed": config.seed_everything, "recipe": self.recipe(), "settings": config.run.settings or {},
-                 "data_seed": config.data.init_args.get("data_seed"),
-                 "run_dir": str(self.place.directory), "config": resolved(subcommand_parser(self, self.subcommand), config)}
-        finish_fit(self.trainer, self.model, self.datamodule, self.place.directory, facts, test=config.run.test,
-                   previous=self.previous_record)
+        facts = {
+            "variant": self.variant_name(),
+            "attention": resolve_spec(config.model.init_args.attention).to_dict(),
+            "seed": config.seed_everything,
+            "recipe": self.recipe(),
+            "settings": config.run.settings or {},
+            "data_seed": config.data.init_args.get("data_seed"),
+            "run_dir": str(self.place.directory),
+            "config": resolved(subcommand_parser(self, self.subcommand), config),
+        }
+        finish_fit(
+            self.trainer,
+            self.model,
+            self.datamodule,
+            self.place.directory,
+            facts,
+            test=config.run.test,
+            previous=self.previous_record,
+        )
         if self.place.directory is not None:
             print(f"Run directory: {self.place.directory}", flush=True)
 

@@ -43,8 +43,7 @@ def nulls_as_mappings(words: list[str]) -> list[str]:
         if word.lower() in ("null", "none") and rewritten and NET_FIELD_NULL.fullmatch(rewritten[-1]):
             option, value = rewritten.pop(), word  # the two-word form
         field = NET_FIELD_NULL.fullmatch(option)
-        rewritten.append(f"--model.net={{{field.group(1)}: null}}" if field and value.lower() in ("null", "none")
-                         else word)
+        rewritten.append(f"--model.net={{{field.group(1)}: null}}" if field and value.lower() in ("null", "none") else word)
     return rewritten
 
 
@@ -55,8 +54,10 @@ def copy_data_sizes(net, config_class, sizes: dict[str, Any], data_name: str, ta
     could not be read (`--print_config` offline), and the fields stay as they are."""
     missing = [name for name in config_class.from_data if name not in sizes]
     if sizes and missing:
-        raise ConfigError(f"{data_name} does not give {missing[0]}, which {task_name} needs; pair {task_name} with "
-                          "data of its kind (see the recipes under recipes/).")
+        raise ConfigError(
+            f"{data_name} does not give {missing[0]}, which {task_name} needs; pair {task_name} with "
+            "data of its kind (see the recipes under recipes/)."
+        )
     for key in config_class.from_data:
         if key not in sizes:
             continue
@@ -67,8 +68,10 @@ def copy_data_sizes(net, config_class, sizes: dict[str, Any], data_name: str, ta
             rank_zero_info(f"--model.net.{key} {given} is kept (the data's {key} is {value}).")
         else:
             larger = f", or give at least {value}" if key in GROWABLE else ""
-            raise ConfigError(f"--model.net.{key} {given} conflicts with the data: {data_name} gives {key}={value}; "
-                              f"leave --model.net.{key} unset (the data sets it){larger}.")
+            raise ConfigError(
+                f"--model.net.{key} {given} conflicts with the data: {data_name} gives {key}={value}; "
+                f"leave --model.net.{key} unset (the data sets it){larger}."
+            )
 
 
 # The limit that would leave a command (or fit's --run.test) nothing to do: Lightning skips the loop and exits 0.
@@ -83,36 +86,48 @@ def check_trainer_settings(trainer, command: str | None = None, test: bool = Fal
         value = trainer.get(key) if key else None
         if value is not None and not isinstance(value, bool) and value == 0:
             asked = "--run.test" if command == "fit" else command
-            raise ConfigError(f"--trainer.{key} {value} leaves {asked} nothing to do (Lightning would skip it and report "
-                              "success); give a number of batches, a fraction in (0, 1], or leave it unset.")
+            raise ConfigError(
+                f"--trainer.{key} {value} leaves {asked} nothing to do (Lightning would skip it and report "
+                "success); give a number of batches, a fraction in (0, 1], or leave it unset."
+            )
     for key in ("max_steps", "max_epochs"):
         value = trainer.get(key)
         if value is not None and (value == 0 or value < -1):
             raise ConfigError(f"--trainer.{key} {value} is invalid; give a positive number, or -1 for no limit.")
     limit = trainer.get("limit_train_batches")
     if limit is not None and not isinstance(limit, bool) and (limit <= 0):
-        raise ConfigError(f"--trainer.limit_train_batches {limit} is invalid: the run would train nothing; give a "
-                          "number of batches (e.g. 10), a fraction of the epoch in (0, 1], or leave it unset.")
+        raise ConfigError(
+            f"--trainer.limit_train_batches {limit} is invalid: the run would train nothing; give a "
+            "number of batches (e.g. 10), a fraction of the epoch in (0, 1], or leave it unset."
+        )
     strategy = trainer.get("strategy")
     check_strategy(strategy, test=command == "fit" and test, checkpointing=trainer.get("enable_checkpointing") is not False)
     options = strategy.get("init_args") if hasattr(strategy, "get") else None
     if options is not None and str(options.get("state_dict_type")) == "sharded":
         # A sharded checkpoint is a directory: the atomic writer, `--ckpt_path last` and reading a
         # checkpoint before the run starts all take one file.
-        raise ConfigError("--trainer.strategy.state_dict_type 'sharded' is not supported: a run's checkpoints are single "
-                          "files that resume and load everywhere; use state_dict_type 'full' (the default), which gathers "
-                          "them on rank 0.")
+        raise ConfigError(
+            "--trainer.strategy.state_dict_type 'sharded' is not supported: a run's checkpoints are single "
+            "files that resume and load everywhere; use state_dict_type 'full' (the default), which gathers "
+            "them on rank 0."
+        )
     devices = trainer.get("devices")
     if str(devices).strip() in ("0", "[]", "") or (isinstance(devices, (list, tuple)) and not devices):
-        raise ConfigError(f"--trainer.devices {devices!r} is invalid; give a number of devices (e.g. 1), a list of "
-                          "device indices (e.g. [0, 1]), or auto.")
+        raise ConfigError(
+            f"--trainer.devices {devices!r} is invalid; give a number of devices (e.g. 1), a list of "
+            "device indices (e.g. [0, 1]), or auto."
+        )
     accelerator = str(trainer.get("accelerator") or "auto")
     on_cpu = accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())
     processes = int(devices) if str(devices).isdigit() else len(devices) if isinstance(devices, (list, tuple)) else 1
     cores = os.cpu_count() or 1
     if on_cpu and processes > cores and launched_as_rank_zero():
-        print(f"warning: --trainer.devices {devices} starts {processes} training processes on {cores} CPU cores; "
-              "they share the cores, so each runs slower than one process would.", file=sys.stderr, flush=True)
+        print(
+            f"warning: --trainer.devices {devices} starts {processes} training processes on {cores} CPU cores; "
+            "they share the cores, so each runs slower than one process would.",
+            file=sys.stderr,
+            flush=True,
+        )
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         raise ConfigError(
             f"--trainer.accelerator {accelerator} asks for a GPU but none is visible here (torch.cuda.is_available() "
@@ -120,7 +135,7 @@ def check_trainer_settings(trainer, command: str | None = None, test: bool = Fal
         )
 
 
-SUPPORTED_STRATEGIES = ("auto, ddp (any DDPStrategy), FSDPStrategy (recipes/trainer/fsdp.yaml) or single_device")
+SUPPORTED_STRATEGIES = "auto, ddp (any DDPStrategy), FSDPStrategy (recipes/trainer/fsdp.yaml) or single_device"
 
 
 def strategy_class(strategy) -> type | None:
@@ -154,13 +169,17 @@ def check_strategy(strategy, test: bool, checkpointing: bool) -> None:
         return
     name = strategy.get("class_path") if hasattr(strategy, "get") else strategy if isinstance(strategy, str) else cls.__name__
     if issubclass(cls, DeepSpeedStrategy) or not issubclass(cls, (DDPStrategy, FSDPStrategy, SingleDeviceStrategy)):
-        raise ConfigError(f"--trainer.strategy {name} is not supported: its checkpoints are directories (or it leaves the "
-                          f"sharding to the model, which does not shard itself), and a run keeps one checkpoint file that "
-                          f"resumes and loads everywhere; use {SUPPORTED_STRATEGIES}.")
+        raise ConfigError(
+            f"--trainer.strategy {name} is not supported: its checkpoints are directories (or it leaves the "
+            f"sharding to the model, which does not shard itself), and a run keeps one checkpoint file that "
+            f"resumes and loads everywhere; use {SUPPORTED_STRATEGIES}."
+        )
     if issubclass(cls, FSDPStrategy) and test and not checkpointing:
-        raise ConfigError("--run.test under FSDP tests a checkpoint (the best, else last.ckpt), and "
-                          "--trainer.enable_checkpointing false keeps none; leave checkpointing on, or test later with "
-                          "`lit-attention test`.")
+        raise ConfigError(
+            "--run.test under FSDP tests a checkpoint (the best, else last.ckpt), and "
+            "--trainer.enable_checkpointing false keeps none; leave checkpointing on, or test later with "
+            "`lit-attention test`."
+        )
 
 
 def processes_in_run(trainer) -> int:
@@ -187,6 +206,8 @@ def check_data_prepared(trainer, datamodule) -> None:
     # A DataModule from outside the suite (a plain LightningDataModule) says nothing: it is not refused.
     unprepared = getattr(datamodule, "unprepared", lambda: None)() if processes > 1 else None
     if unprepared:
-        raise ConfigError(f"{unprepared} are not prepared yet, and a run of {processes} processes would make them on one "
-                          "while the others wait at a barrier that times out; prepare them once with `lit-attention "
-                          "prepare` and this command's --config and --data options, then start the run again.")
+        raise ConfigError(
+            f"{unprepared} are not prepared yet, and a run of {processes} processes would make them on one "
+            "while the others wait at a barrier that times out; prepare them once with `lit-attention "
+            "prepare` and this command's --config and --data options, then start the run again."
+        )

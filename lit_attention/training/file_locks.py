@@ -67,9 +67,13 @@ def create_exclusively(lock_file: Path, holder: str) -> str | None:
             continue
         with os.fdopen(descriptor, "w") as file:
             file.write(holder + "\n")
-        print(f"note: {path.parent} is on a file system without flock, so it is locked by the file {path.name}, "
-              "which a killed process leaves behind (it is taken over on this host; from another host, remove it "
-              "once that process is gone).", file=sys.stderr, flush=True)
+        print(
+            f"note: {path.parent} is on a file system without flock, so it is locked by the file {path.name}, "
+            "which a killed process leaves behind (it is taken over on this host; from another host, remove it "
+            "once that process is gone).",
+            file=sys.stderr,
+            flush=True,
+        )
         return None
     return "another process"
 

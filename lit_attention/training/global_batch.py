@@ -25,16 +25,22 @@ def apply_global_batch(config, processes: int) -> str | None:
     if wanted is None:
         return None
     if isinstance(wanted, bool) or not isinstance(wanted, int) or wanted < 1:
-        raise ConfigError(f"--run.global_batch_size {wanted!r} is invalid; give a whole number of sequences per "
-                          "optimizer step (e.g. 480), or null to use batch_size and accumulate_grad_batches as given.")
+        raise ConfigError(
+            f"--run.global_batch_size {wanted!r} is invalid; give a whole number of sequences per "
+            "optimizer step (e.g. 480), or null to use batch_size and accumulate_grad_batches as given."
+        )
     if processes < 1:  # devices auto or -1 on GPUs where none is visible (a login node planning a sweep)
-        raise ConfigError(f"--run.global_batch_size {wanted} is shared out over the training processes, and the trainer "
-                          "settings count none here (devices auto or -1 with no GPU visible); give --trainer.devices "
-                          "and --trainer.num_nodes as numbers.")
+        raise ConfigError(
+            f"--run.global_batch_size {wanted} is shared out over the training processes, and the trainer "
+            "settings count none here (devices auto or -1 with no GPU visible); give --trainer.devices "
+            "and --trainer.num_nodes as numbers."
+        )
     share, left = divmod(wanted, processes)
     if left or share == 0:
-        raise ConfigError(f"--run.global_batch_size {wanted} cannot be split evenly over {processes} training processes "
-                          f"(devices x nodes); use a number of processes that divides {wanted}, or another global batch size.")
+        raise ConfigError(
+            f"--run.global_batch_size {wanted} cannot be split evenly over {processes} training processes "
+            f"(devices x nodes); use a number of processes that divides {wanted}, or another global batch size."
+        )
     data = config.data.init_args
     most = int(data.get("batch_size") or share)
     batch = max(size for size in range(1, min(most, share) + 1) if share % size == 0)
@@ -45,10 +51,14 @@ def apply_global_batch(config, processes: int) -> str | None:
     if isinstance(interval, int) and not isinstance(interval, bool) and accumulation != before:
         steps, part = divmod(interval, before)
         if part:
-            raise ConfigError(f"--trainer.val_check_interval {interval} is not a whole number of optimizer steps at "
-                              f"accumulate_grad_batches {before}, so it cannot follow the accumulation "
-                              f"--run.global_batch_size {wanted} needs here ({accumulation}); give a multiple of {before}.")
+            raise ConfigError(
+                f"--trainer.val_check_interval {interval} is not a whole number of optimizer steps at "
+                f"accumulate_grad_batches {before}, so it cannot follow the accumulation "
+                f"--run.global_batch_size {wanted} needs here ({accumulation}); give a multiple of {before}."
+            )
         trainer.val_check_interval = max(1, steps) * accumulation
     data.batch_size, trainer.accumulate_grad_batches = batch, accumulation
-    return (f"--run.global_batch_size {wanted} on {processes} process(es): batch_size {batch} per device x "
-            f"accumulate_grad_batches {accumulation}.")
+    return (
+        f"--run.global_batch_size {wanted} on {processes} process(es): batch_size {batch} per device x "
+        f"accumulate_grad_batches {accumulation}."
+    )

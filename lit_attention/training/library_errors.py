@@ -23,8 +23,7 @@ class TrainerSettingsError(ConfigError):
 
     @classmethod
     def of(cls, error: BaseException) -> TrainerSettingsError:
-        return cls(f"Lightning's Trainer refused the trainer settings: {words(error)}; change that "
-                   f"--trainer option ({HELP}).")
+        return cls(f"Lightning's Trainer refused the trainer settings: {words(error)}; change that --trainer option ({HELP}).")
 
 
 def library_error_sentence(error: BaseException) -> str | None:
@@ -32,11 +31,12 @@ def library_error_sentence(error: BaseException) -> str | None:
     if isinstance(error, MisconfigurationException):
         return f"Lightning refused a setting: {words(error)}; change the option it names ({HELP})."
     if isinstance(error, ValueError) and raised_checking_the_epoch(error):  # known only once the data is read
-        return (f"Lightning refused a setting for this data: {first_sentence(error)}; change the option it names "
-                f"({HELP}).")
+        return f"Lightning refused a setting for this data: {first_sentence(error)}; change the option it names ({HELP})."
     if isinstance(error, (torch.OutOfMemoryError, MemoryError)):
-        return (f"The run ran out of memory ({type(error).__name__}: {words(error) or 'no details'}); lower "
-                "--data.batch_size, the model's size (--model.net.dim, --model.net.depth) or the sequence length.")
+        return (
+            f"The run ran out of memory ({type(error).__name__}: {words(error) or 'no details'}); lower "
+            "--data.batch_size, the model's size (--model.net.dim, --model.net.depth) or the sequence length."
+        )
     return None
 
 

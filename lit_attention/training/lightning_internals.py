@@ -39,7 +39,6 @@ def subcommand_parser(cli, subcommand: str | None):
     return cli._parser(subcommand)
 
 
-
 def computed_metrics(trainer: L.Trainer) -> tuple[dict, dict]:
     """(progress-bar metrics, callback metrics) as Lightning last computed them, on every rank alike, at a
     batch's or an epoch's end, without computing any. The public `trainer.progress_bar_metrics` and

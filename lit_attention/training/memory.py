@@ -15,8 +15,10 @@ from lit_attention.errors import ConfigError
 # two moments. Activations come on top, so the estimate is a lower bound.
 TRAINING_BYTES = 16
 WEIGHT_BYTES = 4
-HINT = ("make it smaller: --model.net.dim, --model.net.depth, --model.net.mlp_ratio, or the lengths and vocabulary "
-        "it takes from the data (--data.max_len)")
+HINT = (
+    "make it smaller: --model.net.dim, --model.net.depth, --model.net.mlp_ratio, or the lengths and vocabulary "
+    "it takes from the data (--data.max_len)"
+)
 
 
 def machine_memory(on_cpu: bool) -> tuple[int, str] | None:
@@ -37,10 +39,15 @@ def check_fits_memory(model: nn.Module, training: bool, on_cpu: bool, hint: str 
     memory = machine_memory(on_cpu)
     if memory is None or need <= memory[0]:
         return
-    what = ("float32 weights, gradients and AdamW's two moments: 16 bytes a parameter" if training
-            else "float32 weights: 4 bytes a parameter")
-    raise ConfigError(f"The configured model has {parameters:,} parameters and needs at least {gigabytes(need)} "
-                      f"({what}, before any activations), more than {memory[1]} ({gigabytes(memory[0])}); {hint}.")
+    what = (
+        "float32 weights, gradients and AdamW's two moments: 16 bytes a parameter"
+        if training
+        else "float32 weights: 4 bytes a parameter"
+    )
+    raise ConfigError(
+        f"The configured model has {parameters:,} parameters and needs at least {gigabytes(need)} "
+        f"({what}, before any activations), more than {memory[1]} ({gigabytes(memory[0])}); {hint}."
+    )
 
 
 def gigabytes(count: int) -> str:

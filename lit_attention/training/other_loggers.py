@@ -20,9 +20,14 @@ from typing import Any
 import lightning as L
 
 # Logger class -> (the init argument that names its run, the value that means "not named by the user").
-NAME_ARGUMENTS = {"CSVLogger": ("name", "lightning_logs"), "TensorBoardLogger": ("name", "lightning_logs"),
-                  "MLFlowLogger": ("run_name", None), "WandbLogger": ("name", None), "NeptuneLogger": ("name", None),
-                  "CometLogger": ("name", None)}
+NAME_ARGUMENTS = {
+    "CSVLogger": ("name", "lightning_logs"),
+    "TensorBoardLogger": ("name", "lightning_logs"),
+    "MLFlowLogger": ("run_name", None),
+    "WandbLogger": ("name", None),
+    "NeptuneLogger": ("name", None),
+    "CometLogger": ("name", None),
+}
 VERSIONED = ("CSVLogger", "TensorBoardLogger")  # loggers whose directory is <save_dir>/<name>/version_<k>
 
 
@@ -81,8 +86,12 @@ def image_loggers(loggers) -> list:
         kind = type(logger).__name__
         if image_writer(logger) is None and kind not in NOTED:
             NOTED.add(kind)
-            print(f"note: attention maps are not logged to {kind}, which takes no images (TensorBoard, W&B and "
-                  "MLflow loggers do); keep a TensorBoardLogger beside it to have them.", file=sys.stderr, flush=True)
+            print(
+                f"note: attention maps are not logged to {kind}, which takes no images (TensorBoard, W&B and "
+                "MLflow loggers do); keep a TensorBoardLogger beside it to have them.",
+                file=sys.stderr,
+                flush=True,
+            )
     return [logger for logger in loggers if image_writer(logger) is not None]
 
 

@@ -16,8 +16,12 @@ from lit_attention.modeling import CONFIG_FIELDS
 from lit_attention.modeling.variants import AXES_EXAMPLE, SETTINGS, SPEC_FIELDS
 
 # A variant with each setting, as --model.attention takes it.
-SETTING_EXAMPLES = {"kv_heads": "standard,kv_heads=2", "query_scale": "identity_query,query_scale=standard",
-                    "query_hidden": "nonlinear_query,query_hidden=64", "value_mix_init": "super,value_mix_init=xavier"}
+SETTING_EXAMPLES = {
+    "kv_heads": "standard,kv_heads=2",
+    "query_scale": "identity_query,query_scale=standard",
+    "query_hidden": "nonlinear_query,query_hidden=64",
+    "value_mix_init": "super,value_mix_init=xavier",
+}
 
 # Each pattern reads words of jsonargparse's messages, which a release may change: tests/test_message_rewrites.py
 # feeds every one the message the installed jsonargparse really gives (pyproject pins the tested range), and
@@ -35,10 +39,16 @@ _NESTED_KEY = re.compile(r"NestedArg\(key='net\.(\w+)'")
 _FIELD_VALUE = re.compile(r'Parser key "net\.(\w+)"')  # a known field of the config, with a bad value
 _NET_GROUP = re.compile(r"Group 'net' does not accept")  # a recipe's field of another family's config
 PATTERNS = {
-    "the parser key": _KEY, "the class path": _CLASS_PATH, "the Literal's choices": _LITERAL,
-    "the given value": _GIVEN, "the expected type": _TYPE, "the import path": _IMPORT_PATH,
-    "the unknown option": _UNKNOWN_OPTION, "the option's owner": _OPTION_OWNER,
-    "the config field jsonargparse could not place": _NESTED_KEY, "the config field of a bad value": _FIELD_VALUE,
+    "the parser key": _KEY,
+    "the class path": _CLASS_PATH,
+    "the Literal's choices": _LITERAL,
+    "the given value": _GIVEN,
+    "the expected type": _TYPE,
+    "the import path": _IMPORT_PATH,
+    "the unknown option": _UNKNOWN_OPTION,
+    "the option's owner": _OPTION_OWNER,
+    "the config field jsonargparse could not place": _NESTED_KEY,
+    "the config field of a bad value": _FIELD_VALUE,
     "the config group": _NET_GROUP,
 }
 _TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string", "NoneType": "null"}
@@ -71,8 +81,9 @@ def abbreviation_sentence(words: list[str], known: set[str], message: str | None
             continue
         longer = sorted(name for name in known if name.startswith(option))
         if longer:
-            return (f"{option} is not an option{owner}, and options are not abbreviated; write it in full: "
-                    f"{' or '.join(longer[:4])}.")
+            return (
+                f"{option} is not an option{owner}, and options are not abbreviated; write it in full: {' or '.join(longer[:4])}."
+            )
     return None
 
 
@@ -89,12 +100,16 @@ def unknown_field_sentence(field: str, config_class: type | None) -> str:
     """`--model.net.<field>` is no field of `config_class` (None: the task is unknown, so every family's
     fields are the choices): the valid fields, and the closest one when a name is near."""
     if field in SETTINGS:  # kv_heads, query_scale, ...: part of the variant, which a grid varies by arms
-        return (f"`{field}` is a setting of the attention variant, not a field of the model config: write it after the "
-                f"variant's name, as in --model.attention {SETTING_EXAMPLES[field]}; to compare values, make each a "
-                f"variant, as in compare --variants {SETTING_EXAMPLES[field]},{SETTING_EXAMPLES[field].split(',')[0]}.")
+        return (
+            f"`{field}` is a setting of the attention variant, not a field of the model config: write it after the "
+            f"variant's name, as in --model.attention {SETTING_EXAMPLES[field]}; to compare values, make each a "
+            f"variant, as in compare --variants {SETTING_EXAMPLES[field]},{SETTING_EXAMPLES[field].split(',')[0]}."
+        )
     if field in SPEC_FIELDS:  # query, key, value, value_mix: the variant's axes
-        return (f"`{field}` is an axis of the attention variant, not a field of the model config: give it in the variant, "
-                f"as in --model.attention {AXES_EXAMPLE}.")
+        return (
+            f"`{field}` is an axis of the attention variant, not a field of the model config: give it in the variant, "
+            f"as in --model.attention {AXES_EXAMPLE}."
+        )
     names = config_class.field_names() if config_class is not None else sorted(CONFIG_FIELDS)
     owner = f"of {config_class.__name__}" if config_class is not None else "of the model configs"
     close = difflib.get_close_matches(field, names, n=1)
@@ -114,8 +129,10 @@ def parser_error_sentence(message: str, classes: dict[str, list[str]] | None = N
         if _NET_GROUP.search(flat):  # a field of another family's config
             return unknown_field_sentence(option, config_class_of(owner.group(1)) if owner else None)
         if option in CONFIG_FIELDS:  # the flat arguments of earlier versions
-            return (f"Option {option!r} is not accepted{where}: the model's architecture is its config `net`, so "
-                    f"write --model.net.{option} (in a recipe, under model.init_args.net).")
+            return (
+                f"Option {option!r} is not accepted{where}: the model's architecture is its config `net`, so "
+                f"write --model.net.{option} (in a recipe, under model.init_args.net)."
+            )
         return f"Option {option!r} is not accepted{where}."
     flag = flag_of(flat)
     if flag is None:  # about no key: jsonargparse's own sentence (`unrecognized arguments: --x`) names the words
@@ -126,17 +143,22 @@ def parser_error_sentence(message: str, classes: dict[str, list[str]] | None = N
         return f"{flag} {missing_class.group(1)!r} is not one of this suite's classes; valid choices are {choices}."
     given = _leaf(_given_value(flat), flag.lstrip("-").split(".")[1:])
     if flag == "--seed_everything":
-        return (f"--seed_everything {given!r} is invalid; give a whole number from 0 (a run is kept, resumed and compared "
-                "under seed_<n>, so its seed is chosen before it starts: `fit --seed_everything true` on the command "
-                "line draws one, a recipe or a run whose ranks torchrun or srun start gives the number).")
+        return (
+            f"--seed_everything {given!r} is invalid; give a whole number from 0 (a run is kept, resumed and compared "
+            "under seed_<n>, so its seed is chosen before it starts: `fit --seed_everything true` on the command "
+            "line draws one, a recipe or a run whose ranks torchrun or srun start gives the number)."
+        )
     nested = _CLASS_PATH.search(flat)
-    required = _REQUIRED.search(flat[nested.end():]) if nested is not None else None
+    required = _REQUIRED.search(flat[nested.end() :]) if nested is not None else None
     if required:  # a class given without an argument it has no default for (a CSVLogger without save_dir)
         names = [name.strip() for name in required.group(1).split(",")]
-        return (f"{flag} {nested.group(1)} needs {', '.join(names)}, which it has no default for; add "
-                + " and ".join(f"{flag}.{name} <value>" for name in names) + " (or set it under init_args in the recipe).")
+        return (
+            f"{flag} {nested.group(1)} needs {', '.join(names)}, which it has no default for; add "
+            + " and ".join(f"{flag}.{name} <value>" for name in names)
+            + " (or set it under init_args in the recipe)."
+        )
     if nested is not None:  # what follows is about the inner key; the NoneType there is the class's own option
-        flat = flat[nested.end():].replace("Expected a <class 'NoneType'>", "")
+        flat = flat[nested.end() :].replace("Expected a <class 'NoneType'>", "")
     literals = _LITERAL.findall(flat)
     if literals:
         choices = list(dict.fromkeys(choice.strip().strip("'\"") for group in literals for choice in group.split(",")))
@@ -154,8 +176,11 @@ def config_class_without(parser, words: list[str], field: str) -> type | None:
     """The task's config class, from the command line `words` parsed again without `--model.net.<field>`
     (None when that still fails: the choices are then every family's fields)."""
     option = re.compile(rf"--model\.(?:init_args\.)?net\.{field}(=|$)")
-    kept = [w for i, w in enumerate(words)
-            if not option.match(w) and not (i and option.fullmatch(words[i - 1]) and not w.startswith("--"))]
+    kept = [
+        w
+        for i, w in enumerate(words)
+        if not option.match(w) and not (i and option.fullmatch(words[i - 1]) and not w.startswith("--"))
+    ]
     try:
         config = parser.parse_args(kept)
     except ArgumentError:

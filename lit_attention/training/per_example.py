@@ -68,9 +68,10 @@ class PerExampleOutcomes(L.Callback):
         share = None
         if self._pending:
             names = self._pending[0][1].keys()
-            share = {"index": np.asarray([i for indices, _ in self._pending for i in indices], dtype=np.int64),
-                     **{name: torch.cat([values[name].reshape(-1) for _, values in self._pending]).cpu().numpy()
-                        for name in names}}
+            share = {
+                "index": np.asarray([i for indices, _ in self._pending for i in indices], dtype=np.int64),
+                **{name: torch.cat([values[name].reshape(-1) for _, values in self._pending]).cpu().numpy() for name in names},
+            }
         self._pending, self._batches = [], None
         shares = [s for s in gather_from_ranks(trainer, share) if s is not None]
         if not shares:

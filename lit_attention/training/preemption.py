@@ -52,12 +52,16 @@ def sentence(command: str, words: list[str], trainer, directory: Path | None, pr
     """What a run stopped by SIGTERM kept, and how to go on, in one sentence."""
     if command == "predict" and trainer is not None and trainer.world_size > 1:
         where = f" in {directory}" if directory is not None else ""
-        return (f"predict stopped on SIGTERM; each rank's predictions so far are kept{where} in "
-                f"predictions.rank<r>.jsonl (input index and row per line); run the same command again to predict every input.")
+        return (
+            f"predict stopped on SIGTERM; each rank's predictions so far are kept{where} in "
+            f"predictions.rank<r>.jsonl (input index and row per line); run the same command again to predict every input."
+        )
     if command == "predict":
         where = f" {directory / 'predictions.jsonl'}" if directory is not None else ""
-        return (f"predict stopped on SIGTERM after {predicted or 0} input(s); the predictions file{where} keeps "
-                "theirs; run the same command again to predict every input.")
+        return (
+            f"predict stopped on SIGTERM after {predicted or 0} input(s); the predictions file{where} keeps "
+            "theirs; run the same command again to predict every input."
+        )
     if command != "fit":
         return f"{command} stopped on SIGTERM before it finished, so nothing was recorded; run the same command again."
     step = trainer.global_step if trainer is not None else 0

@@ -37,8 +37,10 @@ class _Preparer(LitAttentionCLI):
 
 def run(argv: list[str]) -> None:
     if not any(word.split("=")[0] in ("--config", "-c", "--model", "--help", "-h") for word in argv):
-        raise ConfigError("prepare takes the fit's recipe and options, and none was given; name the recipe, e.g. "
-                          "`lit-attention prepare --config recipes/quickstart/gpt_stdlib.yaml`.")
+        raise ConfigError(
+            "prepare takes the fit's recipe and options, and none was given; name the recipe, e.g. "
+            "`lit-attention prepare --config recipes/quickstart/gpt_stdlib.yaml`."
+        )
     quiet_lightning()
     parser = {"prog": "lit-attention prepare", "description": "Prepare a run's data (the fit's --config and options)."}
     data = _Preparer(args=argv, run=False, parser_kwargs=parser).built_datamodule
@@ -46,6 +48,9 @@ def run(argv: list[str]) -> None:
     data.setup("fit")  # whatever setup caches besides (hub datasets' tokenized splits)
     where = getattr(data, "prepared_at", lambda: None)()
     name = type(data).__name__
-    print(f"Prepared data: {os.path.abspath(where)}" if where else
-          f"Prepared data: {name} is ready; it has no token files of its own, so a multi-device run needs nothing more.",
-          flush=True)
+    print(
+        f"Prepared data: {os.path.abspath(where)}"
+        if where
+        else f"Prepared data: {name} is ready; it has no token files of its own, so a multi-device run needs nothing more.",
+        flush=True,
+    )

@@ -36,8 +36,12 @@ def random_states() -> dict[str, Any]:
         # Only the device this process draws on (Lightning has made it the current one): a rank's state is
         # then its own wherever it resumes, whichever device index its rank gets on another node layout.
         "cuda_own": torch.cuda.get_rng_state(torch.cuda.current_device()) if torch.cuda.is_available() else None,
-        "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(position),
-                  "has_gauss": int(has_gauss), "gauss": float(gauss)},
+        "numpy": {
+            "keys": torch.from_numpy(keys.astype(np.int64)),
+            "pos": int(position),
+            "has_gauss": int(has_gauss),
+            "gauss": float(gauss),
+        },
         "python": [version, list(python_state), python_gauss],
     }
 
@@ -58,8 +62,10 @@ def set_own_cuda_state(saved: torch.Tensor | None) -> str | None:
     if saved is None:
         return None
     if not torch.cuda.is_available():
-        return ("Resumed without CUDA: the checkpoint's CUDA random states are not used, so the random draws "
-                "(dropout) are not the ones an uninterrupted run on GPUs would make.")
+        return (
+            "Resumed without CUDA: the checkpoint's CUDA random states are not used, so the random draws "
+            "(dropout) are not the ones an uninterrupted run on GPUs would make."
+        )
     torch.cuda.set_rng_state(saved, torch.cuda.current_device())
     return None
 
@@ -74,9 +80,11 @@ def set_cuda_states(saved: list[torch.Tensor]) -> str | None:
     if len(saved) <= visible:
         return None
     missing = f" {visible}" if len(saved) == visible + 1 else f"s {visible}-{len(saved) - 1}"
-    return (f"Resumed without the CUDA random states of device{missing}: the checkpoint holds "
-            f"{len(saved)} CUDA devices' states and {visible} are visible here, so the random draws (dropout) "
-            "on those devices are not the ones an uninterrupted run would make.")
+    return (
+        f"Resumed without the CUDA random states of device{missing}: the checkpoint holds "
+        f"{len(saved)} CUDA devices' states and {visible} are visible here, so the random draws (dropout) "
+        "on those devices are not the ones an uninterrupted run would make."
+    )
 
 
 def rank_and_world() -> tuple[int, int]:
@@ -101,11 +109,14 @@ def restore_own_states(saved: dict[str, Any]) -> list[str]:
     rank, world = rank_and_world()
     notes = []
     if len(ranks) != world and rank == 0:  # the same for every rank: said once
-        notes.append(f"The checkpoint holds the random states of {len(ranks)} process(es) and this run has {world}; "
-                     f"ranks from {len(ranks)} on resume from rank 0's, so their dropout masks are not an "
-                     "uninterrupted run's." if world > len(ranks) else
-                     f"The checkpoint holds the random states of {len(ranks)} processes and this run has {world}; "
-                     "each rank restores its own and the others' are not used.")
+        notes.append(
+            f"The checkpoint holds the random states of {len(ranks)} process(es) and this run has {world}; "
+            f"ranks from {len(ranks)} on resume from rank 0's, so their dropout masks are not an "
+            "uninterrupted run's."
+            if world > len(ranks)
+            else f"The checkpoint holds the random states of {len(ranks)} processes and this run has {world}; "
+            "each rank restores its own and the others' are not used."
+        )
     note = set_random_states(ranks[rank] if rank < len(ranks) else ranks[0])
     return notes + ([note] if note else [])
 

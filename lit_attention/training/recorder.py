@@ -44,10 +44,17 @@ class RunRecorder(L.Callback):
         return self._earlier_wall_seconds + time.perf_counter() - self._started
 
     def state_dict(self) -> dict[str, Any]:
-        return {"curve": self.curve, "samples": self.samples, "tokens": int(self.tokens),
-                "train_seconds": self.train_seconds, "first_batch": self.first_batch,
-                "flops_per_batch": self.flops_per_batch, "flops": self.flops, "wall_seconds": self.wall_seconds(),
-                "ties": self.ties}
+        return {
+            "curve": self.curve,
+            "samples": self.samples,
+            "tokens": int(self.tokens),
+            "train_seconds": self.train_seconds,
+            "first_batch": self.first_batch,
+            "flops_per_batch": self.flops_per_batch,
+            "flops": self.flops,
+            "wall_seconds": self.wall_seconds(),
+            "ties": self.ties,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.curve, self.samples, self.tokens = [list(p) for p in state["curve"]], state["samples"], state["tokens"]
@@ -143,8 +150,9 @@ class RunRecorder(L.Callback):
         }
 
 
-def finish_fit(trainer: L.Trainer, model, datamodule, directory: Path | None, facts: dict, test: bool,
-               previous: dict | None = None) -> None:
+def finish_fit(
+    trainer: L.Trainer, model, datamodule, directory: Path | None, facts: dict, test: bool, previous: dict | None = None
+) -> None:
     """What follows a fit: its record (taken before the test, as testing the best checkpoint restores that
     checkpoint's callback states), the best checkpoint's test scores when `test` (the final weights' when
     there is none; `test_checkpoint` says which), record.json and, beside it, the per-example outcomes of
@@ -169,8 +177,12 @@ def finish_fit(trainer: L.Trainer, model, datamodule, directory: Path | None, fa
         # tested, and the record says so.
         best = getattr(trainer.checkpoint_callback, "best_model_path", None)
         if not best and trainer.is_global_zero:
-            print("warning: no validation chose a best checkpoint, so --run.test scores the final weights "
-                  "(record.json: test_checkpoint \"last\").", file=sys.stderr, flush=True)
+            print(
+                "warning: no validation chose a best checkpoint, so --run.test scores the final weights "
+                '(record.json: test_checkpoint "last").',
+                file=sys.stderr,
+                flush=True,
+            )
         tested, weights = model, best or None
         if sharded_root(trainer) is not None:
             # FSDP's wrapping of `model` outlives fit (its top-level weights stay 1-D views of this rank's

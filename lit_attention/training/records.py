@@ -51,8 +51,11 @@ def config_differences(recorded: dict[str, Any], wanted: dict[str, Any]) -> list
     """The settings both configs have and set differently (a setting only one knows, such as an argument
     a later version added with its default, is not a difference)."""
     recorded = {_current_key(key): value for key, value in recorded.items()}
-    return [f"{key} {recorded[key]!r} -> {wanted[key]!r}" for key in sorted(recorded.keys() & wanted.keys())
-            if recorded[key] != wanted[key]]
+    return [
+        f"{key} {recorded[key]!r} -> {wanted[key]!r}"
+        for key in sorted(recorded.keys() & wanted.keys())
+        if recorded[key] != wanted[key]
+    ]
 
 
 def _current_key(key: str) -> str:
@@ -91,8 +94,15 @@ def _static_provenance() -> dict[str, Any]:
 
     import lit_attention
 
-    return {**_git_state(), "lit_attention": lit_attention.__version__, "python": platform.python_version(), "torch": torch.__version__,
-            "torch_build": _torch_build(), "lightning": lightning.__version__, "cpu": _cpu_model()}
+    return {
+        **_git_state(),
+        "lit_attention": lit_attention.__version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_build": _torch_build(),
+        "lightning": lightning.__version__,
+        "cpu": _cpu_model(),
+    }
 
 
 def _git_state() -> dict[str, Any]:
@@ -109,14 +119,17 @@ def _git_state() -> dict[str, Any]:
             return {"commit": None, "dirty": None, "diff_sha256": None}
         diff = git("diff", "HEAD", "--no-color", "--no-ext-diff", "--binary")
         dirty = diff.returncode != 0 or bool(diff.stdout)
-        return {"commit": commit.stdout.decode().strip(), "dirty": dirty,
-                "diff_sha256": hashlib.sha256(diff.stdout).hexdigest() if dirty and diff.returncode == 0 else None}
+        return {
+            "commit": commit.stdout.decode().strip(),
+            "dirty": dirty,
+            "diff_sha256": hashlib.sha256(diff.stdout).hexdigest() if dirty and diff.returncode == 0 else None,
+        }
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None, "diff_sha256": None}
 
 
 def _torch_build() -> str:
-    """"cpu", "cuda <version>" or "rocm <version>": what this torch was built for."""
+    """ "cpu", "cuda <version>" or "rocm <version>": what this torch was built for."""
     if torch.version.cuda:
         return f"cuda {torch.version.cuda}"
     if getattr(torch.version, "hip", None):

@@ -62,8 +62,11 @@ def keep_config_on_change(run_dir: Path, new_config: str) -> Path | None:
         return None
     before = _flatten(yaml.safe_load(saved.read_text()) or {})
     now = _flatten(yaml.safe_load(new_config) or {})
-    changed = [key for key in sorted(before.keys() | now.keys())
-               if key.split(".")[0] not in RESUME_IGNORED_SETTINGS and before.get(key) != now.get(key)]
+    changed = [
+        key
+        for key in sorted(before.keys() | now.keys())
+        if key.split(".")[0] not in RESUME_IGNORED_SETTINGS and before.get(key) != now.get(key)
+    ]
     if not changed:
         return None
     number = 1
@@ -71,8 +74,10 @@ def keep_config_on_change(run_dir: Path, new_config: str) -> Path | None:
         number += 1
     shutil.copy2(saved, kept)
     listed = ", ".join(f"{key} {before.get(key)!r} -> {now.get(key)!r}" for key in changed[:8])
-    print(f"warning: resuming {run_dir} with changed settings: {listed}; the earlier config is kept as {kept.name}.",
-          file=sys.stderr)
+    print(
+        f"warning: resuming {run_dir} with changed settings: {listed}; the earlier config is kept as {kept.name}.",
+        file=sys.stderr,
+    )
     return kept
 
 

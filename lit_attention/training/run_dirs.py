@@ -116,8 +116,10 @@ def check_run_name(name: str) -> str:
     path and no empty component, so that no run is written outside the root."""
     parts = name.split("/")
     if name.startswith(("/", "~")) or any(part in ("", ".", "..") for part in parts) or "\\" in name:
-        raise ConfigError(f"--run.name {name!r} is invalid; give a relative path inside --run.root, such as "
-                          "quickstart/vit_digits, without '..', '.', empty parts or a leading '/'.")
+        raise ConfigError(
+            f"--run.name {name!r} is invalid; give a relative path inside --run.root, such as "
+            "quickstart/vit_digits, without '..', '.', empty parts or a leading '/'."
+        )
     return name
 
 
@@ -130,8 +132,7 @@ def check_writable(root: str | os.PathLike) -> None:
         Path(tempfile.mkdtemp(prefix=".write-test-", dir=root)).rmdir()
     except OSError as error:
         raise ConfigError(
-            f"Cannot write runs into {str(root)!r} ({brief(error)}); choose a writable --run.root "
-            "(or --output for compare)."
+            f"Cannot write runs into {str(root)!r} ({brief(error)}); choose a writable --run.root (or --output for compare)."
         ) from None
 
 
@@ -159,8 +160,10 @@ class RunLock:
     def acquire(self) -> RunLock:
         holder = self._lock.acquire()
         if holder is not None:
-            raise ConfigError(f"Run {str(self.path.parent)!r} is in use by {holder}; wait for it to end (or stop it) "
-                              "before resuming it, or start a new run without --ckpt_path.")
+            raise ConfigError(
+                f"Run {str(self.path.parent)!r} is in use by {holder}; wait for it to end (or stop it) "
+                "before resuming it, or start a new run without --ckpt_path."
+            )
         return self
 
     def release(self) -> None:

@@ -32,8 +32,7 @@ def hparams_metrics(monitor: str, mode: str) -> dict[str, str]:
     """{tag: display name} of the HParams metrics of a run monitoring `monitor` ("val/acc") in `mode`."""
     direction = DIRECTIONS[mode]
     test = test_tag(monitor)
-    return {BEST + monitor: f"{monitor}, best of the run ({direction})",
-            test: f"{test} of the best checkpoint ({direction})"}
+    return {BEST + monitor: f"{monitor}, best of the run ({direction})", test: f"{test} of the best checkpoint ({direction})"}
 
 
 def settings_label(settings: dict | None, variant: str) -> str:
@@ -53,8 +52,9 @@ class RunLogger(TensorBoardLogger):
     hparams.yaml holds `facts`, `details` and the module's hyper-parameters. `resumed`: the HParams
     summary was written when the run started, so it is not written again (hparams.yaml is)."""
 
-    def __init__(self, *args, facts: dict[str, Any], details: dict[str, Any], metrics: dict[str, str],
-                 resumed: bool = False, **kwargs) -> None:
+    def __init__(
+        self, *args, facts: dict[str, Any], details: dict[str, Any], metrics: dict[str, str], resumed: bool = False, **kwargs
+    ) -> None:
         super().__init__(*args, default_hp_metric=False, **kwargs)
         self.facts, self.details, self.metrics, self.resumed = dict(facts), dict(details), dict(metrics), resumed
 
@@ -63,8 +63,9 @@ class RunLogger(TensorBoardLogger):
         self.hparams.update({**self.facts, **self.details, **dict(params)})  # what save() writes to hparams.yaml
         if self.resumed:
             return
-        experiment, session_start, session_end = hparams_summaries(flat_hyperparameters(self.facts),
-                                                                   {tag: 0.0 for tag in self.metrics})
+        experiment, session_start, session_end = hparams_summaries(
+            flat_hyperparameters(self.facts), {tag: 0.0 for tag in self.metrics}
+        )
         self._name_metrics(experiment)
         writer = summary_writer(self.experiment)
         for summary in (experiment, session_start, session_end):

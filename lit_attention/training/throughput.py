@@ -61,8 +61,12 @@ class TrainingThroughput(L.Callback):
         if trainer.strategy.root_device.type == "cuda":
             torch.cuda.synchronize()  # the interval's work is done: only now is the clock right
         self._throughput.update(
-            time=time.perf_counter() - self._started - self._paused, batches=self._batches, samples=self._samples,
-            lengths=None if self.length_fn is None else int(self._items), flops=self._flops or None)
+            time=time.perf_counter() - self._started - self._paused,
+            batches=self._batches,
+            samples=self._samples,
+            lengths=None if self.length_fn is None else int(self._items),
+            flops=self._flops or None,
+        )
         self._flops = 0
         metrics = {f"train/{name}": value for name, value in self._throughput.compute().items()}
         for logger in trainer.loggers:

@@ -24,8 +24,11 @@ def pairing(mine: dict[int, dict], theirs: dict[int, dict]) -> str:
         a, b = mine[seed].get("data_fingerprints") or {}, theirs[seed].get("data_fingerprints") or {}
         if any(a.get(s) is not None and b.get(s) is not None and a[s] != b[s] for s in ("train", "validation", "test")):
             return "other data"
-    if any(None not in (mine[s].get("first_batch_sha256"), theirs[s].get("first_batch_sha256"))
-           and mine[s]["first_batch_sha256"] != theirs[s]["first_batch_sha256"] for s in seeds):
+    if any(
+        None not in (mine[s].get("first_batch_sha256"), theirs[s].get("first_batch_sha256"))
+        and mine[s]["first_batch_sha256"] != theirs[s]["first_batch_sha256"]
+        for s in seeds
+    ):
         return "unpaired"
     return "paired"
 
@@ -40,10 +43,12 @@ def compare(chosen: dict[str, tuple[dict, dict]], arms: list[str], baseline: str
             continue
         (records, values), (their_records, their_values) = chosen[arm], chosen[reference]
         how = pairing(records, their_records)
-        result = None if how == "other data" else (
-            stats.paired(values, their_values) if how == "paired" else stats.welch(values, their_values))
+        result = (
+            None
+            if how == "other data"
+            else (stats.paired(values, their_values) if how == "paired" else stats.welch(values, their_values))
+        )
         rows.append(Row(arm if reference == baseline else f"{arm} vs {reference}", result, (arm, reference)))
     compared = [row for row in rows if row.result is not None]
-    stats.correct([row.result for row in compared],
-                  [primary is None or row.pair in primary for row in compared])
+    stats.correct([row.result for row in compared], [primary is None or row.pair in primary for row in compared])
     return rows

@@ -54,7 +54,7 @@ def outcomes(record: dict, directory: Path, split: str, checker: Checker, where:
         checker.mismatch(where, f"{path.name} {'changed' if data is not None else 'missing'}", "the file its record hashes")
         return None
     with np.load(io.BytesIO(data), allow_pickle=False) as loaded:
-        return {name[len(split) + 1:]: loaded[name] for name in loaded.files if name.startswith(f"{split}_")}
+        return {name[len(split) + 1 :]: loaded[name] for name in loaded.files if name.startswith(f"{split}_")}
 
 
 def matrices(arm: dict[int, dict], reference: dict[int, dict], measure: str):
@@ -87,9 +87,9 @@ def bootstrap(d: np.ndarray, w: np.ndarray, items: bool, rng: np.random.Generato
         if items:
             drawn = rng.integers(0, n_items, (size, n_items))
             chosen_w = w[drawn]
-            found[start:start + size] = (np.take_along_axis(per_item, drawn, axis=1) * chosen_w).sum(1) / chosen_w.sum(1)
+            found[start : start + size] = (np.take_along_axis(per_item, drawn, axis=1) * chosen_w).sum(1) / chosen_w.sum(1)
         else:
-            found[start:start + size] = (per_item * w).sum(axis=1) / w.sum()
+            found[start : start + size] = (per_item * w).sum(axis=1) / w.sum()
     low, high = np.quantile(found, [0.025, 0.975])
     return float(low), float(high)
 
@@ -111,8 +111,9 @@ def check_interval(checker: Checker, where: str, cell: str, mine: tuple[float, f
     checker.numbers(where, cell, list(mine), slack=INTERVAL_SLACK * (mine[1] - mine[0]))
 
 
-def check_items(rows: list[Row], chosen: dict, places: dict, metric: str, table: list[dict], where: str,
-                checker: Checker) -> None:
+def check_items(
+    rows: list[Row], chosen: dict, places: dict, metric: str, table: list[dict], where: str, checker: Checker
+) -> None:
     """`rows`: the comparison rows (comparison_rows.compare); `chosen` {arm: ({seed: record}, values)} at the
     compared points; `places` {arm: {seed: the run's folder}}; `table` the printed item table."""
     split, _, name = metric.partition("/")
@@ -127,8 +128,13 @@ def check_items(rows: list[Row], chosen: dict, places: dict, metric: str, table:
         sides = []
         for side in (arm, reference):
             records = chosen[side][0]
-            sides.append({s: o for s, r in records.items()
-                          if (o := outcomes(r, places[side][s], split, checker, f"{where}, {side} seed {s}"))})
+            sides.append(
+                {
+                    s: o
+                    for s, r in records.items()
+                    if (o := outcomes(r, places[side][s], split, checker, f"{where}, {side} seed {s}"))
+                }
+            )
         made = matrices(*sides, measure) if measure and all(sides) else None
         if made is not None:
             found[row.name] = (row, made)
@@ -140,15 +146,17 @@ def check_items(rows: list[Row], chosen: dict, places: dict, metric: str, table:
         d = a - b
         checker.text(f"{at}, {HEADER}", cells[HEADER], f"{d.shape[0]} × {d.shape[1]}")
         checker.numbers(f"{at}, difference", cells["difference"], [weighted_mean_difference(d, w)])
-        check_interval(checker, f"{at}, over seeds only", cells["over seeds only (bootstrap 95%)"],
-                       bootstrap(d, w, False, rng))
-        check_interval(checker, f"{at}, over seeds and test items", cells["over seeds and test items (bootstrap 95%)"],
-                       bootstrap(d, w, True, rng))
+        check_interval(checker, f"{at}, over seeds only", cells["over seeds only (bootstrap 95%)"], bootstrap(d, w, False, rng))
+        check_interval(
+            checker,
+            f"{at}, over seeds and test items",
+            cells["over seeds and test items (bootstrap 95%)"],
+            bootstrap(d, w, True, rng),
+        )
         if counts is not None:
             per_item = (counts[0] - counts[1]).sum(axis=0)
             wins, losses = int((per_item > 0).sum()), int((per_item < 0).sum())
-            checker.text(f"{at}, paired test", cells["paired test over items"],
-                         f"McNemar: {wins} items for, {losses} against")
+            checker.text(f"{at}, paired test", cells["paired test over items"], f"McNemar: {wins} items for, {losses} against")
             p, monte_carlo = (scipy_stats.binomtest(wins, wins + losses, 0.5).pvalue if wins + losses else math.nan), False
         else:
             checker.text(f"{at}, paired test", cells["paired test over items"], "sign flip over items")

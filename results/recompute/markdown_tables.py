@@ -9,7 +9,7 @@ def sections(text: str, level: str = "## ") -> dict[str, str]:
     for line in text.splitlines():
         if line.startswith(level):
             found[heading] = "\n".join(lines)
-            heading, lines = line[len(level):].strip(), []
+            heading, lines = line[len(level) :].strip(), []
         else:
             lines.append(line)
     found[heading] = "\n".join(lines)

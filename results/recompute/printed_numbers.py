@@ -69,8 +69,7 @@ class Checker:
     def skip(self, count: int = 1) -> None:
         self.skipped += count
 
-    def numbers(self, where: str, cell: str, values: list[float], significant: int | None = None,
-                slack: float = 0.0) -> None:
+    def numbers(self, where: str, cell: str, values: list[float], significant: int | None = None, slack: float = 0.0) -> None:
         """A cell of numbers (one, a mean ± std, an interval) against `values`; "n/a" against NaN; `slack`:
         an absolute tolerance past the printed rounding (see agrees)."""
         self.checked += max(1, len(values))
@@ -108,7 +107,9 @@ class Checker:
     def summary(self, scope: str) -> None:
         for note in self.notes:
             print(f"{scope}: {note}")
-        print(f"{scope}: {self.checked} numbers checked, {self.mismatches} mismatches, {self.skipped} skipped "
-              "(randomised: bootstrap, Monte Carlo p)")
+        print(
+            f"{scope}: {self.checked} numbers checked, {self.mismatches} mismatches, {self.skipped} skipped "
+            "(randomised: bootstrap, Monte Carlo p)"
+        )
         self.checked = self.mismatches = self.skipped = 0
         self.notes = []

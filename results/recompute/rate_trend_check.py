@@ -29,8 +29,15 @@ def trend(runs: dict) -> dict | None:
     intercept = float(y.mean() - slope * x.mean())
     at = NEXT_SIZE * pairs[-1][0]
     line = intercept + slope * math.log(at)
-    found = {"sizes": len(pairs), "slope": slope, "at": at, "predicted": math.exp(line),
-             "same": len({lr for _, lr in pairs}) == 1, "interval": [], "predicted_interval": []}
+    found = {
+        "sizes": len(pairs),
+        "slope": slope,
+        "at": at,
+        "predicted": math.exp(line),
+        "same": len({lr for _, lr in pairs}) == 1,
+        "interval": [],
+        "predicted_interval": [],
+    }
     if len(pairs) > 2:
         spread = float(np.sum((y - intercept - slope * x) ** 2)) / (len(pairs) - 2)
         t = float(stats.t.ppf(0.975, len(pairs) - 2))
@@ -45,8 +52,9 @@ def check_rates(arms: dict, text: str, where: str, checker: Checker) -> None:
     mine = {arm: found for arm, runs in arms.items() if (found := trend(runs)) is not None}
     printed = keyed((markdown.tables(text) or [[]])[0], ("arm",), where, checker)
     for arm in printed.keys() ^ mine.keys():
-        checker.mismatch(f"{where}, {arm}", "row" if arm in printed else "no row",
-                         "a row" if arm in mine else "no rate at two sizes")
+        checker.mismatch(
+            f"{where}, {arm}", "row" if arm in printed else "no row", "a row" if arm in mine else "no rate at two sizes"
+        )
     for arm in printed.keys() & mine.keys():
         t, row, at = mine[arm], printed[arm], f"{where}, {arm}"
         checker.text(f"{at}, sizes", row["sizes"], str(t["sizes"]))

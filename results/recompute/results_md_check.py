@@ -22,15 +22,23 @@ from printed_numbers import Checker, half_unit, numbers_in
 
 # A size's report: section 3's sizes are sections of their own, section 4's the sizes of one scaled sweep,
 # each named by its width (the folder "dim=64,val_check_interval=120" is the row "dim=64").
-SECTIONS = {"1": "vit_digits_500_confirm", "2": "vit_digits_500_long", "3": "gpt_ratio_{size}",
-            "4": "gpt_scaling/sizes/{size},*", "5": "super_mechanism",
-            "6": "text_stdlib", "7": "gpt_super/sizes/dim=64,*"}
+SECTIONS = {
+    "1": "vit_digits_500_confirm",
+    "2": "vit_digits_500_long",
+    "3": "gpt_ratio_{size}",
+    "4": "gpt_scaling/sizes/{size},*",
+    "5": "super_mechanism",
+    "6": "text_stdlib",
+    "7": "gpt_super/sizes/dim=64,*",
+}
 TREND = {"3": "ratio_trend"}
 ITEMS = "comparison over seeds and test items"  # the first header of a table quoting a report's item table
 CROSS_FIT = "Cross-fitted tuning: chosen on half of the seeds, scored on the other half"
 CROSS_FIT_EXTENDED = "Cross-fitted tuning over every point each arm ran, extensions included"
-HALVES = (re.compile(r"`(?P<arm>[^`]+)` at (?P<first>\S+) on both halves"),
-          re.compile(r"`(?P<arm>[^`]+)` at (?P<first>\S+) on the first half, (?P<second>\S+) on the second"))
+HALVES = (
+    re.compile(r"`(?P<arm>[^`]+)` at (?P<first>\S+) on both halves"),
+    re.compile(r"`(?P<arm>[^`]+)` at (?P<first>\S+) on the first half, (?P<second>\S+) on the second"),
+)
 
 
 def report(results: Path, name: str) -> dict[str, str]:
@@ -56,8 +64,9 @@ def same(where: str, quoted: str, reported: str, column: str, checker: Checker) 
     checker.checked += len(quoted_numbers)
     digits = significant(column)
     if len(quoted_numbers) != len(reported_numbers) or any(
-            abs(float(q) - float(r)) >= (half_unit(q, digits) + half_unit(r, digits)) * (1 - 1e-9)
-            for q, r in zip(quoted_numbers, reported_numbers)):
+        abs(float(q) - float(r)) >= (half_unit(q, digits) + half_unit(r, digits)) * (1 - 1e-9)
+        for q, r in zip(quoted_numbers, reported_numbers)
+    ):
         checker.mismatch(where, quoted, f"the report's {reported!r}")
 
 
@@ -102,8 +111,7 @@ def quote(row: dict, found: dict | None, columns: dict[str, str], where: str, ch
 def tuned_table(table: list[dict], sections: dict, where: str, checker: Checker) -> None:
     reported = (markdown.tables(sections.get("Tuned per arm", "")) or [[]])[0]
     for row in table:
-        quote(row, row_of(reported, "arm", row["arm"]), {c: c for c in row if c != "arm"},
-              f"{where}, {row['arm']}", checker)
+        quote(row, row_of(reported, "arm", row["arm"]), {c: c for c in row if c != "arm"}, f"{where}, {row['arm']}", checker)
 
 
 def cross_fit_heading(label: str, sections: dict) -> tuple[str | None, str]:
@@ -146,8 +154,12 @@ def comparison_table(table: list[dict], sections: dict, first: str, where: str, 
             heading, kind = cross_fit_heading(label, sections)
             name = f"{previous} (cross-fitted{kind})"
             if heading is None:
-                checker.mismatch(f"{where}, {name}", label, "a row that says which cross-fitted table it quotes "
-                                 "('over the grid' or 'over every rate run': the report has both)")
+                checker.mismatch(
+                    f"{where}, {name}",
+                    label,
+                    "a row that says which cross-fitted table it quotes "
+                    "('over the grid' or 'over every rate run': the report has both)",
+                )
                 continue
             choices, comparisons = (markdown.tables(sections.get(heading, "")) + [[], []])[:2]
             found = row_of(comparisons, "arm", previous)
@@ -185,8 +197,7 @@ def sizes_table(table: list[dict], results: Path, pattern: str, where: str, chec
     for row in table:
         sections = report(results, pattern.format(size=row["size"]))
         if not sections:
-            checker.mismatch(f"{where}, {row['size']}", row["size"],
-                             f"one report at results/{pattern.format(size=row['size'])}")
+            checker.mismatch(f"{where}, {row['size']}", row["size"], f"one report at results/{pattern.format(size=row['size'])}")
             continue
         tuned = (markdown.tables(sections.get("Tuned per arm", "")) or [[]])[0]
         at = f"{where}, {row['size']} {row['arm']}"
@@ -194,10 +205,10 @@ def sizes_table(table: list[dict], results: Path, pattern: str, where: str, chec
         if found is not None:
             found = dict(found, rate=found["chosen on validation"].partition("=")[2])
         if found is not None or row["rate chosen on validation"] or row["test/loss (nats/byte)"]:
-            quote(row, found, {"rate chosen on validation": "rate", "test/loss (nats/byte)": "test/loss"}, at,
-                  checker)  # a comparison of two arms ("a vs b") has a row of differences only
-        differences = {c: row[c] for c in row if c not in ("size", "arm", "rate chosen on validation",
-                                                           "test/loss (nats/byte)")}
+            quote(
+                row, found, {"rate chosen on validation": "rate", "test/loss (nats/byte)": "test/loss"}, at, checker
+            )  # a comparison of two arms ("a vs b") has a row of differences only
+        differences = {c: row[c] for c in row if c not in ("size", "arm", "rate chosen on validation", "test/loss (nats/byte)")}
         if not any(differences.values()):
             continue  # the baseline's row
         heading = next(h for h in sections if h.startswith("Against "))
@@ -209,29 +220,50 @@ def trend_table(table: list[dict], sections: dict, results: Path, where: str, ch
     heading = next((h for h in sections if h.startswith("Does the difference change")), "")
     reported, power = (markdown.tables(sections.get(heading, "")) + [[], []])[:2]
     if len(reported) != 1 or len(power) != 1:
-        checker.mismatch(where, f"{len(reported)} and {len(power)} arms in the trend report's slope and "
-                         "detectable tables", "one arm in each (the table quotes one)")
+        checker.mismatch(
+            where,
+            f"{len(reported)} and {len(power)} arms in the trend report's slope and detectable tables",
+            "one arm in each (the table quotes one)",
+        )
         return
     theirs, detectable = reported[0], power[0]
     for row in table:
         name = row[""]
         if name.startswith("slope"):
-            quote(row, theirs | {"estimate": theirs["slope per doubling of parameters"]},
-                  {"estimate": "estimate", "95% interval": "95% interval", "p": "p"}, f"{where}, slope", checker)
+            quote(
+                row,
+                theirs | {"estimate": theirs["slope per doubling of parameters"]},
+                {"estimate": "estimate", "95% interval": "95% interval", "p": "p"},
+                f"{where}, slope",
+                checker,
+            )
         elif name.startswith("cost at"):
             both = f"{theirs['p (Welch)']} {theirs['exact p (permutation)']}"
-            quote(row, {"estimate": theirs["largest minus smallest"], "95% interval": theirs["95% interval (Welch)"],
-                        "p": both}, {"estimate": "estimate", "95% interval": "95% interval", "p": "p"},
-                  f"{where}, largest minus smallest", checker)
+            quote(
+                row,
+                {"estimate": theirs["largest minus smallest"], "95% interval": theirs["95% interval (Welch)"], "p": both},
+                {"estimate": "estimate", "95% interval": "95% interval", "p": "p"},
+                f"{where}, largest minus smallest",
+                checker,
+            )
         elif name.startswith("smallest slope detectable"):
             column = next((c for c in detectable if c.startswith("smallest slope detectable")), "missing")
-            quote(row, {"estimate": detectable.get(column, "missing")}, {"estimate": "estimate"},
-                  f"{where}, detectable slope", checker)
+            quote(
+                row,
+                {"estimate": detectable.get(column, "missing")},
+                {"estimate": "estimate"},
+                f"{where}, detectable slope",
+                checker,
+            )
             trend_df(name, theirs["arm"], sections, results, f"{where}, detectable slope", checker)
         elif name.startswith("weighted slope"):
-            quote(row, {"estimate": detectable["weighted slope per doubling"],
-                        "95% interval": detectable["95% interval (weighted)"]},
-                  {"estimate": "estimate", "95% interval": "95% interval"}, f"{where}, weighted slope", checker)
+            quote(
+                row,
+                {"estimate": detectable["weighted slope per doubling"], "95% interval": detectable["95% interval (weighted)"]},
+                {"estimate": "estimate", "95% interval": "95% interval"},
+                f"{where}, weighted slope",
+                checker,
+            )
         else:
             checker.note(f"not mapped, not checked: {where}, row {name!r}")
 

@@ -34,8 +34,7 @@ class SizeRuns:
 
 def sizes_of(given: dict) -> list[tuple[str, list[tuple[str, str]]]]:
     """[(label, [(key, value), ...])] of the --scale options, zipped (keys changed together)."""
-    axes = [(words[0].partition("=")[0].lstrip("-"), words[0].partition("=")[2].split(","))
-            for words in given.get("--scale", [])]
+    axes = [(words[0].partition("=")[0].lstrip("-"), words[0].partition("=")[2].split(",")) for words in given.get("--scale", [])]
     settings = [list(zip([key for key, _ in axes], values)) for values in zip(*(values for _, values in axes))]
     return [(label(tuple(pairs)), pairs) for pairs in settings]
 
@@ -62,8 +61,14 @@ def check_scaled(directory: Path, checker: Checker) -> None:
             checker.mismatch(f"{name} {size}", f"no report sizes/{slug(size)}/results.md", "one")
             sweeps[size] = load(directory, runs)
     report = markdown.sections(text)
-    check_budgets(sweeps, sizes_of(given), arm_order(given), table_under(report, "Sizes and budgets", 0, name, checker),
-                  f"{name} sizes", checker)
+    check_budgets(
+        sweeps,
+        sizes_of(given),
+        arm_order(given),
+        table_under(report, "Sizes and budgets", 0, name, checker),
+        f"{name} sizes",
+        checker,
+    )
     arms, variants = scaling_input(sweeps)
     baseline = next(iter(sweeps.values())).baseline
     if not arms.get(baseline):
@@ -74,8 +79,9 @@ def check_scaled(directory: Path, checker: Checker) -> None:
     check_rates(arms, scaling.get("Tuned learning rate against N", ""), f"{name} tuned lr", checker)
 
 
-def check_budgets(sweeps: dict[str, Sweep], sizes: list, named: list[str], table: list[dict], where: str,
-                  checker: Checker) -> None:
+def check_budgets(
+    sweeps: dict[str, Sweep], sizes: list, named: list[str], table: list[dict], where: str, checker: Checker
+) -> None:
     """Each size's settings, the baseline's N, the budget its records carry and the runs finished of those
     its plan holds (the arms `named` by the command and those with records, at the grid and the extension
     rounds replayed, every seed)."""
@@ -89,10 +95,10 @@ def check_budgets(sweeps: dict[str, Sweep], sizes: list, named: list[str], table
             checker.mismatch(at, "no row", "a row")
             continue
         checker.text(f"{at}, settings", row["settings"], ", ".join(f"{key}={value}" for key, value in settings))
-        records = [r for (arm, point), runs in sweep.cells.items() if point in sweep.points.get(arm, [])
-                   for r in runs.values()]
-        baseline = {r["params"]["non_embedding"] for (arm, _), runs in sweep.cells.items() if arm == sweep.baseline
-                    for r in runs.values()}
+        records = [r for (arm, point), runs in sweep.cells.items() if point in sweep.points.get(arm, []) for r in runs.values()]
+        baseline = {
+            r["params"]["non_embedding"] for (arm, _), runs in sweep.cells.items() if arm == sweep.baseline for r in runs.values()
+        }
         if len(baseline) > 1:
             checker.note(f"{at}: the baseline's records hold {len(baseline)} different N; its row names one of them")
         params = min(baseline) if baseline else None
@@ -113,8 +119,12 @@ def check_budgets(sweeps: dict[str, Sweep], sizes: list, named: list[str], table
         if "max_steps" in budget and params:
             given, _, reached = ratio.partition(" (reached: ")
             checker.text(f"{at}, tokens per parameter", given, f"{float(budget['tokens_per_parameter']):g}")
-            checker.numbers(f"{at}, tokens per parameter reached", reached.rstrip(")"),
-                            [int(budget["max_steps"]) * int(budget["tokens_per_step"]) / params], significant=3)
+            checker.numbers(
+                f"{at}, tokens per parameter reached",
+                reached.rstrip(")"),
+                [int(budget["max_steps"]) * int(budget["tokens_per_step"]) / params],
+                significant=3,
+            )
         else:
             checker.text(f"{at}, tokens per parameter", ratio, budget.get("tokens_per_parameter", "-"))
         checker.text(f"{at}, tokens per step", row["tokens per step"], budget.get("tokens_per_step", "-"))
@@ -142,7 +152,10 @@ def scaling_input(sweeps: dict[str, Sweep]) -> tuple[dict[str, dict[str, SizeRun
                 continue
             first = records[min(records)]
             arms[arm][size] = SizeRuns(
-                float(first["params"]["non_embedding"]), float(first["train_flops"]),
+                float(first["params"]["non_embedding"]),
+                float(first["train_flops"]),
                 {s: v for s, r in records.items() if (v := best(r)) is not None},
-                {s: v for s, r in records.items() if (v := test(r)) is not None}, point_rate(point))
+                {s: v for s, r in records.items() if (v := test(r)) is not None},
+                point_rate(point),
+            )
     return arms, variants

@@ -44,8 +44,10 @@ FLOOR_HELD = 1e-4  # a weighted fit's E below this fraction of the largest mean 
 ALPHA_AT_BOUND = 1e-3  # relative distance of α from a bound at which it is held
 MISFIT_ALL = re.compile(r"every law misses them, with χ² (\S+) to (\S+) on ([\d or]+) degrees of freedom;")
 MISFIT_ONE = re.compile(r"`([^`]+)` against ([NC]) \(χ² = (\S+) on (\d+) degrees of freedom, p = (\S+);")
-CLAIM = re.compile(r"^- `(?P<arm>[^`]+)`(?:'s m)? against (?P<ratio>\S+) \(beats `(?P<control>[^`]+)`, `[^`]+` with "
-                   r"(?P<share>\S+)% parameters\): (?P<rest>.*)$")
+CLAIM = re.compile(
+    r"^- `(?P<arm>[^`]+)`(?:'s m)? against (?P<ratio>\S+) \(beats `(?P<control>[^`]+)`, `[^`]+` with "
+    r"(?P<share>\S+)% parameters\): (?P<rest>.*)$"
+)
 
 
 def sizes_in_order(arms: dict) -> list[str]:
@@ -59,8 +61,11 @@ def means(arms: dict, values: str, spread: bool = False) -> dict[str, dict[str, 
     with `spread`, (that mean's standard error, NaN with one seed, and the number of seeds) instead."""
     found = {arm: {} for arm in arms}
     for size in {s for runs in arms.values() for s in runs}:
-        present = {arm: v for arm in arms if size in arms[arm]
-                   and (v := {s: x for s, x in getattr(arms[arm][size], values).items() if math.isfinite(x)})}
+        present = {
+            arm: v
+            for arm in arms
+            if size in arms[arm] and (v := {s: x for s, x in getattr(arms[arm][size], values).items() if math.isfinite(x)})
+        }
         common = set.intersection(*(set(v) for v in present.values())) if present else set()
         for arm, v in present.items():
             used = [v[s] for s in sorted(common or v)]
@@ -82,8 +87,7 @@ def fits(arms: dict, values: str) -> dict[tuple[str, str], tuple[list[str], np.n
     return found
 
 
-def check_scaling(arms: dict, baseline: str, mode: str, variants: dict, section: dict, where: str,
-                  checker: Checker) -> None:
+def check_scaling(arms: dict, baseline: str, mode: str, variants: dict, section: dict, where: str, checker: Checker) -> None:
     """`section`: the scaling section's subsections by their ### heading."""
     if mode != "min" or not any(arms.values()):
         if "Laws" in section:
@@ -94,8 +98,7 @@ def check_scaling(arms: dict, baseline: str, mode: str, variants: dict, section:
     laws = {kind: fits(arms, kind) for kind in kinds}
     check_laws(laws, (markdown.tables(section.get("Laws", "")) or [[]])[0], f"{where} laws", checker)
     for kind in kinds:
-        check_misfits(arms, laws[kind], kind, section.get("What these numbers cannot say", ""), f"{where} misfits",
-                      checker)
+        check_misfits(arms, laws[kind], kind, section.get("What these numbers cannot say", ""), f"{where} misfits", checker)
     if baseline not in arms:
         return
     found = {kind: multipliers(laws[kind], baseline) for kind in kinds}
@@ -108,8 +111,11 @@ def check_laws(laws: dict, table: list[dict], where: str, checker: Checker) -> N
     printed = keyed(table, ("arm", "against", "values"), where, checker)
     mine = {(arm, AXES[axis], kind): found for kind, fitted in laws.items() for (arm, axis), found in fitted.items()}
     for key in printed.keys() ^ mine.keys():
-        checker.mismatch(f"{where}, {' '.join(key)}", "row" if key in printed else "no row",
-                         "a row" if key in mine else "no such arm and values")
+        checker.mismatch(
+            f"{where}, {' '.join(key)}",
+            "row" if key in printed else "no row",
+            "a row" if key in mine else "no such arm and values",
+        )
     for key in printed.keys() & mine.keys():
         (labels, x, y, law), row, at = mine[key], printed[key], f"{where}, {' '.join(key)}"
         checker.text(f"{at}, sizes", row["sizes"], str(len(labels)))
@@ -157,13 +163,18 @@ def check_misfits(arms: dict, fitted: dict, values: str, notes: str, where: str,
     tested = misfits(arms, fitted, values)
     missed = {key: found for key, found in tested.items() if found[2] < MISFIT_P}
     laws = sum(law is not None for _, _, _, law in fitted.values())
-    line = next((ln for ln in notes.splitlines() if ln.startswith(f"- On {values} values,")
-                 and ("no law fits its sizes" in ln or "some laws miss their sizes" in ln)), None)
+    line = next(
+        (
+            ln
+            for ln in notes.splitlines()
+            if ln.startswith(f"- On {values} values,") and ("no law fits its sizes" in ln or "some laws miss their sizes" in ln)
+        ),
+        None,
+    )
     at = f"{where} ({values})"
     if line is None or not missed:
         if (line is None) != (not missed):
-            checker.mismatch(at, "a sentence" if line else "no sentence",
-                             f"{len(missed)} law(s) with p < {MISFIT_P:g}")
+            checker.mismatch(at, "a sentence" if line else "no sentence", f"{len(missed)} law(s) with p < {MISFIT_P:g}")
         return
     every = MISFIT_ALL.search(line)
     if len(missed) == laws:
@@ -173,13 +184,17 @@ def check_misfits(arms: dict, fitted: dict, values: str, notes: str, where: str,
         chi2 = [found[0] for found in missed.values()]
         for end, printed, value in (("lowest", every[1], min(chi2)), ("highest", every[2], max(chi2))):
             checker.numbers(f"{at}, {end} χ²", printed, [value], None, 1e-4 * value)
-        checker.text(f"{at}, degrees of freedom", every[3],
-                     " or ".join(map(str, sorted({found[1] for found in missed.values()}))))
+        checker.text(
+            f"{at}, degrees of freedom", every[3], " or ".join(map(str, sorted({found[1] for found in missed.values()})))
+        )
         return
     printed = {(m[1], m[2]): m for m in MISFIT_ONE.finditer(line)}
     for key in printed.keys() ^ missed.keys():
-        checker.mismatch(f"{at}, {' '.join(key)}", "named" if key in printed else "not named",
-                         "a law with p < 0.01" if key in missed else "no such miss")
+        checker.mismatch(
+            f"{at}, {' '.join(key)}",
+            "named" if key in printed else "not named",
+            "a law with p < 0.01" if key in missed else "no such miss",
+        )
     for key in printed.keys() & missed.keys():
         chi2, freedom, p = missed[key]
         checker.numbers(f"{at}, {' '.join(key)} χ²", printed[key][3], [chi2], None, 1e-4 * chi2)
@@ -210,11 +225,22 @@ def multipliers(fitted: dict, baseline: str) -> dict[tuple[str, str, str], dict]
             m = reached / at
             bound = "≤" if m <= lowest / at * (1 + 1e-9) else "≥" if m >= highest / at * (1 - 1e-9) else ""
             ratio = math.nan if extrapolated or size not in base_labels else at / base_x[base_labels.index(size)]
-            flags = [w for w, on in (("extrapolated", extrapolated),
-                                     ("baseline's law extrapolated", not base_x.min() <= reached <= base_x.max())) if on]
-            rows[(arm, AXES[axis], size)] = {"x": at, "ratio": ratio, "m": m, "bound": bound,
-                                             "extrapolated": extrapolated,
-                                             "flags": f"({', '.join(flags)})" if flags else ""}
+            flags = [
+                w
+                for w, on in (
+                    ("extrapolated", extrapolated),
+                    ("baseline's law extrapolated", not base_x.min() <= reached <= base_x.max()),
+                )
+                if on
+            ]
+            rows[(arm, AXES[axis], size)] = {
+                "x": at,
+                "ratio": ratio,
+                "m": m,
+                "bound": bound,
+                "extrapolated": extrapolated,
+                "flags": f"({', '.join(flags)})" if flags else "",
+            }
     return rows
 
 
@@ -228,8 +254,9 @@ def check_multipliers(found: dict, table: list[dict], where: str, checker: Check
         printed[key] = (row, f"({flags}" if flags else "")
     mine = found["validation"]
     for key in printed.keys() ^ mine.keys():
-        checker.mismatch(f"{where}, {' '.join(key)}", "row" if key in printed else "no row",
-                         "a row" if key in mine else "no multiplier")
+        checker.mismatch(
+            f"{where}, {' '.join(key)}", "row" if key in printed else "no row", "a row" if key in mine else "no multiplier"
+        )
     for key in printed.keys() & mine.keys():
         (row, flags), m, at = printed[key], mine[key], f"{where}, {' '.join(key)}"
         checker.text(f"{at}, flags", flags, m["flags"])
@@ -257,8 +284,7 @@ def check_m(where: str, cell: str, m: dict, checker: Checker) -> None:
     checker.skip(2 if bracket else 0)
 
 
-def check_claims(arms: dict, baseline: str, variants: dict, multipliers_: dict, text: str, where: str,
-                 checker: Checker) -> None:
+def check_claims(arms: dict, baseline: str, variants: dict, multipliers_: dict, text: str, where: str, checker: Checker) -> None:
     """Each parameter control (an arm of the baseline's variant whose N is a steady ratio r of the
     baseline's, more than 1% from 1) gives every arm of another variant a claim "m above r?": the claim's r
     and its share of extra parameters are checked, its readings (bootstrap intervals against r) skipped."""
@@ -277,8 +303,11 @@ def check_claims(arms: dict, baseline: str, variants: dict, multipliers_: dict, 
         if (found := CLAIM.match(line)) is not None:
             printed[(found["arm"], found["control"])] = found
     for key in printed.keys() ^ expected.keys():
-        checker.mismatch(f"{where}, {' against '.join(key)}", "a claim" if key in printed else "no claim",
-                         "one" if key in expected else "no such parameter control")
+        checker.mismatch(
+            f"{where}, {' against '.join(key)}",
+            "a claim" if key in printed else "no claim",
+            "one" if key in expected else "no such parameter control",
+        )
     for key in printed.keys() & expected.keys():
         found, ratio, at = printed[key], expected[key], f"{where}, {' against '.join(key)}"
         checker.numbers(f"{at}, threshold", found["ratio"], [ratio], significant=6)

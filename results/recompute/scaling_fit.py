@@ -74,9 +74,18 @@ def fit(x, y, weights=None) -> Law:
     for alpha in np.geomspace(*ALPHA_BOUNDS, STARTS):
         power = np.exp(-alpha * log_z)
         linear = nnls(w[:, None] * np.column_stack([power] if pure else [np.ones_like(y), power]), w * y)[0]
-        result = least_squares(residuals, np.clip([*linear, alpha], low, high), jac=jacobian, bounds=(low, high),
-                               x_scale="jac", ftol=1e-12, xtol=1e-12, gtol=1e-12, max_nfev=1000)
+        result = least_squares(
+            residuals,
+            np.clip([*linear, alpha], low, high),
+            jac=jacobian,
+            bounds=(low, high),
+            x_scale="jac",
+            ftol=1e-12,
+            xtol=1e-12,
+            gtol=1e-12,
+            max_nfev=1000,
+        )
         if best is None or result.cost < best.cost:
             best = result
     E, B, alpha = parts(best.x)
-    return Law(float(E), float(B * reference ** alpha), float(alpha), pure)
+    return Law(float(E), float(B * reference**alpha), float(alpha), pure)

@@ -19,6 +19,7 @@ from sweep_records import Sweep, best, choose, edges, label, load, orphans, test
 CROSS_FIT = "Cross-fitted tuning: chosen on half of the seeds, scored on the other half"
 CROSS_FIT_EXTENDED = "Cross-fitted tuning over every point each arm ran, extensions included"
 
+
 def sections_with_records(results: Path) -> list[str]:
     return sorted(d.name for d in results.iterdir() if (d / "results.md").is_file() and (d / "runs").is_dir())
 
@@ -58,37 +59,57 @@ def check_section(directory: Path, checker: Checker, runs: Path | None = None, n
         at_chosen = {arm: found for arm in sweep.arms if (found := at_point(sweep, arm, sweep.at, value))[1]}
         at_rows = compare(at_chosen, sweep.arms, sweep.baseline, sweep.primary, sweep.mode)
         heading = f"Every arm at {label(sweep.at)}: differences in {metric}"
-        check_comparisons(at_rows, sweep.mode, table_under(report, heading, 0, name, checker),
-                          f"{name} at {label(sweep.at)}", checker)
+        check_comparisons(
+            at_rows, sweep.mode, table_under(report, heading, 0, name, checker), f"{name} at {label(sweep.at)}", checker
+        )
         if written:
-            check_comparison_values(at_rows, sweep.mode, written.get(f"at {label(sweep.at)}"),
-                                    f"{name} at {label(sweep.at)}", checker)
+            check_comparison_values(
+                at_rows, sweep.mode, written.get(f"at {label(sweep.at)}"), f"{name} at {label(sweep.at)}", checker
+            )
     fits = extended_fits = {}
     extended = any(p not in sweep.grid for points in sweep.points.values() for p in points)
     if sweep.cross_fit:
         # The strict table chooses among the grid's own points; where --extend-edges added some, a second
         # table chooses among every point each arm ran, its comparisons a family of their own.
-        fits = check_cross_fit_tables(sweep, lambda arm: sweep.grid, value, report, CROSS_FIT, name,
-                                      "cross-fit", checker, written, "cross-fit")
+        fits = check_cross_fit_tables(
+            sweep, lambda arm: sweep.grid, value, report, CROSS_FIT, name, "cross-fit", checker, written, "cross-fit"
+        )
         if extended:
-            extended_fits = check_cross_fit_tables(sweep, lambda arm: sweep.points[arm], value, report,
-                                                   CROSS_FIT_EXTENDED, name, "extended cross-fit", checker, written,
-                                                   "cross-fit over every point")
+            extended_fits = check_cross_fit_tables(
+                sweep,
+                lambda arm: sweep.points[arm],
+                value,
+                report,
+                CROSS_FIT_EXTENDED,
+                name,
+                "extended cross-fit",
+                checker,
+                written,
+                "cross-fit over every point",
+            )
     if CROSS_FIT_EXTENDED in report and not (sweep.cross_fit and extended):
-        checker.mismatch(name, f"a table under '## {CROSS_FIT_EXTENDED}'",
-                         "none (no --cross-fit, or no point past the grid)")
+        checker.mismatch(name, f"a table under '## {CROSS_FIT_EXTENDED}'", "none (no --cross-fit, or no point past the grid)")
     return {"sweep": sweep, "tuned": choices, "rows": rows, "fits": fits, "extended_fits": extended_fits}
 
 
-def check_cross_fit_tables(sweep: Sweep, candidates, value, report: dict, heading: str, name: str, scope: str,
-                           checker: Checker, written: dict | None = None, table: str = "") -> dict:
+def check_cross_fit_tables(
+    sweep: Sweep,
+    candidates,
+    value,
+    report: dict,
+    heading: str,
+    name: str,
+    scope: str,
+    checker: Checker,
+    written: dict | None = None,
+    table: str = "",
+) -> dict:
     """A cross-fitted section: each half's choice among `candidates(arm)`, the values at the other half's
     choice, and the comparisons at those choices; returns the fits."""
     fits, fit_chosen = cross_fitted(sweep, value, candidates)
     check_cross_fit(fits, table_under(report, heading, 0, name, checker), f"{name} {scope}", checker)
     fit_rows = compare(fit_chosen, sweep.arms, sweep.baseline, sweep.primary, sweep.mode)
-    check_comparisons(fit_rows, sweep.mode, table_under(report, heading, 1, name, checker),
-                      f"{name} {scope} comparison", checker)
+    check_comparisons(fit_rows, sweep.mode, table_under(report, heading, 1, name, checker), f"{name} {scope} comparison", checker)
     if written:  # comparisons.csv, where the report wrote one
         check_comparison_values(fit_rows, sweep.mode, written.get(table), f"{name} {scope} comparison", checker)
     return fits
@@ -122,8 +143,9 @@ def at_point(sweep: Sweep, arm: str, point: tuple, value) -> tuple[dict, dict]:
 def check_tuned(sweep: Sweep, choices: dict, table: list[dict], where: str, checker: Checker) -> None:
     printed = keyed(table, ("arm",), where, checker)
     for arm in set(choices) ^ set(printed):
-        checker.mismatch(f"{where}, arm {arm}", "row" if arm in printed else "no row",
-                         "a row" if arm in choices else "no tuned point")
+        checker.mismatch(
+            f"{where}, arm {arm}", "row" if arm in printed else "no row", "a row" if arm in choices else "no tuned point"
+        )
     for arm in choices.keys() & printed.keys():
         point, row = choices[arm][0], printed[arm]
         runs = list(sweep.cells[(arm, point)].values())
@@ -134,8 +156,9 @@ def check_tuned(sweep: Sweep, choices: dict, table: list[dict], where: str, chec
             elif column.startswith("test/"):
                 values = [r["test"][column] for r in runs if column in (r.get("test") or {})]
                 checker.numbers(f"{where}, {arm}, {column}", cell, stats.mean_std(values))
-        flags = "; ".join(f"{key.split('.')[-1]}={dict(point)[key]} is the {side} tried"
-                          for key, side in edges(point, sweep.points[arm]))
+        flags = "; ".join(
+            f"{key.split('.')[-1]}={dict(point)[key]} is the {side} tried" for key, side in edges(point, sweep.points[arm])
+        )
         checker.text(f"{where}, {arm}, at the grid's edge", row["at the grid's edge"], flags or "-")
 
 
@@ -155,8 +178,9 @@ def comparison_csv(directory: Path) -> dict[str, dict[tuple[str, str], dict]]:
     return found
 
 
-def check_comparison_values(rows: list[Row], mode: str, written: dict[tuple[str, str], dict] | None, where: str,
-                            checker: Checker) -> None:
+def check_comparison_values(
+    rows: list[Row], mode: str, written: dict[tuple[str, str], dict] | None, where: str, checker: Checker
+) -> None:
     """The comparisons of one table against their rows of comparisons.csv, unrounded: the same pairs, and each
     number equal to float rounding (the bootstrap and Monte Carlo p, randomised, skipped as in the markdown)."""
     if written is None:
@@ -164,20 +188,33 @@ def check_comparison_values(rows: list[Row], mode: str, written: dict[tuple[str,
         return
     mine = {row.pair: row for row in rows}
     for pair in mine.keys() ^ written.keys():
-        checker.mismatch(f"{where} (comparisons.csv), {pair[0]} vs {pair[1]}", "row" if pair in written else "no row",
-                         "a row" if pair in mine else "no comparison")
+        checker.mismatch(
+            f"{where} (comparisons.csv), {pair[0]} vs {pair[1]}",
+            "row" if pair in written else "no row",
+            "a row" if pair in mine else "no comparison",
+        )
     for pair in mine.keys() & written.keys():
         r, row, at = mine[pair].result, written[pair], f"{where} (comparisons.csv), {pair[0]} vs {pair[1]}"
         if r is None:
             checker.text(f"{at}, verdict", row["verdict"], "not compared: other data")
             continue
-        checker.text(f"{at}, seeds", f"{row['seeds']}/{row['seeds_reference']}/{row['paired']}",
-                     f"{r.n}/{r.n_reference}/{r.paired}")
-        for column, value in (("difference", r.mean), ("low", r.low), ("high", r.high), ("p", r.p), ("p_holm", r.p_holm),
-                              ("simultaneous_low", r.joint_low), ("simultaneous_high", r.joint_high)):
+        checker.text(
+            f"{at}, seeds", f"{row['seeds']}/{row['seeds_reference']}/{row['paired']}", f"{r.n}/{r.n_reference}/{r.paired}"
+        )
+        for column, value in (
+            ("difference", r.mean),
+            ("low", r.low),
+            ("high", r.high),
+            ("p", r.p),
+            ("p_holm", r.p_holm),
+            ("simultaneous_low", r.joint_low),
+            ("simultaneous_high", r.joint_high),
+        ):
             checker.close(f"{at}, {column}", row[column], value)
-        for column, value, flag in (("p_exact", r.p_exact, "p_exact_monte_carlo"),
-                                    ("p_exact_holm", r.p_exact_holm, "p_exact_holm_monte_carlo")):
+        for column, value, flag in (
+            ("p_exact", r.p_exact, "p_exact_monte_carlo"),
+            ("p_exact_holm", r.p_exact_holm, "p_exact_holm_monte_carlo"),
+        ):
             if row[flag] == "True":
                 checker.skip()
             else:
@@ -190,8 +227,9 @@ def check_comparisons(rows: list[Row], mode: str, table: list[dict], where: str,
     printed = keyed(table, ("arm",), where, checker)
     mine = {row.name: row for row in rows}
     for name in mine.keys() ^ printed.keys():
-        checker.mismatch(f"{where}, row {name}", "row" if name in printed else "no row",
-                         "a row" if name in mine else "no comparison")
+        checker.mismatch(
+            f"{where}, row {name}", "row" if name in printed else "no row", "a row" if name in mine else "no comparison"
+        )
     tested = sum(r.result is not None and r.result.primary and not math.isnan(r.result.p) for r in rows)
     for name in [n for n in mine if n in printed]:
         r, cells = mine[name].result, printed[name]
@@ -220,7 +258,7 @@ def cross_fitted(sweep: Sweep, value, candidates) -> tuple[dict, dict]:
     """{arm: (chosen on the first half, on the second, {seed: value at the other half's choice})}, and the
     chosen runs and values for the comparisons; each half chooses among the points of `candidates(arm)`
     the arm ran."""
-    first, second = set(sweep.seeds[: len(sweep.seeds) // 2]), set(sweep.seeds[len(sweep.seeds) // 2:])
+    first, second = set(sweep.seeds[: len(sweep.seeds) // 2]), set(sweep.seeds[len(sweep.seeds) // 2 :])
     fits, chosen = {}, {}
     for arm in sweep.arms:
         points = [p for p in candidates(arm) if (arm, p) in sweep.cells]
@@ -246,8 +284,7 @@ def check_cross_fit(fits: dict, table: list[dict], where: str, checker: Checker)
         on_first, on_second, values = fits[arm]
         row = printed[arm]
         checker.text(f"{where}, {arm}, first half", row["chosen on the first half"], label(on_first) if on_first else "n/a")
-        checker.text(f"{where}, {arm}, second half", row["chosen on the second half"],
-                     label(on_second) if on_second else "n/a")
+        checker.text(f"{where}, {arm}, second half", row["chosen on the second half"], label(on_second) if on_second else "n/a")
         column = next(c for c in row if c.endswith("(other half's choice)"))
         checker.numbers(f"{where}, {arm}, {column}", row[column], stats.mean_std(list(values.values())))
 
@@ -257,8 +294,11 @@ def plan_rows(sweep: Sweep, printed: dict, where: str, checker: Checker):
     side only is a mismatch."""
     mine = {(arm, label(point)): (arm, point) for arm in sweep.arms for point in sweep.points[arm]}
     for key in mine.keys() ^ printed.keys():
-        checker.mismatch(f"{where}, {' '.join(key)}", "row" if key in printed else "no row",
-                         "a row" if key in mine else "no such cell in the plan")
+        checker.mismatch(
+            f"{where}, {' '.join(key)}",
+            "row" if key in printed else "no row",
+            "a row" if key in mine else "no such cell in the plan",
+        )
     return [(mine[key], printed[key]) for key in mine.keys() & printed.keys()]
 
 

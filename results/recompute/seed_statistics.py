@@ -61,7 +61,7 @@ def paired(arm: dict[int, float], reference: dict[int, float]) -> Result:
 
 def sign_flip(d: np.ndarray) -> tuple[float, bool]:
     """The share of the 2^n sign assignments whose |sum| reaches the observed |sum|."""
-    if 2 ** d.size > EXACT_LIMIT:
+    if 2**d.size > EXACT_LIMIT:
         return math.nan, True
     signs = np.array(list(itertools.product((1.0, -1.0), repeat=d.size)))
     sums = np.abs(signs @ d)
@@ -75,7 +75,7 @@ def welch(arm: dict[int, float], reference: dict[int, float]) -> Result:
         return result
     va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
     result.error = math.sqrt(va + vb)
-    spread = va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1)
+    spread = va**2 / (a.size - 1) + vb**2 / (b.size - 1)
     result.df = (va + vb) ** 2 / spread if spread > 0 else math.nan
     t_parts(result)
     result.p_exact, result.exact_is_monte_carlo = relabel(a, b)
@@ -129,8 +129,7 @@ def verdict(r: Result, mode: str) -> str:
     if not r.primary:
         return "exploratory (not corrected)"
     if math.isnan(r.p_holm):
-        return ("the same difference on every seed: not testable" if r.paired
-                else "no spread on either side: not testable")
+        return "the same difference on every seed: not testable" if r.paired else "no spread on either side: not testable"
     if r.p_holm < ALPHA:
         return "better" if (r.mean > 0) == (mode == "max") else "worse"
     return "no detectable difference"

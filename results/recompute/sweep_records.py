@@ -96,15 +96,21 @@ def load(directory: Path, runs: Path | None = None) -> Sweep:
     primary = None
     if "--primary" in given:
         baseline = given["--baseline"][0][0] if "--baseline" in given else "standard"
-        primary = [tuple(pair.split(":", 1)) if ":" in pair else (pair, baseline)
-                   for pair in given["--primary"][0][0].split(",")]
+        primary = [tuple(pair.split(":", 1)) if ":" in pair else (pair, baseline) for pair in given["--primary"][0][0].split(",")]
     rounds = int(given["--max-extensions"][0][0]) if "--max-extensions" in given else 3
     at = None
     if "--at" in given:
         at = tuple(item.split("=", 1) for item in given["--at"][0][0].split(","))
-    sweep = Sweep(command, grid, list(range(first, first + n)),
-                  given["--baseline"][0][0] if "--baseline" in given else "standard", primary,
-                  rounds if "--extend-edges" in given else 0, "--cross-fit" in given, at)
+    sweep = Sweep(
+        command,
+        grid,
+        list(range(first, first + n)),
+        given["--baseline"][0][0] if "--baseline" in given else "standard",
+        primary,
+        rounds if "--extend-edges" in given else 0,
+        "--cross-fit" in given,
+        at,
+    )
     for path in sorted((runs or directory / "runs").rglob("record.json")):
         record = json.loads(path.read_text(encoding="utf-8"))
         settings = dict(record["settings"])
@@ -166,8 +172,10 @@ def choose(sweep: Sweep, arm: str, points: list[tuple], seeds: set[int] | None =
     """(the point with the best mean validation value over `seeds`, the points tied with it). Points where
     one of those seeds did not finish take part only when no point is complete."""
     wanted = set(sweep.seeds) if seeds is None else seeds
+
     def runs(p):
         return {s: r for s, r in sweep.cells.get((arm, p), {}).items() if s in wanted and best(r) is not None}
+
     complete = [p for p in points if wanted <= runs(p).keys()]
     scored = [(sum(map(best, runs(p).values())) / len(runs(p)), p) for p in (complete or points) if runs(p)]
     if not scored:
@@ -216,8 +224,13 @@ def replay_extensions(sweep: Sweep) -> None:
                 continue
             for key, side in edges(chosen, sweep.points[arm]):
                 value = beyond(chosen, key, side, sweep.points[arm])
-                match = [p for p in on_disk[arm] if all(k == key and math.isclose(number(v), value, rel_tol=1e-3)
-                                                        or k != key and (k, v) in chosen for k, v in p)]
+                match = [
+                    p
+                    for p in on_disk[arm]
+                    if all(
+                        k == key and math.isclose(number(v), value, rel_tol=1e-3) or k != key and (k, v) in chosen for k, v in p
+                    )
+                ]
                 if match and match[0] not in sweep.points[arm]:
                     sweep.points[arm].append(match[0])
                     added.append(arm)

@@ -24,8 +24,13 @@ BASELINE = "standard"
 
 
 def trend_sections(results: Path) -> list[str]:
-    return sorted(d.name for d in results.iterdir() if (d / "results.md").is_file() and not (d / "runs").exists()
-                  and (d / "results.md").read_text(encoding="utf-8").startswith(TITLE))
+    return sorted(
+        d.name
+        for d in results.iterdir()
+        if (d / "results.md").is_file()
+        and not (d / "runs").exists()
+        and (d / "results.md").read_text(encoding="utf-8").startswith(TITLE)
+    )
 
 
 def check_trend(directory: Path, results: Path, checker: Checker) -> None:
@@ -60,8 +65,11 @@ def check_trend(directory: Path, results: Path, checker: Checker) -> None:
             tokens = [r["tokens_seen"] / r["params"]["non_embedding"] for r in records if r.get("tokens_seen")]
             checker.text(f"{at}, lr chosen on validation", row["lr chosen on validation"], label(choices[arm][0]))
             checker.text(f"{at}, non-embedding params", row["non-embedding params"], f"{params:,}")
-            checker.numbers(f"{at}, tokens per parameter", row["training tokens per non-embedding parameter (this arm)"],
-                            [float(np.mean(tokens)) if tokens else math.nan])
+            checker.numbers(
+                f"{at}, tokens per parameter",
+                row["training tokens per non-embedding parameter (this arm)"],
+                [float(np.mean(tokens)) if tokens else math.nan],
+            )
             metric = next(c for c in row if c.startswith("test/"))
             checker.numbers(f"{at}, {metric}", row[metric], stats.mean_std(list(values[arm].values())))
             checker.numbers(f"{at}, difference", row[f"difference vs {BASELINE}"], [r.mean])
@@ -71,8 +79,7 @@ def check_trend(directory: Path, results: Path, checker: Checker) -> None:
             checker.text(f"{at}, verdict", row["verdict"], stats.verdict(r, sweep.mode))
     for key in printed:
         checker.mismatch(f"{where}, {key}", "row", "no such tuned arm")
-    check_slopes(per_arm, keyed(second, ("arm",), where, checker), keyed(third, ("arm",), where, checker), where,
-                 checker)
+    check_slopes(per_arm, keyed(second, ("arm",), where, checker), keyed(third, ("arm",), where, checker), where, checker)
 
 
 def check_slopes(per_arm: dict, printed: dict, power: dict, where: str, checker: Checker) -> None:

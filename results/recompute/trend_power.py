@@ -36,8 +36,9 @@ def weighted(x: list[float], seeds: list[list[float]]) -> tuple[float, float, fl
     return float(beta[1]), float(beta[1]) - half, float(beta[1]) + half
 
 
-def check_power(sizes: list[tuple[int, dict[int, float]]], error: float, df: int, row: dict | None, where: str,
-                checker: Checker) -> None:
+def check_power(
+    sizes: list[tuple[int, dict[int, float]]], error: float, df: int, row: dict | None, where: str, checker: Checker
+) -> None:
     """`sizes`: (the baseline's non-embedding parameters, {seed: difference}) sorted by parameters; `error`
     and `df`: the pooled slope's standard error and degrees of freedom; `row`: the report's row."""
     if row is None:

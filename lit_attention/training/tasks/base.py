@@ -131,7 +131,8 @@ class TaskModule(L.LightningModule):
             meta_model = counting["model"]
             meta_batch = apply_to_collection(batch, torch.Tensor, lambda t: t.to("meta"))
             counting["by_shape"][shape] = measure_flops(
-                meta_model, lambda: self.forward_batch(meta_model, meta_batch), lambda out: out.float().sum())
+                meta_model, lambda: self.forward_batch(meta_model, meta_batch), lambda out: out.float().sum()
+            )
         return counting["by_shape"][shape]
 
     def _record_model_facts(self) -> None:
@@ -174,8 +175,10 @@ class TaskModule(L.LightningModule):
             if not param.requires_grad:
                 continue
             if name.endswith("_flat_param"):
-                raise ConfigError("FSDP with use_orig_params=False merges parameters that are decayed with ones that "
-                                  "are not; use the strategy's default use_orig_params=True.")
+                raise ConfigError(
+                    "FSDP with use_orig_params=False merges parameters that are decayed with ones that "
+                    "are not; use the strategy's default use_orig_params=True."
+                )
             (decay if unwrapped_name(name) in decayed else no_decay).append(param)
         optimizer = torch.optim.AdamW(
             [{"params": decay, "weight_decay": settings.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
@@ -190,10 +193,14 @@ class TaskModule(L.LightningModule):
         """The names of the parameters AdamW decays: matrices (two or more dimensions), except, unless
         `decay_value_mix`, W_A and, unless `decay_positions`, the position embeddings and the CLS token.
         Read from the unwrapped model."""
-        keep_out = ((() if self.hparams.decay_value_mix else VALUE_MIX_NAMES)
-                    + (() if self.hparams.decay_positions else POSITION_NAMES))
-        return {unwrapped_name(name) for name, param in self.model.named_parameters()
-                if param.dim() >= 2 and not any(part in name for part in keep_out)}
+        keep_out = (() if self.hparams.decay_value_mix else VALUE_MIX_NAMES) + (
+            () if self.hparams.decay_positions else POSITION_NAMES
+        )
+        return {
+            unwrapped_name(name)
+            for name, param in self.model.named_parameters()
+            if param.dim() >= 2 and not any(part in name for part in keep_out)
+        }
 
     def log_loss(self, stage: str, loss: torch.Tensor, batch_size: int) -> None:
         """`<stage>/loss`, its epoch mean over every rank's batches (weighted by batch size) under DDP.

@@ -104,8 +104,7 @@ class ClassificationTask(TaskModule):
     def on_train_epoch_end(self) -> None:
         # compute() sums the counts over the DDP ranks; the ranks then log the same values (sync_dist
         # averages equal numbers, once an epoch, instead of Lightning's warning that they are unsynced).
-        self.log_dict({f"train/{name}": value for name, value in self.train_metrics.compute().items()},
-                      sync_dist=True)
+        self.log_dict({f"train/{name}": value for name, value in self.train_metrics.compute().items()}, sync_dist=True)
         self.train_metrics.reset()
 
     def training_step(self, batch, batch_idx):
@@ -127,6 +126,11 @@ class ClassificationTask(TaskModule):
         logits, inputs = self.predict_logits(batch)
         probabilities = logits.float().softmax(dim=-1).cpu()
         names = getattr(self.trainer.datamodule, "class_names", None) or [str(i) for i in range(logits.shape[-1])]
-        return [{"input": text, "prediction": names[int(row.argmax())],
-                 "probabilities": {name: round(float(p), 6) for name, p in zip(names, row)}}
-                for text, row in zip(inputs, probabilities)]
+        return [
+            {
+                "input": text,
+                "prediction": names[int(row.argmax())],
+                "probabilities": {name: round(float(p), 6) for name, p in zip(names, row)},
+            }
+            for text, row in zip(inputs, probabilities)
+        ]

@@ -23,9 +23,11 @@ class ImageClassifier(ClassificationTask):
         c = self.config
         if c.image_size is not None and (tokens := (c.image_size // c.patch_size) ** 2) > 4096:
             # an ImageNet-size image with a CIFAR-size patch: minutes per batch on a CPU
-            rank_zero_warn(f"{c.image_size}x{c.image_size} images in {c.patch_size}x{c.patch_size} patches make "
-                           f"{tokens:,} tokens per image, and attention costs grow with its square; consider a larger "
-                           f"--model.net.patch_size (16 for 224x224) or a smaller --data.image_size.")
+            rank_zero_warn(
+                f"{c.image_size}x{c.image_size} images in {c.patch_size}x{c.patch_size} patches make "
+                f"{tokens:,} tokens per image, and attention costs grow with its square; consider a larger "
+                f"--model.net.patch_size (16 for 224x224) or a smaller --data.image_size."
+            )
         self.model = self.build_model()
         self._build_metrics(c.num_classes)
         self._record_model_facts()

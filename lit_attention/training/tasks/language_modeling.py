@@ -66,13 +66,14 @@ class CausalLanguageModel(TaskModule):
     ) -> None:
         super().__init__(**optimization)
         if monitor not in MONITORS:
-            raise ConfigError(f"monitor {monitor!r} is not available for language models; valid choices are {', '.join(MONITORS)}.")
+            raise ConfigError(
+                f"monitor {monitor!r} is not available for language models; valid choices are {', '.join(MONITORS)}."
+            )
         self.monitor, self.monitor_mode = monitor, MONITORS[monitor]
         self.model = self.build_model()
         self.train_accuracy = ScoredAccuracy()
         for stage in ("val", "test"):
-            setattr(self, f"{stage}_accuracy",
-                    MulticlassAccuracy(self.config.vocab_size, average="micro", ignore_index=IGNORE))
+            setattr(self, f"{stage}_accuracy", MulticlassAccuracy(self.config.vocab_size, average="micro", ignore_index=IGNORE))
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
         self._record_model_facts()
 
@@ -104,12 +105,17 @@ class CausalLanguageModel(TaskModule):
         """Each window's outcome, for the run's per-example file (per_example.py): the mean loss over its
         scored targets, how many it predicted and how many were scored (token-weighted means rebuild)."""
         scored = targets != IGNORE
-        losses = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE,
-                                 reduction="none").view_as(targets)
+        losses = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE, reduction="none").view_as(
+            targets
+        )
         tokens = scored.sum(dim=1)
-        return {"per_example": {"loss": (losses.sum(dim=1) / tokens.clamp(min=1)).detach(),
-                                "correct": ((logits.argmax(dim=-1) == targets) & scored).sum(dim=1),
-                                "tokens": tokens}}
+        return {
+            "per_example": {
+                "loss": (losses.sum(dim=1) / tokens.clamp(min=1)).detach(),
+                "correct": ((logits.argmax(dim=-1) == targets) & scored).sum(dim=1),
+                "tokens": tokens,
+            }
+        }
 
     def training_step(self, batch, batch_idx):
         self.log_learning_rate()
@@ -146,8 +152,14 @@ class CausalLanguageModel(TaskModule):
     def predict_step(self, batch, batch_idx) -> list[dict]:
         """Continue each prompt of a left-padded batch; one row per prompt with the generated text."""
         hp = self.hparams
-        tokens = self.model.generate(batch["tokens"], hp.max_new_tokens, temperature=hp.temperature, top_k=hp.top_k,
-                                     top_p=hp.top_p, padding_mask=batch["padding_mask"])
-        new = tokens[:, batch["tokens"].shape[1]:].tolist()
+        tokens = self.model.generate(
+            batch["tokens"],
+            hp.max_new_tokens,
+            temperature=hp.temperature,
+            top_k=hp.top_k,
+            top_p=hp.top_p,
+            padding_mask=batch["padding_mask"],
+        )
+        new = tokens[:, batch["tokens"].shape[1] :].tolist()
         decode = self.trainer.datamodule.decode
         return [{"prompt": prompt, "continuation": decode(ids)} for prompt, ids in zip(batch["texts"], new)]

@@ -58,8 +58,14 @@ class Seq2SeqTranslator(TaskModule):
 
     @staticmethod
     def forward_batch(model, batch):
-        return model(batch["src"], batch["tgt_in"], batch["src_padding_mask"], batch["tgt_padding_mask"],
-                     batch.get("src_padded"), batch.get("tgt_padded"))
+        return model(
+            batch["src"],
+            batch["tgt_in"],
+            batch["src_padding_mask"],
+            batch["tgt_padding_mask"],
+            batch.get("src_padded"),
+            batch.get("tgt_padded"),
+        )
 
     @staticmethod
     def batch_size_of(batch) -> int:
@@ -80,8 +86,10 @@ class Seq2SeqTranslator(TaskModule):
         logits = self.forward_batch(self.model, batch)
         smoothing = self.hparams.label_smoothing if stage == "train" else 0.0
         loss = F.cross_entropy(
-            logits.flatten(0, 1).float(), batch["tgt_out"].flatten(),
-            ignore_index=self.config.pad_id, label_smoothing=smoothing,
+            logits.flatten(0, 1).float(),
+            batch["tgt_out"].flatten(),
+            ignore_index=self.config.pad_id,
+            label_smoothing=smoothing,
         )
         self.log_loss(stage, loss, batch_size=batch["src"].shape[0])
         return loss
@@ -101,8 +109,7 @@ class Seq2SeqTranslator(TaskModule):
 
     def _generate(self, batch, beam_size: int) -> torch.Tensor:
         # A sharded model (FSDP units inside it) gathers weights in every step: ranks decode in lockstep.
-        return self.model.generate(batch["src"], batch["src_padding_mask"], beam_size=beam_size,
-                                   lockstep=is_sharded(self.model))
+        return self.model.generate(batch["src"], batch["src_padding_mask"], beam_size=beam_size, lockstep=is_sharded(self.model))
 
     def _score(self, batch, metric: SacreBLEUScore, beam_size: int) -> None:
         hypotheses = self._generate(batch, beam_size)
