@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench clean
+.PHONY: demo test test-fast lint format bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,13 +28,19 @@ demo: $(STAMP)
 WORKERS ?= auto
 PYTEST  := $(BIN)/python -m pytest -n $(WORKERS) --dist loadfile
 
-# ruff's lint rules (pyproject.toml) first: a lint error fails the suite before any test runs.
+# ruff first: its lint rules (pyproject.toml) and its layout (`ruff format`, which `make format` applies);
+# a lint error or an unformatted file fails the suite before any test runs.
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(PYTEST)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
 
 test-fast: $(STAMP)
 	$(PYTEST) -m "not slow"
