@@ -83,7 +83,8 @@ def test_the_trend_table_is_least_squares_and_welch_on_hand_made_differences():
         params: {seed: mean + noise[(seed + k) % 4] for seed in range(4)}
         for k, (params, mean) in enumerate([(1000, -0.1), (2000, 0.0), (4000, 0.1)])
     }
-    text = trend_section({"optimized": [(p, sizes[p]) for p in (4000, 2000, 1000)]}, "standard", "test/loss")
+    records: list[dict] = []
+    text = trend_section({"optimized": [(p, sizes[p]) for p in (4000, 2000, 1000)]}, "standard", "test/loss", records)
     row = text.split("| optimized |")[1].split("\n")[0].split("|")
     x = [math.log2(p) for p in sizes for _ in range(4)]
     y = [v for p in sizes for v in sizes[p].values()]
@@ -96,6 +97,14 @@ def test_the_trend_table_is_least_squares_and_welch_on_hand_made_differences():
     change = unpaired_difference(sizes[4000], sizes[1000])
     assert row[3].strip() == "4.0x" and row[4].strip() == f"{change.mean:+.4f}" == "+0.2000"
     assert row[5].strip() == f"[{change.low:+.4f}, {change.high:+.4f}]"
+    slope_row, change_row = records  # comparisons.csv's rows: the same numbers, unrounded
+    assert slope_row["table"] == "slope per doubling" and slope_row["seeds"] == 12
+    assert math.isclose(slope_row["difference"], slope, abs_tol=1e-12)
+    assert math.isclose(slope_row["low"], slope - half, abs_tol=1e-9) and math.isclose(
+        slope_row["high"], slope + half, abs_tol=1e-9
+    )
+    assert change_row["table"] == "largest minus smallest" and change_row["paired"] is False
+    assert (change_row["difference"], change_row["low"], change_row["high"]) == (change.mean, change.low, change.high)
 
 
 # The other sections reproduce.sh gives `compare`, and the other trend (`compare --trend` over three sections);

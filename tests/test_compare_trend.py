@@ -2,6 +2,7 @@
 --output and a folder compare did not write are refused in one sentence, exit status 2, before any
 file is written (tests/test_committed_results.py rebuilds the committed trends through it)."""
 
+import csv
 from pathlib import Path
 
 import pytest
@@ -65,7 +66,23 @@ def test_a_trend_over_sweeps_without_a_grid_is_written(tmp_path, capsys):
 
     small, mid = (a_sweep(source, tmp_path / name, one_point) for source, name in ((SMALL, "small"), (MID, "mid")))
     main(["compare", "--trend", small, mid, "--output", str(tmp_path / "out")])
-    assert "| default |" in (tmp_path / "out" / "results.md").read_text()
+    text = (tmp_path / "out" / "results.md").read_text()
+    assert "| default |" in text
+    with open(tmp_path / "out" / "comparisons.csv", newline="") as file:  # what a program reads: each size's
+        rows = list(csv.DictReader(file))  # differences, and each arm's slope and change with size
+    assert [r["table"] for r in rows if r["arm"] == "optimized"] == [
+        "size small",
+        "size mid",
+        "slope per doubling",
+        "largest minus smallest",
+    ]
+    for row in rows:
+        if row["table"].startswith("size "):  # the table's row for that size and arm shows the same difference
+            assert f"| {row['table'][5:]} | {row['arm']} | default |" in text
+            assert (
+                f"| {float(row['difference']):+.4f} |"
+                in text.split(f"| {row['table'][5:]} | {row['arm']} | default |")[1].split("\n")[0]
+            )
 
 
 def test_a_trend_over_sweeps_without_test_scores_is_one_sentence(tmp_path, capsys):

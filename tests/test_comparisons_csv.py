@@ -15,6 +15,9 @@ from lit_attention.reports.tables import interval, p_value
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORTS = sorted(p.parent for p in (ROOT / "results").rglob("comparisons.csv"))
+TREND_TITLE = "# Size trend"  # compare --trend's reports: their tables are their own (checked apart below)
+TRENDS = [p for p in REPORTS if (p / "results.md").read_text(encoding="utf-8").startswith(TREND_TITLE)]
+SWEEPS = [p for p in REPORTS if p not in TRENDS]
 SEEDS_HEADER = "| arm | seeds | difference |"
 ITEMS_HEADER = "| arm | seeds × test items | difference |"
 
@@ -24,15 +27,19 @@ def markdown_tables(text: str) -> list[tuple[str, list[list[str]]]]:
     found, lines = [], text.splitlines()
     for i, line in enumerate(lines):
         kind = "seeds" if line.startswith(SEEDS_HEADER) else "items" if line.startswith(ITEMS_HEADER) else None
-        if kind is None:
-            continue
-        rows = []
-        for row in lines[i + 2 :]:
-            if not row.startswith("|"):
-                break
-            rows.append([cell.strip() for cell in row.strip("|").split("|")])
-        found.append((kind, rows))
+        if kind is not None:
+            found.append((kind, rows_after(lines, i)))
     return found
+
+
+def rows_after(lines: list[str], header: int) -> list[list[str]]:
+    """The cells of each row of the table whose header is `lines[header]`."""
+    rows = []
+    for row in lines[header + 2 :]:
+        if not row.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in row.strip("|").split("|")])
+    return rows
 
 
 def number(text: str) -> float:
@@ -79,7 +86,7 @@ def test_every_committed_report_has_its_comparisons():
     assert len(REPORTS) >= 15, REPORTS  # every section reproduce.sh runs, and each size of the scaled one
 
 
-@pytest.mark.parametrize("report", REPORTS, ids=[str(p.relative_to(ROOT / "results")) for p in REPORTS])
+@pytest.mark.parametrize("report", SWEEPS, ids=[str(p.relative_to(ROOT / "results")) for p in SWEEPS])
 @pytest.mark.slow  # reads a report and its table
 def test_comparisons_csv_says_what_results_md_says(report):
     with (report / "comparisons.csv").open(newline="") as file:
@@ -97,3 +104,50 @@ def test_comparisons_csv_says_what_results_md_says(report):
         for row, cells in zip(group, printed):
             assert cells[0] in (row["arm"], f"{row['arm']} vs {row['reference']}"), (name, cells[0])
             assert cells[1:] == (items_cells(row) if kind == "items" else seeds_cells(row)), (name, row["arm"])
+
+
+def printed_rows(text: str, header: str) -> dict[tuple[str, ...], list[str]]:
+    """The rows of the table whose header starts with `header`, by their first cells (size and arm, or arm)."""
+    lines = text.splitlines()
+    [start] = [i for i, line in enumerate(lines) if line.startswith(header)]
+    keys = 2 if header.startswith("| size |") else 1
+    return {tuple(row[:keys]): row[keys:] for row in rows_after(lines, start)}
+
+
+@pytest.mark.parametrize("report", TRENDS, ids=[p.name for p in TRENDS])
+@pytest.mark.slow  # reads a report and its tables
+def test_a_trends_comparisons_csv_says_what_its_results_md_says(report):
+    """Each size's difference from the baseline, and each arm's slope and change with size: every row of
+    comparisons.csv prints as its cells of results.md, and every printed row has its row in the file."""
+    text = (report / "results.md").read_text(encoding="utf-8")
+    sizes, slopes = printed_rows(text, "| size | arm |"), printed_rows(text, "| arm | slope per doubling")
+    with (report / "comparisons.csv").open(newline="") as file:
+        rows = list(csv.DictReader(file))
+    seen_sizes, seen_slopes = set(), set()
+    for row in rows:
+        low, high = interval(number(row["low"]), number(row["high"])), f"{number(row['difference']):+.4f}"
+        if row["table"].startswith("size "):
+            key = (row["table"][len("size ") :], row["arm"])
+            seen_sizes.add(key)
+            cells = sizes[key]
+            assert cells[4:] == [
+                high,
+                low,
+                interval(number(row["simultaneous_low"]), number(row["simultaneous_high"])),
+                p_value(number(row["p_holm"])),
+                row["verdict"],
+            ], key
+        elif row["table"] == "slope per doubling":
+            seen_slopes.add((row["arm"],))
+            assert slopes[(row["arm"],)][:3] == [high, low, p_value(number(row["p"]))], row["arm"]
+        else:
+            assert row["table"] == "largest minus smallest", row["table"]
+            cells = slopes[(row["arm"],)]
+            assert cells[4:8] == [
+                high,
+                low,
+                interval(number(row["bootstrap_low"]), number(row["bootstrap_high"])),
+                p_value(number(row["p"])),
+            ], row["arm"]
+            assert cells[8] == marked(number(row["p_exact"]), row["p_exact_monte_carlo"] == "True"), row["arm"]
+    assert seen_sizes == set(sizes) and seen_slopes == set(slopes)

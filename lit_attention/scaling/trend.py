@@ -9,7 +9,8 @@ baseline's non-embedding parameters (every seed of every size, t-interval), and 
 largest size minus the one at the smallest (Welch's interval and a label permutation: the sizes' seeds
 are separate models, so they are not paired); and what the sizes could have detected: the smallest slope
 the least-squares test detects with 80% power, and the slope over the size means weighted by the inverse
-variance of each mean (trend_statistics.py). It writes OUT/results.md and OUT/size_trend.png.
+variance of each mean (trend_statistics.py). It writes OUT/results.md, OUT/size_trend.png and
+OUT/comparisons.csv (every size's differences, the slopes and the changes, unrounded, in compare's columns).
 
 A `compare --scale` sweep reports its sizes with fitted laws and multipliers (fit_section.py); this
 reads sweeps that were run one size at a time, as the committed results/size_trend and ratio_trend are.
@@ -26,7 +27,9 @@ from pathlib import Path
 from lit_attention.errors import ConfigError
 from lit_attention.sweep.report_files import write_atomically
 from lit_attention.sweep.output_dir import TREND_FIGURE
-from lit_attention.reports.comparisons import marked
+from lit_attention.reports.comparisons import Comparison, comparison_records, marked
+from lit_attention.reports.report import write_comparisons
+from lit_attention.stats.validity import PAIRED, Pairing
 from lit_attention.stats.selection import best_of
 from lit_attention.stats.statistics import ALPHA, mean_std, paired_difference, unpaired_difference, verdict, with_holm
 from lit_attention.reports.tables import interval, markdown, p_value
@@ -88,11 +91,18 @@ def write_trend(folders: list[Path], output: Path, baseline: str = "standard") -
             f"{', '.join(sorted(common)) or 'none'}."
         )
     sizes, table, per_seed = [], [], {}  # per_seed: {arm: [(baseline's parameters, {seed: difference})]}
+    records: list[dict] = []  # comparisons.csv
     for folder, (rows, monitor, mode) in loaded.items():
         chosen = tuned([row for row in rows if row["arm"] in common], mode)
         test = {arm: {int(r["seed"]): float(r["test"]) for r in rs} for arm, rs in chosen.items()}
         arms = [arm for arm in chosen if arm != baseline]
         differences = with_holm([paired_difference(test[arm], test[baseline]) for arm in arms])
+        records += comparison_records(
+            [Comparison(arm, baseline, Pairing(PAIRED), d) for arm, d in zip(arms, differences)],
+            f"size {folder.name}",
+            monitor.replace("val/", "test/"),
+            mode,
+        )
         size = {"name": folder.name, "arms": {}}
         for arm, rs in chosen.items():
             values = [float(r["test"]) for r in rs]
@@ -143,17 +153,21 @@ def write_trend(folders: list[Path], output: Path, baseline: str = "standard") -
         f"# Size trend\n\n{metric} of each arm at its tuned learning rate (the arms every size has); "
         f"differences with `{baseline}` are paired over seeds and corrected over the arms at each size.\n\n"
         + markdown(header, table)
-        + trend_section(per_seed, baseline, metric)
+        + trend_section(per_seed, baseline, metric, records)
         + f"\n![trend]({FIGURE})\n"
     )
     write_atomically(output / "results.md", text)
+    write_comparisons(output / "comparisons.csv", records)
     plot(sizes, metric, output / FIGURE)
     return text
 
 
-def trend_section(per_seed: dict[str, list[tuple[int, dict[int, float]]]], baseline: str, metric: str) -> str:
+def trend_section(
+    per_seed: dict[str, list[tuple[int, dict[int, float]]]], baseline: str, metric: str, records: list[dict] | None = None
+) -> str:
     """Does each arm's difference from the baseline change with size? The least-squares slope of every
-    seed's difference against log2(parameters), and the largest size's mean difference minus the smallest's."""
+    seed's difference against log2(parameters), and the largest size's mean difference minus the smallest's;
+    their rows of comparisons.csv go to `records` (tables "slope per doubling" and "largest minus smallest")."""
     from scipy import stats
 
     rows, power_rows = [], []
@@ -182,6 +196,37 @@ def trend_section(per_seed: dict[str, list[tuple[int, dict[int, float]]]], basel
             ]
         )
         power_rows.append(power_row(arm, sizes, fit.stderr, len(x) - 2))
+        if records is not None:
+            pair = {"metric": metric, "arm": arm, "reference": baseline, "verdict": ""}
+            records.append(
+                {
+                    **pair,
+                    "table": "slope per doubling",
+                    "paired": True,
+                    "seeds": len(x),
+                    "difference": fit.slope,
+                    "low": fit.slope - half,
+                    "high": fit.slope + half,
+                    "p": fit.pvalue,
+                }
+            )
+            records.append(
+                {
+                    **pair,
+                    "table": "largest minus smallest",
+                    "paired": False,
+                    "seeds": change.n,
+                    "seeds_reference": change.n_baseline,
+                    "difference": change.mean,
+                    "low": change.low,
+                    "high": change.high,
+                    "bootstrap_low": change.boot_low,
+                    "bootstrap_high": change.boot_high,
+                    "p": change.p,
+                    "p_exact": change.p_exact,
+                    "p_exact_monte_carlo": change.p_exact_monte_carlo,
+                }
+            )
     if not rows:
         return ""
     header = [

@@ -2,7 +2,8 @@
 size, and whether the difference changes with size: the least-squares slope of every seed's difference
 against log2 of the baseline's non-embedding parameters (t-interval), and the largest size's differences
 minus the smallest's (Welch, with the exact label permutation), and what the sizes could have detected
-(trend_power.py), recomputed from the sizes' records."""
+(trend_power.py), recomputed from the sizes' records; and, where the trend wrote comparisons.csv, the same
+numbers unrounded in its rows (each size's differences, each arm's slope and change)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from scipy import stats as scipy_stats
 import markdown_tables as markdown
 import seed_statistics as stats
 from printed_numbers import Checker
-from section_check import keyed
+from section_check import comparison_csv, keyed
 from sweep_records import label, load, test, tuned
 from trend_power import check_power
 
@@ -44,6 +45,7 @@ def check_trend(directory: Path, results: Path, checker: Checker) -> None:
         sizes[name] = (sweep, tuned(sweep))
     common = set.intersection(*(set(choices) for _, choices in sizes.values()))
     printed = keyed(first, ("size", "arm"), where, checker)
+    written = comparison_csv(directory)  # {} for a trend written before the file
     per_arm: dict[str, list[tuple[int, dict[int, float]]]] = {}
     for name, (sweep, choices) in sizes.items():
         runs = {arm: sweep.cells[(arm, choices[arm][0])] for arm in common}
@@ -77,12 +79,37 @@ def check_trend(directory: Path, results: Path, checker: Checker) -> None:
             checker.numbers(f"{at}, simultaneous", row["simultaneous 95% (per size)"], [r.joint_low, r.joint_high])
             checker.numbers(f"{at}, p (Holm)", row["p (Holm, per size)"], [r.p_holm], significant=3)
             checker.text(f"{at}, verdict", row["verdict"], stats.verdict(r, sweep.mode))
+            if written:
+                check_written(
+                    written.get(f"size {name}", {}).get((arm, BASELINE)),
+                    [
+                        ("difference", r.mean),
+                        ("low", r.low),
+                        ("high", r.high),
+                        ("p_holm", r.p_holm),
+                        ("simultaneous_low", r.joint_low),
+                        ("simultaneous_high", r.joint_high),
+                    ],
+                    f"{at} (comparisons.csv)",
+                    checker,
+                )
     for key in printed:
         checker.mismatch(f"{where}, {key}", "row", "no such tuned arm")
-    check_slopes(per_arm, keyed(second, ("arm",), where, checker), keyed(third, ("arm",), where, checker), where, checker)
+    check_slopes(
+        per_arm, keyed(second, ("arm",), where, checker), keyed(third, ("arm",), where, checker), where, checker, written
+    )
 
 
-def check_slopes(per_arm: dict, printed: dict, power: dict, where: str, checker: Checker) -> None:
+def check_written(row: dict | None, expected: list[tuple[str, float]], where: str, checker: Checker) -> None:
+    """One row of comparisons.csv against recomputed numbers, to float rounding."""
+    if row is None:
+        checker.mismatch(where, "no row", "a row")
+        return
+    for column, value in expected:
+        checker.close(f"{where}, {column}", row[column], value)
+
+
+def check_slopes(per_arm: dict, printed: dict, power: dict, where: str, checker: Checker, written: dict) -> None:
     """The slope table and, under it, what the sizes could have detected (trend_power.py)."""
     for table, rows in (("trend", printed), ("detectable", power)):
         for arm in rows.keys() - per_arm.keys():
@@ -118,3 +145,17 @@ def check_slopes(per_arm: dict, printed: dict, power: dict, where: str, checker:
         else:
             checker.numbers(f"{at}, exact p", row["exact p (permutation)"], [change.p_exact], significant=3)
         checker.skip()  # the bootstrap interval
+        if written:
+            slope_at, change_at = (f"{at} (comparisons.csv, {table})" for table in ("slope", "change"))
+            check_written(
+                written.get("slope per doubling", {}).get((arm, BASELINE)),
+                [("difference", slope), ("low", slope - half), ("high", slope + half), ("p", p)],
+                slope_at,
+                checker,
+            )
+            check_written(
+                written.get("largest minus smallest", {}).get((arm, BASELINE)),
+                [("difference", change.mean), ("low", change.low), ("high", change.high), ("p", change.p)],
+                change_at,
+                checker,
+            )
