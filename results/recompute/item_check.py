@@ -10,6 +10,9 @@ the file (numpy's .npz), checks the hash, and rebuilds each row from the definit
 - the two bootstrap intervals and a Monte Carlo sign-flip p: random, so they are drawn again here with
   another generator and another way of drawing, and checked within a Monte Carlo tolerance, not to
   their printed digits.
+Where the report wrote comparisons.csv, its rows of the table are checked too, unrounded: the same pairs,
+the shape, the difference and an exact p to float rounding, the test's words, the intervals within the
+same Monte Carlo tolerance.
 """
 
 from __future__ import annotations
@@ -112,10 +115,18 @@ def check_interval(checker: Checker, where: str, cell: str, mine: tuple[float, f
 
 
 def check_items(
-    rows: list[Row], chosen: dict, places: dict, metric: str, table: list[dict], where: str, checker: Checker
+    rows: list[Row],
+    chosen: dict,
+    places: dict,
+    metric: str,
+    table: list[dict],
+    where: str,
+    checker: Checker,
+    written: dict[tuple[str, str], dict] | None = None,
 ) -> None:
     """`rows`: the comparison rows (comparison_rows.compare); `chosen` {arm: ({seed: record}, values)} at the
-    compared points; `places` {arm: {seed: the run's folder}}; `table` the printed item table."""
+    compared points; `places` {arm: {seed: the run's folder}}; `table` the printed item table; `written` its
+    rows of comparisons.csv by (arm, reference), where the report wrote the file."""
     split, _, name = metric.partition("/")
     measure = {"acc": "correct", "loss": "loss"}.get(name)
     printed = {row["arm"]: row for row in table}
@@ -138,6 +149,13 @@ def check_items(
         made = matrices(*sides, measure) if measure and all(sides) else None
         if made is not None:
             found[row.name] = (row, made)
+    if written is not None:
+        for pair in {row.pair for row in rows if row.name in found} ^ written.keys():
+            checker.mismatch(
+                f"{where} (comparisons.csv), {pair[0]} vs {pair[1]}",
+                "row" if pair in written else "no row",
+                "a row" if pair not in written else "no comparison over items",
+            )
     for label in printed.keys() - found.keys():
         checker.text(f"{where}, {label}, {HEADER}", printed[label][HEADER], "-")
     family = []
@@ -162,6 +180,8 @@ def check_items(
             checker.text(f"{at}, paired test", cells["paired test over items"], "sign flip over items")
             p, monte_carlo = sign_flip_p(d, w, rng)
         check_p(checker, f"{at}, p", cells["p"], p, monte_carlo)
+        if written is not None:
+            check_written(checker, f"{at} (comparisons.csv)", written.get(row.pair), d, w, rng, (p, monte_carlo), cells)
         if row.result.primary:
             family.append((label, p, monte_carlo))
         else:
@@ -172,6 +192,27 @@ def check_items(
     for (label, _, _), p_holm in zip(family, stats.holm(ps)):
         cell = printed[label]["p (Holm)"]
         checker.numbers(f"{where}, {label}, p (Holm)", cell, [p_holm], significant=None if any_mc else 3)
+
+
+def check_written(checker: Checker, where: str, written: dict | None, d, w, rng, p: tuple[float, bool], cells: dict) -> None:
+    """One comparison's row of comparisons.csv against the recomputed numbers (see the module's note)."""
+    if written is None:
+        return  # counted as a missing pair by the caller
+    checker.text(f"{where}, shape", f"{written['seeds']} × {written['test_items']}", f"{d.shape[0]} × {d.shape[1]}")
+    checker.close(f"{where}, difference", written["difference"], weighted_mean_difference(d, w))
+    checker.text(f"{where}, test", written["item_test"], cells["paired test over items"].strip())
+    if p[1]:
+        checker.skip()  # a Monte Carlo p: its printed cell was checked within its tolerance above
+    else:
+        checker.close(f"{where}, p", written["p"], p[0])
+    for name, items in (("seeds_only", False), ("two_way", True)):
+        low, high = bootstrap(d, w, items, rng)
+        checker.numbers(
+            f"{where}, {name}",
+            f"[{written[f'{name}_low']}, {written[f'{name}_high']}]",
+            [low, high],
+            slack=INTERVAL_SLACK * (high - low),
+        )
 
 
 def check_p(checker: Checker, where: str, cell: str, p: float, monte_carlo: bool) -> None:

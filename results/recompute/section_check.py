@@ -54,7 +54,16 @@ def check_section(directory: Path, checker: Checker, runs: Path | None = None, n
     items = item_table(report.get(heading, ""))
     if items is not None:
         places = {arm: sweep.places.get((arm, point), {}) for arm, (point, _) in choices.items()}
-        check_items(rows, chosen, places, metric, items, f"{name} over seeds and test items", checker)
+        check_items(
+            rows,
+            chosen,
+            places,
+            metric,
+            items,
+            f"{name} over seeds and test items",
+            checker,
+            written.get(f"{'tuned' if grid else 'main'} over seeds and test items") if written else None,
+        )
     if sweep.at is not None:
         at_chosen = {arm: found for arm in sweep.arms if (found := at_point(sweep, arm, sweep.at, value))[1]}
         at_rows = compare(at_chosen, sweep.arms, sweep.baseline, sweep.primary, sweep.mode)
