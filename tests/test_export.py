@@ -36,7 +36,7 @@ def files_of(folder: Path) -> dict[str, str]:
 
 
 @pytest.mark.slow  # trains a run
-def test_an_exported_vit_loads_with_identical_logits_and_its_card_quotes_the_record(in_tmp, capsys):
+def test_an_exported_vit_loads_with_identical_logits_and_its_card_quotes_the_record(in_tmp, capsys, monkeypatch):
     run = trained(
         [
             "--config",
@@ -69,6 +69,14 @@ def test_an_exported_vit_loads_with_identical_logits_and_its_card_quotes_the_rec
     assert f"{record['best']['value']:.6g}" in card and f"{record['test']['test/acc']:.6g}" in card
     before = files_of(folder)
     assert run_main(["export", str(run), "--to", "exported/vit_super"]) == 0  # an earlier export's folder: replaced
+    assert files_of(folder) == before
+    # --push: the Hub is not reachable here, so offline mode makes huggingface_hub refuse at once (no retries);
+    # the export is written first and stays, and the sentence says how to push it later.
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    assert run_main(["export", str(run), "--to", "exported/vit_super", "--push", "someone/vit-super"]) == 2
+    error = capsys.readouterr().err
+    assert "The export is written to 'exported/vit_super', but pushing it to 'someone/vit-super' failed" in error
+    assert "OfflineModeIsEnabled" in error and "`hf upload someone/vit-super exported/vit_super`" in error
     assert files_of(folder) == before
 
 
@@ -161,6 +169,12 @@ def test_export_refuses_a_folder_it_did_not_write_and_from_pretrained_a_folder_w
 
     with pytest.raises(ConfigError, match="^export: 'nowhere' does not exist; pass a trained run's directory"):
         export(["nowhere", "--to", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+    for bad in ("vit-super", "some one/vit", "a/b/c"):  # refused before the run is read or anything written
+        with pytest.raises(ConfigError, match=f"^--push {bad!r} is not a Hub repository's id; give user/name"):
+            export([str(tmp_path), "--to", str(tmp_path / "out"), "--push", bad])
+    with pytest.raises(ConfigError, match="^export: --private applies to --push"):
+        export([str(tmp_path), "--to", str(tmp_path / "out"), "--private"])
     assert not (tmp_path / "out").exists()
     mine = tmp_path / "mine"
     mine.mkdir()

@@ -7,7 +7,7 @@ the variant, the recipe, the data and what the run's record measured (model_card
 
 `--to` is a new or empty folder, or one an earlier export wrote (its files are replaced, and those this export
 does not write again removed); any other folder is refused before anything is read, so no user file is
-overwritten.
+overwritten. `--push USER/NAME` then uploads the folder to the Hugging Face Hub (sharing/hub.py).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from lit_attention.analysis.command import SentenceParser
 from lit_attention.atomic_files import replace_file
 from lit_attention.errors import ConfigError
 from lit_attention.modeling.pretrained import CONFIG_FILE, FORMAT, save_pretrained
+from lit_attention.sharing.hub import check_repo_id, push
 from lit_attention.sharing.model_card import model_card
 from lit_attention.training.run_config import TOKENIZER_FILE
 
@@ -53,6 +54,13 @@ def parser() -> argparse.ArgumentParser:
         "LayerNorm, the GELU MLP, a tied head) or LlamaForCausalLM (Llama's: rope, rmsnorm, swiglu, no "
         "biases; Qwen3ForCausalLM with qk_norm)",
     )
+    found.add_argument(
+        "--push",
+        metavar="USER/NAME",
+        help="then upload DIR to this Hugging Face Hub model repository (created if missing; needs `hf auth "
+        "login`), from which from_pretrained('USER/NAME') loads it",
+    )
+    found.add_argument("--private", action="store_true", help="with --push: create the repository private")
     return found
 
 
@@ -102,6 +110,10 @@ def run(argv: list[str]) -> None:
             "(runs/<recipe>/<variant>/seed_<n>/version_<k>), a seed's directory or a .ckpt file."
         )
     check_destination(folder)
+    if args.private and not args.push:
+        raise ConfigError("export: --private applies to --push; add --push USER/NAME, or drop --private.")
+    if args.push:
+        check_repo_id(args.push)
     loaded = load_run(args.run)
     model = getattr(loaded.task.model, "_orig_mod", loaded.task.model)
     reference = None
@@ -140,3 +152,6 @@ def run(argv: list[str]) -> None:
         f"load it with lit_attention.modeling.pretrained.from_pretrained({str(folder)!r}).",
         flush=True,
     )
+    if args.push:
+        address = push(folder, args.push, args.private, owned=[TOKENIZER_FILE, f"{TRANSFORMERS}/*"])
+        print(f"Pushed {folder} to {address}; load it anywhere with from_pretrained({args.push!r}).", flush=True)
