@@ -1,7 +1,7 @@
 """A user's own Lightning logger keeps the run's identity (training/other_loggers.py): CSVLogger through `fit`
 and `compare`, named after each run, given the run's labels, told in one line that it takes no attention
-maps, and a logger missing a required argument refused in one sentence. (MLflow and W&B go through the same
-code; neither is installed here.)"""
+maps, and a logger missing a required argument refused in one sentence. (MLflow and W&B, offline:
+tests/test_mlflow_wandb_loggers.py.)"""
 
 from __future__ import annotations
 

@@ -75,7 +75,7 @@ from lit_attention.training.run_dirs import (
 )
 from lit_attention.training.run_config import RunConfigSaver
 from lit_attention.training.quiet import quiet_lightning
-from lit_attention.training.other_loggers import RunLabels, name_loggers
+from lit_attention.training.other_loggers import RunLabels, check_logger_stores, name_loggers
 from lit_attention.training.run_logger import RunLogger, hparams_metrics, settings_label
 from lit_attention.training.tasks.base import TaskModule
 
@@ -254,6 +254,7 @@ class LitAttentionCLI(RecipeOverCheckpoint, LightningCLI):
             raise SystemExit(0)
         check_trainer_settings(self.run_config.trainer, self.subcommand, self.run_config.run.test)
         check_trainer_values(self.run_config.trainer, runs_on_cpu(self.run_config.trainer))
+        check_logger_stores(self.run_config.trainer)
         if self.subcommand != "predict":
             check_data_prepared(self.run_config.trainer, self.built_datamodule)
         with torch.device("meta"):

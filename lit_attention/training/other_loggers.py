@@ -14,10 +14,13 @@ identity, as the run's TensorBoard logger does (run_logger.py):
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
 import lightning as L
+
+from lit_attention.errors import ConfigError
 
 # Logger class -> (the init argument that names its run, the value that means "not named by the user").
 NAME_ARGUMENTS = {
@@ -48,6 +51,30 @@ def name_loggers(trainer_config, label: str, version: str | None) -> None:
         argument, unnamed = NAME_ARGUMENTS[kind]
         if spec.init_args.get(argument) == unnamed:
             spec.init_args[argument] = label if kind in VERSIONED or version is None else f"{label}/{version}"
+
+
+def check_logger_stores(trainer_config) -> None:
+    """An MLflowLogger on MLflow's file store (its default, `save_dir ./mlruns`, or a `file:` tracking_uri) is
+    refused by MLflow 3.x unless MLFLOW_ALLOW_FILE_STORE=true: say so in one sentence before anything runs,
+    not as an error of the logger's construction."""
+    for spec in logger_specs(trainer_config):
+        if spec.class_path.rsplit(".", 1)[-1] != "MLFlowLogger" or spec.get("init_args") is None:
+            continue
+        uri = spec.init_args.get("tracking_uri") or os.environ.get("MLFLOW_TRACKING_URI")
+        store = uri or f"file:{spec.init_args.get('save_dir') or './mlruns'}"
+        if "://" in store and not store.startswith("file:"):
+            continue  # a database or a server
+        try:
+            from mlflow.environment_variables import MLFLOW_ALLOW_FILE_STORE
+        except ImportError:
+            return  # no mlflow (the logger says so itself), or one without the gate
+        if not MLFLOW_ALLOW_FILE_STORE.get():
+            raise ConfigError(
+                f"--trainer.logger MLFlowLogger would keep its runs in MLflow's file store ({store}), which "
+                "this MLflow refuses unless MLFLOW_ALLOW_FILE_STORE=true is set; set it, or give "
+                "--trainer.logger.tracking_uri a database (sqlite:///mlflow.db, with the full mlflow package) or "
+                "a tracking server."
+            )
 
 
 class RunLabels(L.Callback):
