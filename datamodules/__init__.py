@@ -8,14 +8,18 @@ from .base import DataModule
 from .images import ImageDataModule
 from .language_modeling import LanguageModelingDataModule
 from .mqar import MQARDataModule
+from .selective_copy import SelectiveCopyDataModule
 from .text_classification import TextClassificationDataModule
 from .translation import TranslationDataModule
+from .transduction import TransductionDataModule
 
 __all__ = [
     "DataModule",
     "ImageDataModule",
     "LanguageModelingDataModule",
     "MQARDataModule",
+    "SelectiveCopyDataModule",
     "TextClassificationDataModule",
+    "TransductionDataModule",
     "TranslationDataModule",
 ]

@@ -58,12 +58,15 @@ def workdir(tmp_path_factory) -> Path:
     return write_offline_data(tmp_path_factory.mktemp("recipes_run"))
 
 
+SYNTHETIC = ("MQARDataModule", "SelectiveCopyDataModule", "TransductionDataModule")  # generated: nothing to download
+
+
 def offline_data(recipe: Path, folder: Path) -> list[str]:
     """The data arguments that replace a download by offline data of the same kind ([] for offline recipes)."""
     if NQ in recipe.parents:
         return SMALL_GPT
     text = recipe.read_text()
-    if "dataset: digits" in text or "dataset: stdlib" in text or "MQARDataModule" in text:
+    if "dataset: digits" in text or "dataset: stdlib" in text or any(name in text for name in SYNTHETIC):
         return []
     if "ImageDataModule" in text:
         return ["--data.dataset=digits", "--data.rand_augment=false"]
