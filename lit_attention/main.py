@@ -5,6 +5,7 @@
     lit-attention compare ...                      a sweep of runs (lit_attention/compare.py)
     lit-attention inspect ...                      what a trained run learned (lit_attention/analysis/)
     lit-attention export RUN --to DIR              a trained run as a folder to share (lit_attention/sharing/)
+    lit-attention scorecard --variant SPEC         what a variant is worth on a protocol's tasks (scorecard/)
 
 Exit status: 0 done, 2 bad input (one sentence on stderr; LIT_ATTENTION_TRACEBACK=1 prints the traceback
 before it, and changes neither the sentence nor the status), 3 the training loss became NaN or infinite, 1 a failure that is not the
@@ -39,7 +40,7 @@ from lit_attention.sweep import die_with_parent
 
 TRACEBACK_ENV = "LIT_ATTENTION_TRACEBACK"
 RUN_COMMANDS = ("fit", "validate", "test", "predict")
-COMMANDS = (*RUN_COMMANDS, "prepare", "compare", "inspect", "export")
+COMMANDS = (*RUN_COMMANDS, "prepare", "compare", "inspect", "export", "scorecard")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -77,6 +78,10 @@ def main(argv: list[str] | None = None) -> None:
             from lit_attention.sharing.command import run as export
 
             export(words[1:])
+        elif words and words[0] == "scorecard":
+            from lit_attention.scorecard.command import run as scorecard
+
+            scorecard(words[1:])
         else:
             from lit_attention.training.cli import run as fit_validate_test_predict
 
@@ -121,7 +126,7 @@ def run_command_help(command: str) -> str:
     return text
 
 
-OVERVIEW = """usage: lit-attention {fit,validate,test,predict,prepare,compare,inspect,export} [options]
+OVERVIEW = """usage: lit-attention {fit,validate,test,predict,prepare,compare,inspect,export,scorecard} [options]
 
 Train and compare attention variants with PyTorch Lightning.
 
@@ -134,6 +139,7 @@ commands:
   compare    train a recipe over variants, seeds and a grid of settings, and report paired statistics
   inspect    what a trained run's attention learned (patterns, W_A, spectra, CKA): --ckpt_path <run dir>
   export     a trained run as a folder to share: safetensors weights, config, tokenizer, model card (--to DIR)
+  scorecard  what an attention variant is worth on a versioned protocol's tasks, with intervals (--variant SPEC)
 
 `lit-attention <command> --help` lists a command's options; `lit-attention --version` prints the version.
 """

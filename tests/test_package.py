@@ -180,3 +180,13 @@ def test_the_built_wheel_runs_a_readme_command_from_an_empty_folder(tmp_path):
     [record] = (empty / "runs" / "quickstart" / "vit_digits" / "standard" / "seed_0").glob("version_*/record.json")
     saved = json.loads(record.read_text())
     assert saved["optimizer_steps"] == 2 and saved["provenance"]["lit_attention"] == lit_attention.__version__
+    # The scorecard's protocol ships too: its dry run plans v1 from the empty folder.
+    planned = subprocess.run(
+        [str(script), "scorecard", "--variant", "super", "--dry-run"],
+        cwd=empty,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert planned.returncode == 0 and "Protocol v1 (sha256 " in planned.stdout, planned.stderr[-2000:]

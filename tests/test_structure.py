@@ -1,6 +1,6 @@
 """The package's shape (docs/DESIGN.md §4): no import cycles, no private name imported across modules, and
 layers that import only downward: modeling (no Lightning) < training and datamodules < analysis < stats < sweep <
-reports < scaling < the compare command and the entry point."""
+reports < scaling < the compare command < the scorecard < the entry point."""
 
 import ast
 from pathlib import Path
@@ -112,6 +112,19 @@ LAYERS = {
         "lit_attention.stats",
         "lit_attention.sweep",
         "lit_attention.reports",
+    ),
+    # The scorecard runs compare's sweeps and reads their records: it sits above compare, below the entry point.
+    "lit_attention.scorecard": (
+        *BELOW_ALL,
+        "lit_attention.modeling",
+        "lit_attention.training",
+        "datamodules",
+        "lit_attention.analysis",
+        "lit_attention.stats",
+        "lit_attention.sweep",
+        "lit_attention.reports",
+        "lit_attention.scaling",
+        "lit_attention.compare",
     ),
 }
 # The entry point and the compare command, which may import every layer, and the --help cache the entry

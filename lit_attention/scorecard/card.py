@@ -1,0 +1,230 @@
+"""A card's numbers, from the runs' records alone (the folders plan.py's compare commands wrote):
+
+* per task, the variant's difference in the protocol's metric from `standard` and, where the card has one,
+  from the parameter-matched control: paired over seeds (t-interval), and over seeds and test items (a two-way
+  bootstrap of the runs' per-example outcomes) where the runs kept them;
+* Holm over the card's tasks (the differences from `standard`, one per task, one family), each task's verdict
+  from it (better, worse, or no detectable difference), and the smallest difference the design detects with
+  the protocol's power at the family's first Holm level (α/m, two-sided, as measured: (t_{1-α/2m} + t_power) × SE);
+* the trivial floor the task's `standard` must clear, and whether it did;
+* on a ladder, the compute multiplier of the variant and of the control (stats/compute_multiplier.py), in
+  training FLOPs and in measured training seconds (on the machine the records name);
+* the overall verdict by the protocol's rule.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from lit_attention.errors import ConfigError
+from lit_attention.reports.item_comparisons import matrices, outcomes_of
+from lit_attention.scorecard.plan import VARIANT, Job
+from lit_attention.scorecard.protocol import Protocol, Task
+from lit_attention.stats.compute_multiplier import compute_multiplier
+from lit_attention.stats.item_statistics import two_way_bootstrap
+from lit_attention.stats.statistics import paired_difference, verdict, with_holm
+
+
+def records_of(folder: Path) -> dict[str, dict[int, tuple[dict, Path]]]:
+    """{arm label: {seed: (record, run folder)}} of a compare output's finished runs (the first version of each)."""
+    found: dict[str, dict[int, tuple[dict, Path]]] = {}
+    for path in sorted(folder.glob("runs/**/record.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        arm = (record.get("settings") or {}).get("arm", record["variant"])
+        found.setdefault(arm, {}).setdefault(int(record["seed"]), (record, path.parent))
+    return found
+
+
+def values_of(runs: dict[int, tuple[dict, Path]], metric: str) -> dict[int, float]:
+    return {seed: float(record["test"][metric]) for seed, (record, _) in runs.items() if metric in (record.get("test") or {})}
+
+
+def floor_of(task: Task, record: dict) -> tuple[float, str]:
+    """The task's trivial level in its loss (nats): the bigram table's test loss, or chance among the answers."""
+    if task.floor == "bigram":
+        floors = record.get("ngram_floors") or {}
+        return float(floors["bigram"]["test"]), "bigram table (test)"
+    config, data = record["config"], record["config"].get("data.class_path", "").rsplit(".", 1)[-1]
+    answers = {
+        "MQARDataModule": lambda: config["data.init_args.vocab_size"] - config["data.init_args.vocab_size"] // 2,
+        "SelectiveCopyDataModule": lambda: config["data.init_args.vocab_size"] - 2,
+        "TransductionDataModule": lambda: config["data.init_args.data_tokens"] + 1,  # a data token or eos
+        "ImageDataModule": lambda: config["model.init_args.net.num_classes"],
+    }
+    if data not in answers:
+        raise ConfigError(f"task {task.name!r}: no chance level is known for {data}; give its floor as bigram, or add one.")
+    count = answers[data]()
+    return math.log(count), f"chance among {count} answers"
+
+
+def item_interval(arm: dict, reference: dict, metric: str) -> tuple[float, float] | None:
+    """The two-way bootstrap interval of arm − reference over seeds and test items, or None where the runs
+    kept no per-item outcomes of the metric (only losses and accuracies decompose by item)."""
+    measure = {"loss": "loss", "acc": "correct"}.get(metric.split("/", 1)[1])
+    if measure is None:
+        return None
+    sides = [{s: o for s, (r, d) in runs.items() if (o := outcomes_of(r, d, "test")) is not None} for runs in (arm, reference)]
+    made = matrices(*sides, measure)
+    if isinstance(made, str):
+        return None
+    mine, theirs, weights, _, _ = made
+    return two_way_bootstrap(mine, theirs, weights)
+
+
+def difference_entry(d, items) -> dict:
+    return {
+        "difference": d.mean,
+        "low": d.low,
+        "high": d.high,
+        "p": d.p,
+        "seeds": d.n,
+        "items_low": None if items is None else items[0],
+        "items_high": None if items is None else items[1],
+    }
+
+
+def ladder_multipliers(task: Task, output: Path, jobs: list[Job], arms: dict, seeds: list[int]) -> dict:
+    """The variant's and the control's multipliers on the ladder, in FLOPs and in training seconds."""
+    budgets = sorted(job.budget for job in jobs if job.task == task.name)
+    folders = {job.budget: output / job.folder for job in jobs if job.task == task.name}
+    for budget, folder in folders.items():
+        have = set(records_of(folder).get("standard", {}))
+        if not set(seeds) <= have:
+            raise ConfigError(
+                f"{folder} lacks finished standard runs of seeds {sorted(set(seeds) - have)}; run the scorecard "
+                "command again to finish them."
+            )
+    standard = {budget: records_of(folder)["standard"] for budget, folder in folders.items()}
+    found = {}
+    for label, runs in arms.items():
+        if label == "standard":
+            continue
+        entry = {}
+        for cost_name, cost_of in (
+            ("flops", lambda r: float(r["train_flops"])),
+            ("seconds", lambda r: float(r["train_seconds"])),
+        ):
+            losses = np.array([[float(standard[b][s][0]["test"][task.metric]) for s in seeds] for b in budgets])
+            costs = np.array([np.median([cost_of(standard[b][s][0]) for s in seeds]) for b in budgets])
+            mine = np.array([float(runs[s][0]["test"][task.metric]) for s in seeds])
+            own = float(np.median([cost_of(runs[s][0]) for s in seeds]))
+            if np.any(np.diff(costs) <= 0):  # measured seconds need not rise with the budget on a busy machine
+                entry[cost_name] = None
+                continue
+            m = compute_multiplier(losses, costs, mine, own)
+            entry[cost_name] = {
+                "estimate": m.estimate,
+                "censored": m.censored,
+                "low": m.low,
+                "low_censored": m.low_censored,
+                "high": m.high,
+                "high_censored": m.high_censored,
+                "range": [m.range_low, m.range_high],
+                "text": m.text(),
+            }
+        found[label] = entry
+    found["ladder"] = {
+        "budgets": budgets,
+        "key": task.ladder.key,
+        "losses": {b: float(np.mean([float(standard[b][s][0]["test"][task.metric]) for s in seeds])) for b in budgets},
+        "flops": {b: float(np.median([float(standard[b][s][0]["train_flops"]) for s in seeds])) for b in budgets},
+    }
+    return found
+
+
+def build_card(protocol: Protocol, spec: str, output: Path, jobs: list[Job]) -> dict:
+    """The card's every number, as a JSON-able dict (scorecard.json)."""
+    from scipy import stats
+
+    tasks, versus_standard, versus_control, provenance = [], [], [], {}
+    for task in protocol.tasks:
+        job = next(j for j in jobs if j.task == task.name and (task.ladder is None or j.budget == task.ladder.reference))
+        arms = records_of(output / job.folder)
+        missing = [label for label in job.arms if len(arms.get(label, {})) < protocol.seeds]
+        if missing:
+            raise ConfigError(
+                f"{output / job.folder} lacks finished runs of {', '.join(missing)}; run the scorecard command again to finish them."
+            )
+        values = {label: values_of(runs, task.metric) for label, runs in arms.items()}
+        seeds = sorted(values["standard"])
+        control = next((label for label in job.arms if label.startswith("standard~")), None)
+        first = arms["standard"][seeds[0]][0]
+        provenance = provenance or first["provenance"]
+        floor, floor_label = floor_of(task, first)
+        entry = {
+            "name": task.name,
+            "what": task.what,
+            "metric": task.metric,
+            "means": {label: float(np.mean(list(v.values()))) for label, v in values.items()},
+            "floor": floor,
+            "floor_label": floor_label,
+            "standard_clears_floor": bool(np.mean(list(values["standard"].values())) < floor),
+            "parameters": {label: int(runs[seeds[0]][0]["params"]["non_embedding"]) for label, runs in arms.items()},
+            "flops": {
+                label: float(np.median([float(r["train_flops"]) for r, _ in runs.values()])) for label, runs in arms.items()
+            },
+            "control": control,
+        }
+        if task.beside:
+            entry["beside"] = {label: float(np.mean(list(values_of(runs, task.beside).values()))) for label, runs in arms.items()}
+        d = paired_difference(values[VARIANT], values["standard"], protocol.confidence)
+        versus_standard.append(d)
+        entry["versus_standard"] = difference_entry(d, item_interval(arms[VARIANT], arms["standard"], task.metric))
+        if control is not None:
+            c = paired_difference(values[VARIANT], values[control], protocol.confidence)
+            versus_control.append(c)
+            entry["versus_control"] = difference_entry(c, item_interval(arms[VARIANT], arms[control], task.metric))
+        else:
+            versus_control.append(None)
+        if task.ladder is not None:
+            entry["multipliers"] = ladder_multipliers(task, output, jobs, arms, seeds)
+        tasks.append(entry)
+    family = len(versus_standard)
+    for entry, d in zip(tasks, with_holm(versus_standard)):
+        entry["versus_standard"].update(p_holm=d.p_holm, verdict=verdict(d, "min"))
+        level = (1 - protocol.confidence) / family
+        entry["detectable"] = (stats.t.ppf(1 - level / 2, d.df) + stats.t.ppf(protocol.power, d.df)) * d.error
+    controls = [c for c in versus_control if c is not None]
+    for entry, c in zip([e for e in tasks if "versus_control" in e], with_holm(controls)):
+        entry["versus_control"].update(p_holm=c.p_holm, verdict=verdict(c, "min"))
+    return {
+        "protocol": {"version": protocol.version, "sha256": protocol.sha256, "source": protocol.source},
+        "variant": spec,
+        "seeds": protocol.seeds,
+        "confidence": protocol.confidence,
+        "power": protocol.power,
+        "tasks": tasks,
+        "overall": overall(protocol, tasks),
+        # Each folder's compare command: with --report added it rebuilds that folder's tables from its records.
+        "commands": {job.folder: job.command(str(output), 1) for job in jobs},
+        "provenance": {key: provenance.get(key) for key in ("commit", "dirty", "cpu", "threads", "torch", "lit_attention")},
+    }
+
+
+def overall(protocol: Protocol, tasks: list[dict]) -> dict:
+    """The protocol's rule: the multiplier's lower bound above 1 and above the control's estimate, no task
+    worse (after Holm) by more than its margin, and `standard` clear of every task's floor."""
+    worse = [
+        t["name"]
+        for t in tasks
+        if t["versus_standard"]["verdict"] == "worse"
+        and t["versus_standard"]["difference"] > protocol.margins.get(t["name"], 0.0)
+    ]
+    ladder = next((t for t in tasks if t["name"] == protocol.multiplier_task), None)
+    reasons = [f"worse than standard beyond its margin on {', '.join(worse)}"] if worse else []
+    uncleared = [t["name"] for t in tasks if not t["standard_clears_floor"]]
+    if uncleared:  # a task whose baseline stays at its trivial level measures nothing about attention
+        reasons.append(f"standard does not clear its floor on {', '.join(uncleared)}, so the card is not valid there")
+    if ladder is not None:
+        mine = ladder["multipliers"][VARIANT]["flops"]
+        control = ladder["multipliers"].get(ladder["control"] or "", {}).get("flops")
+        if mine["low_censored"] == "below" or mine["low"] <= 1:
+            reasons.append(f"the compute multiplier's lower bound ({mine['text']}) is not above 1")
+        elif control is not None and mine["low"] <= control["estimate"]:
+            reasons.append(f"the multiplier's lower bound is not above the parameter control's {control['estimate']:.3g}×")
+    worth = not reasons
+    return {"worth_more_compute_than_it_costs": worth, "reasons": reasons}

@@ -1,0 +1,81 @@
+"""What a card trains: for each task of the protocol, the `lit-attention compare` commands that run it, each
+into a folder of its own under the card's output (so `compare --report`, `--verify` and results/recompute.py
+work on every one of them).
+
+* The arms at the task's budget (its reference budget where it has a ladder): `standard`, the variant as the
+  arm labelled `variant`, and, where their non-embedding parameters differ by more than the protocol's
+  tolerance, `standard` resized to the variant's (compare's `--add-control`, labelled `standard~SPEC`).
+* A ladder's other budgets: `standard` alone, one folder a budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lit_attention.recipe_names import recipe_path
+from lit_attention.scorecard.protocol import Protocol, Task
+
+VARIANT = "variant"  # the arm label of the variant on every card
+
+
+@dataclass(frozen=True)
+class Job:
+    task: str
+    folder: str  # under the card's output: `<task>` or `<task>/<key>=<budget>`
+    budget: int | None  # a ladder's budget, None for a task without one
+    arms: tuple[str, ...]  # the arm labels the folder's results.csv will hold
+    argv: tuple[str, ...]  # `lit-attention compare` arguments, without --output and --parallel
+
+    def command(self, output: str, parallel: int) -> list[str]:
+        return [*self.argv, "--output", f"{output}/{self.folder}", "--parallel", str(parallel)]
+
+
+def fit_arguments(settings: dict) -> list[str]:
+    return [f"--{key}={value}" for key, value in settings.items()]
+
+
+def control_label(spec: str) -> str:
+    return f"standard~{spec}"
+
+
+def needs_control(task: Task, spec: str, tolerance: float, settings: dict) -> bool:
+    """Whether the variant's non-embedding parameters differ from `standard`'s by more than `tolerance`
+    (counted on the task's model as its settings build it, on the meta device)."""
+    from lit_attention.sweep.planning import non_embedding
+
+    configs, extra = [recipe_path(task.recipe)], fit_arguments(settings)
+    mine = non_embedding(configs, spec, (), (), extra)[0]
+    theirs = non_embedding(configs, "standard", (), (), extra)[0]
+    return abs(mine - theirs) > tolerance * theirs
+
+
+def plan_card(protocol: Protocol, spec: str) -> list[Job]:
+    """Every compare command of a card for the variant `spec`, in the protocol's task order."""
+    jobs = []
+    for task in protocol.tasks:
+        settings = dict(task.settings)
+        if task.ladder is not None:
+            settings.update(task.ladder.settings_at(task.ladder.reference))
+        base = ["--config", recipe_path(task.recipe), "--seeds", str(protocol.seeds), "--test"]
+        arms = ["--variants", "standard", "--arm", f"{VARIANT};{spec}"]
+        labels = ("standard", VARIANT)
+        if needs_control(task, spec, protocol.parameter_match_tolerance, settings):
+            arms += ["--add-control", spec]
+            labels += (control_label(spec),)
+        folder = task.name if task.ladder is None else f"{task.name}/{task.ladder.key}={task.ladder.reference}"
+        jobs.append(
+            Job(task.name, folder, task.ladder and task.ladder.reference, labels, (*base, *arms, *fit_arguments(settings)))
+        )
+        if task.ladder is None:
+            continue
+        for budget in task.ladder.budgets:
+            if budget == task.ladder.reference:
+                continue
+            at = {**task.settings, **task.ladder.settings_at(budget)}
+            folder = f"{task.name}/{task.ladder.key}={budget}"
+            jobs.append(Job(task.name, folder, budget, ("standard",), (*base, "--variants", "standard", *fit_arguments(at))))
+    return jobs
+
+
+def runs_of(jobs: list[Job], seeds: int) -> int:
+    return sum(len(job.arms) for job in jobs) * seeds

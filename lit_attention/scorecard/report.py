@@ -1,0 +1,134 @@
+"""scorecard.md (one page) and scorecard.png (the ladder with the variant on it) from a card's numbers
+(card.py): every number here is in scorecard.json too."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from lit_attention.markdown import markdown_table
+from lit_attention.reports.tables import interval, p_value
+
+FIGURE = "scorecard.png"
+
+
+def number(value, places: int = 4) -> str:
+    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:+.{places}f}"
+
+
+def difference_cells(entry: dict | None) -> list[str]:
+    if entry is None:
+        return ["-", "-", "-", "-"]
+    items = "n/a" if entry["items_low"] is None else interval(entry["items_low"], entry["items_high"])
+    return [number(entry["difference"]), interval(entry["low"], entry["high"]), items, p_value(entry.get("p_holm", math.nan))]
+
+
+def card_markdown(card: dict) -> str:
+    protocol = card["protocol"]
+    provenance = card["provenance"]
+    rows = []
+    for task in card["tasks"]:
+        versus = task["versus_standard"]
+        rows.append(
+            [
+                task["name"],
+                task["metric"],
+                f"{task['means']['variant']:.4f}",
+                f"{task['means']['standard']:.4f}",
+                f"{task['floor']:.3f} ({task['floor_label']}){'' if task['standard_clears_floor'] else ' NOT CLEARED'}",
+                *difference_cells(versus),
+                f"±{task['detectable']:.4f}" if not math.isnan(task["detectable"]) else "n/a",
+                versus["verdict"],
+                *difference_cells(task.get("versus_control"))[:3],
+            ]
+        )
+    header = [
+        "task",
+        "metric",
+        "variant",
+        "standard",
+        "floor",
+        "difference vs standard",
+        "95% interval (seeds)",
+        "95% interval (seeds and items)",
+        "p (Holm, tasks)",
+        "smallest detectable (80% power)",
+        "verdict",
+        "difference vs control",
+        "95% interval (seeds)",
+        "95% interval (seeds and items)",
+    ]
+    parts = [
+        f"# Scorecard: `{card['variant']}`\n",
+        f"Protocol {protocol['version']} (sha256 {protocol['sha256'][:12]}), {card['seeds']} seeds an arm; "
+        f"trained at commit {str(provenance.get('commit'))[:7]}{' (dirty)' if provenance.get('dirty') else ''} "
+        f"on {provenance.get('cpu')} with {provenance.get('threads')} threads (lit-attention {provenance.get('lit_attention')}).\n",
+        "Differences are variant − standard (and variant − the parameter-matched control) in each task's test "
+        "metric, lower is better; paired over seeds, Holm over the card's tasks; the seeds-and-items interval "
+        "is a two-way bootstrap of the runs' per-example outcomes. A difference inside ± the smallest detectable "
+        'one is one this design would usually miss: "no detectable difference" is not "the same".\n',
+        markdown_table(header, rows),
+    ]
+    for task in card["tasks"]:
+        if "multipliers" not in task:
+            continue
+        lines = [f"\n## Compute multiplier on `{task['name']}`\n"]
+        for label, entry in task["multipliers"].items():
+            if label == "ladder":
+                continue
+            flops, seconds = entry["flops"], entry["seconds"]
+            lines.append(
+                f"- `{label}`: {flops['text']} in training FLOPs"
+                + (
+                    f"; {seconds['text']} in measured training seconds"
+                    if seconds
+                    else "; training seconds did not rise with the budget, so no reading in time"
+                )
+                + "\n"
+            )
+        ladder = task["multipliers"]["ladder"]
+        lines.append(
+            f"\nThe training compute `standard` needs to reach the arm's test loss, over what the arm used: read on "
+            f"`standard`'s ladder of {ladder['key']} = {', '.join(str(b) for b in ladder['budgets'])} (a monotone fit "
+            "and the monotone cubic in log compute), censored outside it, with a paired bootstrap over seeds.\n"
+        )
+        parts.append("".join(lines))
+    overall = card["overall"]
+    parts.append(
+        "\n## Verdict\n\n"
+        + (
+            "Worth more compute than it costs, by the protocol's rule.\n"
+            if overall["worth_more_compute_than_it_costs"]
+            else "Not shown to be worth more compute than it costs: " + "; ".join(overall["reasons"]) + ".\n"
+        )
+    )
+    if any("multipliers" in task for task in card["tasks"]):
+        parts.append(f"\n![ladder]({FIGURE})\n")
+    return "\n".join(parts)
+
+
+def card_figure(card: dict, path: Path) -> None:
+    """The ladder's losses against training FLOPs, with each arm's point at its own FLOPs."""
+    task = next((t for t in card["tasks"] if "multipliers" in t), None)
+    if task is None:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    ladder = task["multipliers"]["ladder"]
+    figure, axes = pyplot.subplots(figsize=(5, 3.5))
+    budgets = ladder["budgets"]
+    axes.plot([ladder["flops"][b] for b in budgets], [ladder["losses"][b] for b in budgets], "o-", label="standard")
+    for label, mean in task["means"].items():
+        if label != "standard" and label in task["multipliers"]:
+            axes.plot([task["flops"][label]], [mean], "s", label=label)
+    axes.axhline(task["floor"], color="grey", linestyle=":", label=task["floor_label"])
+    axes.set_xscale("log")
+    axes.set_xlabel("training FLOPs")
+    axes.set_ylabel(task["metric"])
+    axes.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    pyplot.close(figure)

@@ -1,0 +1,144 @@
+"""`lit-attention scorecard` end to end on a tiny protocol (two tasks at tiny sizes, 2 seeds; the shipped v1 is
+the same code at its own sizes): the dry run, the card's numbers against a recomputation from the runs'
+results, the resume that trains nothing, the refusals, and `compare --report` over a card's folder."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from in_process import run_main  # tests/ is on sys.path under pytest (in_tmp: conftest.py)
+
+TINY_PROTOCOL = {
+    "version": "tiny-test",
+    "seeds": 2,
+    "arms": {"parameter_match_tolerance": 0.01},
+    "rule": {"multiplier_task": "lm", "margins": {"lm": 0.02, "recall": 0.05}},
+    "tasks": [
+        {
+            "name": "lm",
+            "what": "a tiny ladder",
+            "recipe": "studies/gpt_scaling",
+            "settings": {
+                "model.init_args.net.dim": 8,
+                "model.init_args.net.num_heads": 2,
+                "model.init_args.net.depth": 1,
+                "model.init_args.monitor": "val/loss",
+                "data.init_args.max_len": 16,
+                "data.init_args.batch_size": 4,
+                "data.init_args.val_windows": 8,
+                "data.init_args.max_files": 60,
+                "data.init_args.val_fraction": 0.2,
+                "data.init_args.train_windows_per_epoch": 64,
+            },
+            "metric": "test/loss",
+            "floor": "bigram",
+            "ladder": {
+                "key": "trainer.max_steps",
+                "budgets": [2, 4, 8],
+                "reference": 4,
+                "with": {"model.init_args.warmup_steps": 0.25, "trainer.val_check_interval": 0.5},
+            },
+        },
+        {
+            "name": "recall",
+            "what": "tiny MQAR",
+            "recipe": "diagnostics/mqar",
+            "settings": {
+                "model.init_args.monitor": "val/loss",
+                "trainer.max_epochs": 1,
+                "data.init_args.num_train": 64,
+                "data.init_args.num_val": 16,
+                "model.init_args.net.dim": 8,
+                "model.init_args.net.num_heads": 2,
+                "model.init_args.net.depth": 1,
+            },
+            "metric": "test/loss",
+            "beside": "test/acc",
+            "floor": "chance",
+        },
+    ],
+}
+
+
+def results(folder: Path, metric: str) -> dict[str, dict[int, dict]]:
+    with open(folder / "results.csv", newline="") as file:
+        rows = [row for row in csv.DictReader(file) if row["status"] == "finished"]
+    return {arm: {int(r["seed"]): r for r in rows if r["arm"] == arm} for arm in {r["arm"] for r in rows}}
+
+
+@pytest.mark.slow  # trains a card: 16 tiny runs
+def test_a_tiny_card_says_what_its_runs_say_and_resumes_without_training(in_tmp, capsys):
+    from lit_attention.stats.compute_multiplier import compute_multiplier
+    from lit_attention.stats.statistics import holm, paired_difference
+
+    (in_tmp / "tiny.yaml").write_text(yaml.safe_dump(TINY_PROTOCOL))
+    card_args = ["scorecard", "--variant", "optimized", "--protocol", "tiny.yaml", "--output", "card"]
+    assert run_main([*card_args, "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    assert "4 compare commands, 16 runs, into card/" in printed  # 3 arms x 2 seeds, twice; 2 more budgets x 2 seeds
+    assert printed.count("--add-control optimized") == 2 and not (in_tmp / "card").exists()
+
+    assert run_main(card_args) == 0
+    card = json.loads((in_tmp / "card" / "scorecard.json").read_text())
+    assert card["protocol"]["version"] == "tiny-test" and card["variant"] == "optimized"
+    reference = results(in_tmp / "card" / "lm" / "trainer.max_steps=4", "test/loss")
+    assert set(reference) == {"standard", "variant", "standard~optimized"}
+    p_values = []
+    for task, folder in (("lm", "lm/trainer.max_steps=4"), ("recall", "recall")):
+        arms = results(in_tmp / "card" / folder, "test/loss")
+        entry = next(t for t in card["tasks"] if t["name"] == task)
+        values = {arm: {s: float(r["test/loss"]) for s, r in rows.items()} for arm, rows in arms.items()}
+        d = paired_difference(values["variant"], values["standard"])
+        assert math.isclose(entry["versus_standard"]["difference"], d.mean, rel_tol=1e-12)
+        assert math.isclose(entry["versus_standard"]["low"], d.low, rel_tol=1e-12)
+        c = paired_difference(values["variant"], values["standard~optimized"])
+        assert math.isclose(entry["versus_control"]["difference"], c.mean, rel_tol=1e-12)
+        assert entry["versus_standard"]["items_low"] is not None  # the runs kept per-example outcomes
+        p_values.append(d.p)
+    for entry, p_holm in zip(card["tasks"], holm(p_values)):
+        assert math.isclose(entry["versus_standard"]["p_holm"], p_holm, rel_tol=1e-12)
+    # The multiplier, read again from results.csv: standard's test loss and FLOPs at each budget.
+    ladder = {b: results(in_tmp / "card" / "lm" / f"trainer.max_steps={b}", "test/loss")["standard"] for b in (2, 4, 8)}
+    losses = np.array([[float(ladder[b][s]["test/loss"]) for s in (0, 1)] for b in (2, 4, 8)])
+    costs = np.array([float(np.median([float(ladder[b][s]["train_flops"]) for s in (0, 1)])) for b in (2, 4, 8)])
+    mine = np.array([float(reference["variant"][s]["test/loss"]) for s in (0, 1)])
+    own = float(np.median([float(reference["variant"][s]["train_flops"]) for s in (0, 1)]))
+    m = compute_multiplier(losses, costs, mine, own)
+    written = next(t for t in card["tasks"] if t["name"] == "lm")["multipliers"]["variant"]["flops"]
+    assert (written["estimate"], written["low"], written["high"]) == (m.estimate, m.low, m.high)
+    page = (in_tmp / "card" / "scorecard.md").read_text()
+    assert "# Scorecard: `optimized`" in page and card["protocol"]["sha256"][:12] in page
+    assert "| lm | test/loss |" in page and "| recall | test/loss |" in page and "## Verdict" in page
+    assert (in_tmp / "card" / "scorecard.png").is_file()
+
+    # Again: every run is finished, so nothing trains, and the card is the same.
+    records = sorted(str(p) for p in (in_tmp / "card").rglob("record.json"))
+    before = (in_tmp / "card" / "scorecard.json").read_text()
+    assert run_main(card_args) == 0
+    assert sorted(str(p) for p in (in_tmp / "card").rglob("record.json")) == records
+    assert (in_tmp / "card" / "scorecard.json").read_text() == before
+    # Another variant into this card's folder: one sentence, nothing touched.
+    capsys.readouterr()
+    assert run_main(["scorecard", "--variant", "super", "--protocol", "tiny.yaml", "--output", "card"]) == 2
+    assert "holds the card of 'optimized' under protocol tiny-test" in capsys.readouterr().err
+    # Each task's folder is a compare output: its report rebuilds from the records.
+    folder = in_tmp / "card" / "recall"
+    tables = {name: (folder / name).read_text() for name in ("results.csv", "comparisons.csv")}
+    assert run_main(["compare", *card["commands"]["recall"], "--report"]) == 0
+    assert {name: (folder / name).read_text() for name in tables} == tables
+
+
+@pytest.mark.slow  # parses the variant and the protocol
+def test_a_bad_variant_or_parallel_is_one_sentence_before_anything_runs(in_tmp, capsys):
+    assert run_main(["scorecard", "--variant", "superb", "--dry-run"]) == 2
+    assert "superb" in capsys.readouterr().err
+    assert run_main(["scorecard", "--variant", "super", "--parallel", "0"]) == 2
+    assert "--parallel 0 is invalid; give at least 1." in capsys.readouterr().err
+    assert not (in_tmp / "runs").exists()
