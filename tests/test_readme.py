@@ -59,6 +59,7 @@ DOCUMENTS = [
     "docs/models.md",
     "docs/guarantees.md",
     "docs/statistics.md",
+    "docs/scorecard.md",
     "docs/gpus.md",
     "docs/adding-a-variant.md",
     "docs/testing.md",
