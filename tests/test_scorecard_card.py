@@ -1,6 +1,7 @@
 """`lit-attention scorecard` end to end on a tiny protocol (two tasks at tiny sizes, 2 seeds; the shipped v1 is
 the same code at its own sizes): the dry run, the card's numbers against a recomputation from the runs'
-results, the resume that trains nothing, the refusals, and `compare --report` over a card's folder."""
+results, the resume that trains nothing, the refusals, `compare --report` over a card's folder, and a second
+card that reuses the first's standard runs (--baseline)."""
 
 from __future__ import annotations
 
@@ -73,8 +74,8 @@ def results(folder: Path, metric: str) -> dict[str, dict[int, dict]]:
     return {arm: {int(r["seed"]): r for r in rows if r["arm"] == arm} for arm in {r["arm"] for r in rows}}
 
 
-@pytest.mark.slow  # trains a card: 16 tiny runs
-def test_a_tiny_card_says_what_its_runs_say_and_resumes_without_training(in_tmp, capsys):
+@pytest.mark.slow  # trains two tiny cards: 16 runs, then 8 beside the first's standard runs
+def test_a_tiny_card_says_what_its_runs_say_resumes_and_lends_its_baseline(in_tmp, capsys):
     from lit_attention.stats.compute_multiplier import compute_multiplier
     from lit_attention.stats.statistics import holm, paired_difference
 
@@ -133,6 +134,35 @@ def test_a_tiny_card_says_what_its_runs_say_and_resumes_without_training(in_tmp,
     tables = {name: (folder / name).read_text() for name in ("results.csv", "comparisons.csv")}
     assert run_main(["compare", *card["commands"]["recall"], "--report"]) == 0
     assert {name: (folder / name).read_text() for name in tables} == tables
+
+    # A second card reuses this one's standard runs, paired by seed, and trains only its own arms.
+    second = ["scorecard", "--variant", "super", "--protocol", "tiny.yaml", "--output", "second", "--baseline", "card"]
+    capsys.readouterr()
+    assert run_main(second) == 0
+    assert "8 standard runs of card reused, paired by seed" in capsys.readouterr().out  # 2 seeds x 4 folders
+    first_runs = {p.parent.relative_to(in_tmp / "card") for p in (in_tmp / "card").rglob("record.json")}
+    mine = {p.parent.relative_to(in_tmp / "second") for p in (in_tmp / "second").rglob("record.json")}
+    standard = {p for p in mine if p.parts[-3] == "standard" and "standard~" not in str(p)}
+    assert standard == {p for p in first_runs if p.parts[-3] == "standard" and "standard~" not in str(p)}
+    assert len(mine - standard) == 8  # super and its control, 2 seeds, at the two tasks' budgets: all it trained
+    cards = [json.loads((in_tmp / name / "scorecard.json").read_text()) for name in ("card", "second")]
+    for a, b in zip(cards[0]["tasks"], cards[1]["tasks"]):
+        assert a["means"]["standard"] == b["means"]["standard"]
+    assert cards[1]["baseline"]["reused_from"] == "card" and cards[1]["baseline"]["checked_here"] is False
+    assert "`standard`'s runs were reused from the card in `card`" in (in_tmp / "second" / "scorecard.md").read_text()
+    # Not a card, another protocol, the card's own folder: one sentence each, nothing trained.
+    (in_tmp / "other.yaml").write_text(yaml.safe_dump({**TINY_PROTOCOL, "version": "tiny-other"}))
+    for words, message in [
+        ([*second[:-1], "runs"], "--baseline 'runs' holds no scorecard.json; give the folder of a finished card."),
+        (
+            ["scorecard", "--variant", "super", "--protocol", "other.yaml", "--output", "third", "--baseline", "card"],
+            "--baseline 'card' is a card of protocol tiny-test",
+        ),
+        ([*card_args, "--baseline", "card"], "--baseline 'card' is the card's own --output"),
+    ]:
+        assert run_main(words) == 2
+        assert message in capsys.readouterr().err, words
+    assert not (in_tmp / "third").exists()
 
 
 @pytest.mark.slow  # parses the variant and the protocol

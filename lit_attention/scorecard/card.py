@@ -27,6 +27,7 @@ from lit_attention.scorecard.protocol import Protocol, Task
 from lit_attention.stats.compute_multiplier import compute_multiplier
 from lit_attention.stats.item_statistics import two_way_bootstrap
 from lit_attention.stats.statistics import paired_difference, verdict, with_holm
+from lit_attention.stats.validity import PAIRED, UNCHECKED, pairing
 
 
 def records_of(folder: Path) -> dict[str, dict[int, tuple[dict, Path]]]:
@@ -73,6 +74,21 @@ def item_interval(arm: dict, reference: dict, metric: str) -> tuple[float, float
         return None
     mine, theirs, weights, _, _ = made
     return two_way_bootstrap(mine, theirs, weights)
+
+
+def check_paired(task: Task, arms: dict) -> None:
+    """Every arm began each seed with standard's first batch on the same data (its records say so); a card
+    whose arms saw other data (a reused baseline made with other data, say) is refused, not reported."""
+    reference = {seed: record for seed, (record, _) in arms["standard"].items()}
+    for label, runs in arms.items():
+        found = pairing({seed: record for seed, (record, _) in runs.items()}, reference)
+        if found.status not in (PAIRED, UNCHECKED):
+            where = f" (splits {', '.join(found.splits)})" if found.splits else ""
+            raise ConfigError(
+                f"task {task.name!r}: the {label} runs are {found.status} with standard's on seeds "
+                f"{', '.join(map(str, found.seeds))}{where}, so they cannot be compared; where standard's runs came "
+                "from another card (--baseline), train the card afresh without it."
+            )
 
 
 def difference_entry(d, items) -> dict:
@@ -149,6 +165,7 @@ def build_card(protocol: Protocol, spec: str, output: Path, jobs: list[Job]) -> 
             raise ConfigError(
                 f"{output / job.folder} lacks finished runs of {', '.join(missing)}; run the scorecard command again to finish them."
             )
+        check_paired(task, arms)
         values = {label: values_of(runs, task.metric) for label, runs in arms.items()}
         seeds = sorted(values["standard"])
         control = next((label for label in job.arms if label.startswith("standard~")), None)

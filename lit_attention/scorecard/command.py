@@ -48,6 +48,12 @@ def parser() -> argparse.ArgumentParser:
     found.add_argument(
         "--dry-run", action="store_true", help="print the compare commands and how many runs each trains; run nothing"
     )
+    found.add_argument(
+        "--baseline",
+        metavar="CARD",
+        help="reuse the standard runs of an earlier card of the same protocol (its folder): they are copied in, "
+        "paired by seed, and only this variant's runs are trained",
+    )
     return found
 
 
@@ -79,20 +85,25 @@ def run(argv: list[str]) -> None:
             )
         return
     check_card_folder(output, protocol, args.variant)
+    baseline = None if args.baseline is None else check_baseline(Path(args.baseline), protocol, output)
     from lit_attention.compare import run as compare
 
     output.mkdir(parents=True, exist_ok=True)
+    if baseline is not None:
+        copied = copy_baseline(baseline, output, jobs)
+        print(f"scorecard: {copied} standard runs of {baseline} reused, paired by seed", flush=True)
     for job in jobs:
         print(f"scorecard: task {job.task}, {job.folder}", flush=True)
         compare(job.command(str(output), args.parallel))
-    write_card(protocol, args.variant, output, jobs)
+    write_card(protocol, args.variant, output, jobs, baseline)
 
 
-def write_card(protocol, spec: str, output: Path, jobs) -> dict:
+def write_card(protocol, spec: str, output: Path, jobs, baseline: Path | None = None) -> dict:
     from lit_attention.scorecard.card import build_card
     from lit_attention.scorecard.report import FIGURE, card_figure, card_markdown
 
     card = build_card(protocol, spec, output, jobs)
+    card["baseline"] = baseline_of(card, baseline)
     text = json.dumps(card, indent=2, sort_keys=True, default=float) + "\n"
     replace_file(output / CARD_JSON, lambda file: file.write(text.encode("utf-8")))
     page = card_markdown(card)
@@ -114,3 +125,46 @@ def check_card_folder(output: Path, protocol, spec: str) -> None:
             f"(sha256 {card['protocol']['sha256'][:12]}); give another folder for {spec!r} under {protocol.version} "
             f"(sha256 {protocol.sha256[:12]})."
         )
+
+
+def check_baseline(folder: Path, protocol, output: Path) -> Path:
+    """An earlier card's folder of the same protocol, not the output itself; one sentence otherwise."""
+    card_file = folder / CARD_JSON
+    if not card_file.is_file():
+        raise ConfigError(f"--baseline {str(folder)!r} holds no {CARD_JSON}; give the folder of a finished card.")
+    card = json.loads(card_file.read_text(encoding="utf-8"))
+    if card["protocol"]["sha256"] != protocol.sha256:
+        raise ConfigError(
+            f"--baseline {str(folder)!r} is a card of protocol {card['protocol']['version']} (sha256 "
+            f"{card['protocol']['sha256'][:12]}), not of {protocol.version} (sha256 {protocol.sha256[:12]}); give a "
+            "card of the same protocol, or train the baseline afresh without --baseline."
+        )
+    if folder.resolve() == output.resolve():
+        raise ConfigError(f"--baseline {str(folder)!r} is the card's own --output; give an earlier card's folder.")
+    return folder
+
+
+def copy_baseline(baseline: Path, output: Path, jobs) -> int:
+    """Copy the baseline card's `standard` runs (their folders: records, per-example outcomes, checkpoints where
+    kept) into the same places under `output`, where no run is yet; compare then finds them finished."""
+    import shutil
+
+    from lit_attention.scorecard.card import records_of
+
+    copied = 0
+    for job in jobs:
+        for _, run in records_of(baseline / job.folder).get("standard", {}).values():
+            target = output / job.folder / run.relative_to(baseline / job.folder)
+            if not target.exists():
+                shutil.copytree(run, target)
+                copied += 1
+    return copied
+
+
+def baseline_of(card: dict, baseline: Path | None) -> dict:
+    """Where the card's standard runs came from: this card's own training, or an earlier card (its folder, and
+    the commit and CPU its records name)."""
+    if baseline is None:
+        return {"reused_from": None}
+    earlier = json.loads((baseline / CARD_JSON).read_text(encoding="utf-8")).get("provenance", {})
+    return {"reused_from": str(baseline), "commit": earlier.get("commit"), "cpu": earlier.get("cpu"), "checked_here": False}

@@ -63,6 +63,7 @@ def card_markdown(card: dict) -> str:
         f"Protocol {protocol['version']} (sha256 {protocol['sha256'][:12]}), {card['seeds']} seeds an arm; "
         f"trained at commit {str(provenance.get('commit'))[:7]}{' (dirty)' if provenance.get('dirty') else ''} "
         f"on {provenance.get('cpu')} with {provenance.get('threads')} threads (lit-attention {provenance.get('lit_attention')}).\n",
+        baseline_line(card.get("baseline") or {}),
         "Differences are variant − standard (and variant − the parameter-matched control) in each task's test "
         "metric, lower is better; paired over seeds, Holm over the card's tasks; the seeds-and-items interval "
         "is a two-way bootstrap of the runs' per-example outcomes. A difference inside ± the smallest detectable "
@@ -105,6 +106,16 @@ def card_markdown(card: dict) -> str:
     if any("multipliers" in task for task in card["tasks"]):
         parts.append(f"\n![ladder]({FIGURE})\n")
     return "\n".join(parts)
+
+
+def baseline_line(baseline: dict) -> str:
+    if not baseline.get("reused_from"):
+        return "`standard`'s runs were trained for this card.\n"
+    return (
+        f"`standard`'s runs were reused from the card in `{baseline['reused_from']}` (trained at commit "
+        f"{str(baseline.get('commit'))[:7]} on {baseline.get('cpu')}), paired by seed; none was re-trained on this "
+        "machine to check it.\n"
+    )
 
 
 def card_figure(card: dict, path: Path) -> None:
