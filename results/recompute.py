@@ -17,7 +17,8 @@ items is rebuilt from those files, each checked against the sha256 its record ke
 difference, McNemar's counts and exact p exactly, its bootstraps and Monte Carlo p drawn again and checked
 within a Monte Carlo tolerance. The other randomised columns (the bootstrap over seeds, p values marked
 "(MC)") are skipped and counted. It then checks the hand-written tables of RESULTS.md against the section reports they quote
-(results_md_check.py).
+(results_md_check.py). A scorecard (results/scorecards/<protocol>/<variant>/, or a card's folder given by its
+path) has each of its folders checked as a section, then the card's own numbers (card_check.py).
 Exit status 1 on any mismatch.
 """
 
@@ -36,6 +37,7 @@ from scaled_check import check_scaled  # noqa: E402
 from section_check import check_section, sections_with_records  # noqa: E402
 from sweep_records import scaled  # noqa: E402
 from trend_check import check_trend, trend_sections  # noqa: E402
+from card_check import CARD, card_folders, check_card  # noqa: E402
 
 
 def reported(directory: Path) -> bool:
@@ -52,9 +54,13 @@ def main(argv: list[str]) -> int:
     )
     argv = parser.parse_args(argv).sections
     root = HERE.parent
-    names = argv or sections_with_records(HERE) + trend_sections(HERE)
+    names = argv or sections_with_records(HERE) + trend_sections(HERE) + [str(path) for path in card_folders(HERE)]
     checker = Checker()
     for name in names:
+        if (Path(name) / CARD).is_file():  # a scorecard: its folders as sections, then the card's own numbers
+            check_card(Path(name), checker)
+            checker.summary(Path(name).name)
+            continue
         # A compare output by its path (results/<section> or one outside results/), else a name under results/.
         directory = Path(name) if reported(Path(name)) else HERE / Path(name).name
         name = directory.name

@@ -8,6 +8,9 @@ from __future__ import annotations
 import csv
 import json
 import math
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -135,6 +138,18 @@ def test_a_tiny_card_says_what_its_runs_say_resumes_and_lends_its_baseline(in_tm
     assert run_main(["compare", *card["commands"]["recall"], "--report"]) == 0
     assert {name: (folder / name).read_text() for name in tables} == tables
 
+    # results/recompute.py checks the card from its records, without the project: its folders and its numbers.
+    script = Path(__file__).resolve().parents[1] / "results" / "recompute.py"
+    done = subprocess.run([sys.executable, "-I", str(script), "card"], cwd=in_tmp, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "card: " in done.stdout and " 0 mismatches" in done.stdout, done.stdout[-3000:] + done.stderr
+    shutil.copytree(in_tmp / "card", in_tmp / "misprinted")
+    misprinted = json.loads((in_tmp / "misprinted" / "scorecard.json").read_text())
+    misprinted["tasks"][1]["versus_standard"]["difference"] += 1e-3
+    (in_tmp / "misprinted" / "scorecard.json").write_text(json.dumps(misprinted))
+    done = subprocess.run(
+        [sys.executable, "-I", str(script), "misprinted"], cwd=in_tmp, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 1 and "MISMATCH misprinted, recall, versus_standard difference" in done.stdout, done.stdout[-2000:]
     # A second card reuses this one's standard runs, paired by seed, and trains only its own arms.
     second = ["scorecard", "--variant", "super", "--protocol", "tiny.yaml", "--output", "second", "--baseline", "card"]
     capsys.readouterr()

@@ -215,6 +215,7 @@ def build_card(protocol: Protocol, spec: str, output: Path, jobs: list[Job]) -> 
         "confidence": protocol.confidence,
         "power": protocol.power,
         "tasks": tasks,
+        "rule": {"multiplier_task": protocol.multiplier_task, "margins": protocol.margins},
         "overall": overall(protocol, tasks),
         # Each folder's compare command: with --report added it rebuilds that folder's tables from its records.
         "commands": {job.folder: job.command(str(output), 1) for job in jobs},

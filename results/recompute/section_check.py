@@ -43,6 +43,10 @@ def check_section(directory: Path, checker: Checker, runs: Path | None = None, n
         check_threshold(sweep, table, f"{name} threshold", checker)
     if len({p for points in sweep.points.values() for p in points}) > 1:
         check_tuned(sweep, choices, table_under(report, "Tuned per arm", 0, name, checker), f"{name} tuned", checker)
+    if len(sweep.arms) < 2:  # one arm (a scorecard's ladder rung): the report compares nothing
+        only = f"No comparison: `{sweep.baseline}` is the only arm"
+        checker.text(f"{name} comparison", str(any(only in text for text in report.values())), "True")
+        return {"sweep": sweep, "tuned": choices, "rows": [], "fits": {}, "extended_fits": {}}
     chosen = {arm: at_point(sweep, arm, point, value) for arm, (point, _) in choices.items()}
     rows = compare(chosen, sweep.arms, sweep.baseline, sweep.primary, sweep.mode)
     heading = f"Against `{sweep.baseline}`: differences in {metric}"

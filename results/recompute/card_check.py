@@ -1,0 +1,161 @@
+"""A scorecard (`lit-attention scorecard`, results/scorecards/<protocol>/<variant>/), from its runs' records alone.
+
+Each of its folders is a compare output and is checked as a section (section_check.py). Then the card's own
+numbers in scorecard.json, unrounded, to float rounding:
+- per task, the variant's paired difference from `standard` and from the parameter control (mean, t-interval,
+  p), Holm over the tasks' differences from `standard`, each verdict, and the smallest detectable difference,
+  (t_{1-α/2m} + t_power) × SE with m the tasks;
+- each task's floor: the bigram table's test loss the records keep, or the log of the number of answers the
+  data's settings allow;
+- on the ladder, each arm's compute multiplier in FLOPs: standard's mean test loss per budget made
+  non-increasing (pool-adjacent-violators, written out here), the monotone cubic of scipy's PchipInterpolator
+  through it in log FLOPs, and the crossing found with brentq (the card bisects: agreement to 1e-7);
+- the verdict by the protocol's rule.
+The bootstrap intervals (the multiplier's, and those over seeds and items) are randomised: skipped and counted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+from scipy import interpolate, optimize
+from scipy import stats as scipy_stats
+
+import seed_statistics as stats
+from printed_numbers import Checker
+from section_check import check_section
+
+CARD = "scorecard.json"
+
+
+def card_folders(results: Path) -> list[Path]:
+    return sorted(path.parent for path in (results / "scorecards").glob("*/*/" + CARD))
+
+
+def arm_records(folder: Path) -> dict[str, dict[int, dict]]:
+    """{arm: {seed: record}} of a compare output, the first version of each run."""
+    found: dict[str, dict[int, dict]] = {}
+    for path in sorted(folder.glob("runs/**/record.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        arm = (record.get("settings") or {}).get("arm", record["variant"])
+        found.setdefault(arm, {}).setdefault(int(record["seed"]), record)
+    return found
+
+
+def chance_answers(record: dict) -> int:
+    config = record["config"]
+    data = config["data.class_path"].rsplit(".", 1)[-1]
+    vocab = config.get("data.init_args.vocab_size")
+    return {
+        "MQARDataModule": lambda: vocab - vocab // 2,  # values are [V/2, V)
+        "SelectiveCopyDataModule": lambda: vocab - 2,  # blank and separator are never answers
+        "TransductionDataModule": lambda: config["data.init_args.data_tokens"] + 1,  # a data token, or eos
+        "ImageDataModule": lambda: config["model.init_args.net.num_classes"],
+    }[data]()
+
+
+def non_increasing(values: list[float]) -> list[float]:
+    """Pool adjacent violators: the least-squares non-increasing sequence."""
+    blocks: list[list[float]] = []
+    for value in values:
+        blocks.append([value, 1.0])
+        while len(blocks) > 1 and blocks[-2][0] < blocks[-1][0]:
+            v, n = blocks.pop()
+            blocks[-1] = [(blocks[-1][0] * blocks[-1][1] + v * n) / (blocks[-1][1] + n), blocks[-1][1] + n]
+    return [v for v, n in blocks for _ in range(int(n))]
+
+
+def multiplier(losses: list[float], costs: list[float], loss: float, own: float) -> tuple[float, str | None]:
+    curve = non_increasing(losses)
+    if loss > curve[0]:
+        return costs[0] / own, "below"
+    if loss < curve[-1]:
+        return costs[-1] / own, "above"
+    first = next(i for i, c in enumerate(curve) if c <= loss)
+    if first == 0 or curve[first] == loss:
+        return costs[first] / own, None
+    x = np.log(costs)
+    cubic = interpolate.PchipInterpolator(x, curve)
+    root = optimize.brentq(lambda at: float(cubic(at)) - loss, x[first - 1], x[first], xtol=1e-14)
+    return math.exp(root) / own, None
+
+
+def check_card(directory: Path, checker: Checker) -> None:
+    card = json.loads((directory / CARD).read_text(encoding="utf-8"))
+    for folder in card["commands"]:
+        check_section(directory / folder, checker, name=f"{directory.name}/{folder}")
+    results, where = [], directory.name
+    for task in card["tasks"]:
+        folder = next(
+            directory / f for f in card["commands"] if "variant" in arm_records(directory / f) and f.split("/")[0] == task["name"]
+        )
+        arms = arm_records(folder)
+        metric = task["metric"]
+        values = {arm: {s: r["test"][metric] for s, r in runs.items()} for arm, runs in arms.items()}
+        at = f"{where}, {task['name']}"
+        for side, reference in (("versus_standard", "standard"), ("versus_control", task.get("control"))):
+            if reference is None:
+                continue
+            r = stats.paired(values["variant"], values[reference])
+            written = task[side]
+            for column, mine in (("difference", r.mean), ("low", r.low), ("high", r.high), ("p", r.p)):
+                checker.close(f"{at}, {side} {column}", repr(written[column]), mine)
+            checker.skip(2)  # the interval over seeds and items: a bootstrap
+            if side == "versus_standard":
+                results.append((task, r))
+        first = arms["standard"][min(arms["standard"])]
+        if task["floor_label"].startswith("bigram"):
+            checker.close(f"{at}, floor", repr(task["floor"]), first["ngram_floors"]["bigram"]["test"])
+        else:
+            checker.close(f"{at}, floor", repr(task["floor"]), math.log(chance_answers(first)))
+        mean = float(np.mean(list(values["standard"].values())))
+        checker.text(f"{at}, standard clears its floor", str(task["standard_clears_floor"]), str(mean < task["floor"]))
+        if "multipliers" in task:
+            check_multipliers(directory, card, task, arms, at, checker)
+    stats.correct([r for _, r in results], [True] * len(results))
+    level = (1 - card["confidence"]) / len(results)
+    for task, r in results:
+        at = f"{where}, {task['name']}"
+        checker.close(f"{at}, p (Holm)", repr(task["versus_standard"]["p_holm"]), r.p_holm)
+        checker.text(f"{at}, verdict", task["versus_standard"]["verdict"], stats.verdict(r, "min"))
+        detectable = (scipy_stats.t.ppf(1 - level / 2, r.df) + scipy_stats.t.ppf(card["power"], r.df)) * r.error
+        checker.close(f"{at}, smallest detectable", repr(task["detectable"]), detectable)
+    check_rule(card, [(task, stats.verdict(r, "min"), r.mean) for task, r in results], checker)
+
+
+def check_rule(card: dict, verdicts: list, checker: Checker) -> None:
+    """The protocol's rule, as the card states it: the multiplier's lower bound above 1 and above the control's
+    estimate, no task worse beyond its margin, standard clear of every floor."""
+    margins = card["rule"]["margins"]
+    fine = all(not (v == "worse" and mean > margins.get(task["name"], 0.0)) for task, v, mean in verdicts)
+    fine &= all(task["standard_clears_floor"] for task in card["tasks"])
+    ladder = next((t for t in card["tasks"] if t["name"] == card["rule"]["multiplier_task"]), None)
+    if ladder is not None:
+        mine = ladder["multipliers"]["variant"]["flops"]
+        control = ladder["multipliers"].get(ladder["control"] or "", {}).get("flops")
+        fine &= mine["low_censored"] != "below" and mine["low"] > 1  # the bound itself is a bootstrap: read, not redrawn
+        fine &= control is None or mine["low"] > control["estimate"]
+    checker.text(f"{card['variant']}, verdict", str(card["overall"]["worth_more_compute_than_it_costs"]), str(fine))
+
+
+def check_multipliers(directory: Path, card: dict, task: dict, arms: dict, at: str, checker: Checker) -> None:
+    ladder = task["multipliers"]["ladder"]
+    seeds = sorted(arms["standard"])
+    standard = {}
+    for budget in ladder["budgets"]:
+        folder = directory / task["name"] / f"{ladder['key']}={budget}"
+        standard[budget] = arm_records(folder)["standard"]
+    losses = [float(np.mean([standard[b][s]["test"][task["metric"]] for s in seeds])) for b in ladder["budgets"]]
+    costs = [float(np.median([standard[b][s]["train_flops"] for s in seeds])) for b in ladder["budgets"]]
+    for arm, entry in task["multipliers"].items():
+        if arm == "ladder":
+            continue
+        loss = float(np.mean([arms[arm][s]["test"][task["metric"]] for s in seeds]))
+        own = float(np.median([arms[arm][s]["train_flops"] for s in seeds]))
+        m, side = multiplier(losses, costs, loss, own)
+        checker.close(f"{at}, {arm} multiplier (FLOPs)", repr(entry["flops"]["estimate"]), m, relative=1e-7)
+        checker.text(f"{at}, {arm} multiplier censored", str(entry["flops"]["censored"]), str(side))
+        checker.skip(2)  # its bootstrap interval
