@@ -187,3 +187,14 @@ def test_a_bad_variant_or_parallel_is_one_sentence_before_anything_runs(in_tmp, 
     assert run_main(["scorecard", "--variant", "super", "--parallel", "0"]) == 2
     assert "--parallel 0 is invalid; give at least 1." in capsys.readouterr().err
     assert not (in_tmp / "runs").exists()
+
+
+@pytest.mark.slow  # plans nine compare commands (each model built on the meta device)
+def test_the_gpu_protocol_plans_offline_on_a_cpu(in_tmp, capsys):
+    """v1-gpu is run whenever a device is lent; here its plan is made without one and without the network
+    (HF_HUB_OFFLINE, conftest.py): every task's recipe, settings and parameter counts resolve."""
+    assert run_main(["scorecard", "--variant", "nonlinear_query", "--protocol", "v1-gpu", "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("Protocol v1-gpu (sha256 ") and "9 compare commands, 75 runs" in printed
+    assert "--data.init_args.dataset=Salesforce/wikitext" in printed and "vit_cifar10.yaml" in printed
+    assert not (in_tmp / "runs").exists()

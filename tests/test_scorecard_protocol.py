@@ -90,3 +90,14 @@ def test_a_protocol_that_is_not_shipped_or_not_a_file_or_not_yaml_is_one_sentenc
     broken.write_text("tasks: [\n")
     with pytest.raises(ConfigError, match="is not valid YAML"):
         load_protocol(str(broken))
+
+
+def test_the_gpu_protocol_declares_v1s_tasks_at_larger_sizes():
+    cpu, gpu = load_protocol("v1"), load_protocol("v1-gpu")
+    assert gpu.version == "v1-gpu" and gpu.seeds == cpu.seeds and len(gpu.tasks) == len(cpu.tasks)
+    [ladder] = [task for task in gpu.tasks if task.ladder is not None]
+    assert (
+        ladder.ladder.budgets[-1] >= 8 * ladder.ladder.budgets[0]
+        and ladder.settings["data.init_args.dataset"] == "Salesforce/wikitext"
+    )
+    assert [t.floor for t in gpu.tasks] == [t.floor for t in cpu.tasks]
