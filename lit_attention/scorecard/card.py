@@ -143,13 +143,27 @@ def ladder_multipliers(task: Task, output: Path, jobs: list[Job], arms: dict, se
                 "text": m.text(),
             }
         found[label] = entry
-    found["ladder"] = {
-        "budgets": budgets,
-        "key": task.ladder.key,
-        "losses": {b: float(np.mean([float(standard[b][s][0]["test"][task.metric]) for s in seeds])) for b in budgets},
-        "flops": {b: float(np.median([float(standard[b][s][0]["train_flops"]) for s in seeds])) for b in budgets},
-    }
+    losses = {b: float(np.mean([float(standard[b][s][0]["test"][task.metric]) for s in seeds])) for b in budgets}
+    flops = {b: float(np.median([float(standard[b][s][0]["train_flops"]) for s in seeds])) for b in budgets}
+    law = law_check(flops, losses, arms, seeds, task.metric, found)
+    found["ladder"] = {"budgets": budgets, "key": task.ladder.key, "losses": losses, "flops": flops, "law": law}
     return found
+
+
+def law_check(flops: dict, losses: dict, arms: dict, seeds: list[int], metric: str, found: dict) -> dict:
+    """L = E + A C^-α fitted to the ladder's mean losses (stats/scaling_laws.py), and each arm's multiplier read
+    on it (`law_check` beside its FLOPs reading): a check on the monotone reading, never the headline (four
+    points and three parameters; it extrapolates where the reading is censored)."""
+    from lit_attention.stats.scaling_laws import fit_law
+
+    budgets = sorted(flops)
+    law = fit_law([flops[b] for b in budgets], [losses[b] for b in budgets], pure=False)
+    for label, entry in found.items():
+        mine = float(np.mean([float(arms[label][s][0]["test"][metric]) for s in seeds]))
+        own = float(np.median([float(arms[label][s][0]["train_flops"]) for s in seeds]))
+        reached = float(law.size_at(mine))
+        entry["flops"]["law_check"] = reached / own if math.isfinite(reached) else None
+    return {"E": law.E, "A": law.A, "alpha": law.alpha, "converged": law.converged}
 
 
 def build_card(protocol: Protocol, spec: str, output: Path, jobs: list[Job]) -> dict:

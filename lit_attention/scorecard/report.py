@@ -78,8 +78,14 @@ def card_markdown(card: dict) -> str:
             if label == "ladder":
                 continue
             flops, seconds = entry["flops"], entry["seconds"]
+            law = flops.get("law_check")
             lines.append(
                 f"- `{label}`: {flops['text']} in training FLOPs"
+                + (
+                    f" (the fitted law, as a check: {law:.3g}×)"
+                    if law is not None
+                    else " (the fitted law never reaches its loss)"
+                )
                 + (
                     f"; {seconds['text']} in measured training seconds"
                     if seconds
@@ -135,6 +141,14 @@ def card_figure(card: dict, path: Path) -> None:
     for label, mean in task["means"].items():
         if label != "standard" and label in task["multipliers"]:
             axes.plot([task["flops"][label]], [mean], "s", label=label)
+    law = ladder.get("law")
+    if law:  # the fitted law, dashed, over the ladder's range: a check on the reading, not the reading
+        import numpy as np
+
+        costs = np.geomspace(ladder["flops"][budgets[0]], ladder["flops"][budgets[-1]], 50)
+        axes.plot(
+            costs, law["E"] + law["A"] * costs ** -law["alpha"], "--", color="grey", linewidth=1, label="fitted law (check)"
+        )
     axes.axhline(task["floor"], color="grey", linestyle=":", label=task["floor_label"])
     axes.set_xscale("log")
     axes.set_xlabel("training FLOPs")
