@@ -115,3 +115,8 @@ def test_bad_shapes_are_refused():
         compute_multiplier(np.ones((2, 5)), [2.0, 1.0], np.ones(5), 1.0)
     with pytest.raises(ValueError, match="the variant's losses have shape"):
         compute_multiplier(np.ones((2, 5)), [1.0, 2.0], np.ones(4), 1.0)
+
+
+def test_a_non_finite_loss_has_no_place_on_a_ladder():
+    with pytest.raises(ValueError, match="every loss must be finite"):
+        compute_multiplier(np.array([[2.0, 2.1], [1.5, float("nan")]]), [1.0, 2.0], np.array([1.8, 1.7]), 1.0)

@@ -110,3 +110,31 @@ def test_transduction_is_fixed_by_its_dataset_seed():
 def test_transduction_refuses_bad_settings_in_one_sentence(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         TransductionDataModule(**kwargs)
+
+
+def test_the_scorecards_tasks_pick_checkpoints_by_validation_loss_where_asked():
+    """The card compares test losses, so its ViT and encoder-decoder tasks pick their checkpoints by val/loss;
+    a metric a task does not log is one sentence."""
+    from lit_attention.training.tasks import ImageClassifier, Seq2SeqTranslator
+
+    vit = dict(num_classes=3, image_size=8, in_channels=1, patch_size=2, dim=16, num_heads=2, depth=1)
+    seq2seq = dict(
+        vocab_size=30,
+        max_src_len=10,
+        max_tgt_len=11,
+        pad_id=0,
+        bos_id=1,
+        eos_id=2,
+        encoder_depth=1,
+        decoder_depth=1,
+        dim=16,
+        num_heads=2,
+    )
+    assert (ImageClassifier(net=vit).monitor, ImageClassifier(net=vit).monitor_mode) == ("val/acc", "max")
+    assert (
+        ImageClassifier(net=vit, monitor="val/loss").monitor_mode,
+        Seq2SeqTranslator(net=seq2seq, monitor="val/loss").monitor_mode,
+    ) == ("min", "min")
+    assert Seq2SeqTranslator(net=seq2seq).monitor == "val/bleu"
+    with pytest.raises(ConfigError, match="monitor 'val/bleu' is not available here; valid choices are val/acc, val/loss."):
+        ImageClassifier(net=vit, monitor="val/bleu")

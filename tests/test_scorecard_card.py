@@ -165,10 +165,18 @@ def test_a_tiny_card_says_what_its_runs_say_resumes_and_lends_its_baseline(in_tm
         assert a["means"]["standard"] == b["means"]["standard"]
     assert cards[1]["baseline"]["reused_from"] == "card" and cards[1]["baseline"]["checked_here"] is False
     assert "`standard`'s runs were reused from the card in `card`" in (in_tmp / "second" / "scorecard.md").read_text()
+    # Resumed without --baseline, the card still says where its standard runs came from (its plan keeps it).
+    assert run_main(second[:-2]) == 0
+    assert json.loads((in_tmp / "second" / "scorecard.json").read_text())["baseline"]["reused_from"] == "card"
     # Not a card, another protocol, the card's own folder: one sentence each, nothing trained.
     (in_tmp / "other.yaml").write_text(yaml.safe_dump({**TINY_PROTOCOL, "version": "tiny-other"}))
     for words, message in [
-        ([*second[:-1], "runs"], "--baseline 'runs' holds no scorecard.json; give the folder of a finished card."),
+        (
+            ["scorecard", "--variant", "super", "--protocol", "tiny.yaml", "--output", "third", "--baseline", "runs"],
+            "--baseline 'runs' holds no scorecard.json; give the folder of a finished card.",
+        ),
+        ([*second[:-1], "third"], "--baseline 'third' holds no scorecard.json"),
+        ([*card_args, "--baseline", "second"], "--baseline 'second' differs from the baseline this card began without one"),
         (
             ["scorecard", "--variant", "super", "--protocol", "other.yaml", "--output", "third", "--baseline", "card"],
             "--baseline 'card' is a card of protocol tiny-test",

@@ -59,7 +59,11 @@ def ladder_of(raw: dict) -> dict:
         (lambda raw: raw.update(confidence=95), "confidence 95 is invalid; give a share between 0 and 1"),
         (lambda raw: raw.update(budget=3), "has the unknown key 'budget'; valid keys are arms, confidence, excluded"),
         (lambda raw: raw["tasks"][1].update(floor="unigram"), "floor 'unigram' is invalid; valid choices are bigram, chance."),
-        (lambda raw: raw["tasks"][1].update(metric="val/loss"), "metric 'val/loss' is invalid; give a test metric"),
+        (lambda raw: raw["tasks"][1].update(metric="val/loss"), "metric 'val/loss' is invalid; a card compares test losses"),
+        (lambda raw: raw["tasks"][1].update(metric="test/acc"), "metric 'test/acc' is invalid; a card compares test losses"),
+        (lambda raw: raw["tasks"][1].update(beside="acc"), "beside 'acc' is invalid; give a test metric"),
+        (lambda raw: ladder_of(raw)["with"].update(x=2), "ladder.with.x 2 is invalid; give a share of the budget"),
+        (lambda raw: raw["rule"]["margins"].update(mqar_4="a lot"), "rule.margins.mqar_4 'a lot' is invalid; give a number"),
         (lambda raw: raw["tasks"][2].update(name="mqar_4"), "task names must differ; mqar_4 is given more than once."),
         (
             lambda raw: ladder_of(raw).update(reference=500),
@@ -82,7 +86,7 @@ def test_a_bad_protocol_file_is_one_sentence(tmp_path, change, message):
 
 
 def test_a_protocol_that_is_not_shipped_or_not_a_file_or_not_yaml_is_one_sentence(tmp_path):
-    with pytest.raises(ConfigError, match="--protocol 'v9' is not a shipped protocol; valid choices are v1, or a path"):
+    with pytest.raises(ConfigError, match="--protocol 'v9' is not a shipped protocol; valid choices are v1, v1-gpu, or a path"):
         load_protocol("v9")
     with pytest.raises(ConfigError, match="is not a file; give a shipped version"):
         load_protocol(str(tmp_path / "missing.yaml"))

@@ -30,18 +30,41 @@ from lit_attention.stats.statistics import paired_difference, verdict, with_holm
 from lit_attention.stats.validity import PAIRED, UNCHECKED, pairing
 
 
+def version_number(run: Path) -> int:
+    return int(run.name.rpartition("_")[2]) if run.name.startswith("version_") and run.name[8:].isdigit() else -1
+
+
 def records_of(folder: Path) -> dict[str, dict[int, tuple[dict, Path]]]:
-    """{arm label: {seed: (record, run folder)}} of a compare output's finished runs (the first version of each)."""
+    """{arm label: {seed: (record, run folder)}} of a compare output's finished runs: in each seed's folder, the
+    newest version that holds a record (the one compare reads)."""
     found: dict[str, dict[int, tuple[dict, Path]]] = {}
-    for path in sorted(folder.glob("runs/**/record.json")):
-        record = json.loads(path.read_text(encoding="utf-8"))
+    newest: dict[Path, Path] = {}
+    for path in folder.glob("runs/**/record.json"):
+        run = path.parent
+        if run.parent not in newest or version_number(run) > version_number(newest[run.parent]):
+            newest[run.parent] = run
+    for run in sorted(newest.values()):
+        record = json.loads((run / "record.json").read_text(encoding="utf-8"))
         arm = (record.get("settings") or {}).get("arm", record["variant"])
-        found.setdefault(arm, {}).setdefault(int(record["seed"]), (record, path.parent))
+        found.setdefault(arm, {})[int(record["seed"])] = (record, run)
     return found
 
 
 def values_of(runs: dict[int, tuple[dict, Path]], metric: str) -> dict[int, float]:
     return {seed: float(record["test"][metric]) for seed, (record, _) in runs.items() if metric in (record.get("test") or {})}
+
+
+def check_finite(task: Task, arms: dict) -> None:
+    """A run whose test metric is not a number (it diverged) is named in one sentence: no statistic of the card
+    can take it, and dropping it would unpair the seeds."""
+    for label, runs in arms.items():
+        for seed, value in sorted(values_of(runs, task.metric).items()):
+            if not math.isfinite(value):
+                raise ConfigError(
+                    f"task {task.name!r}: the {label} run of seed {seed} ended with {task.metric} = {value} (it diverged), "
+                    "so the card cannot compare it; see its folder's compare.log, and lower that task's learning rate "
+                    "in a new protocol version."
+                )
 
 
 def floor_of(task: Task, record: dict) -> tuple[float, str]:
@@ -62,7 +85,7 @@ def floor_of(task: Task, record: dict) -> tuple[float, str]:
     return math.log(count), f"chance among {count} answers"
 
 
-def item_interval(arm: dict, reference: dict, metric: str) -> tuple[float, float] | None:
+def item_interval(arm: dict, reference: dict, metric: str, confidence: float) -> tuple[float, float] | None:
     """The two-way bootstrap interval of arm − reference over seeds and test items, or None where the runs
     kept no per-item outcomes of the metric (only losses and accuracies decompose by item)."""
     measure = {"loss": "loss", "acc": "correct"}.get(metric.split("/", 1)[1])
@@ -73,7 +96,7 @@ def item_interval(arm: dict, reference: dict, metric: str) -> tuple[float, float
     if isinstance(made, str):
         return None
     mine, theirs, weights, _, _ = made
-    return two_way_bootstrap(mine, theirs, weights)
+    return two_way_bootstrap(mine, theirs, weights, confidence=confidence)
 
 
 def check_paired(task: Task, arms: dict) -> None:
@@ -103,7 +126,7 @@ def difference_entry(d, items) -> dict:
     }
 
 
-def ladder_multipliers(task: Task, output: Path, jobs: list[Job], arms: dict, seeds: list[int]) -> dict:
+def ladder_multipliers(task: Task, output: Path, jobs: list[Job], arms: dict, seeds: list[int], confidence: float) -> dict:
     """The variant's and the control's multipliers on the ladder, in FLOPs and in training seconds."""
     budgets = sorted(job.budget for job in jobs if job.task == task.name)
     folders = {job.budget: output / job.folder for job in jobs if job.task == task.name}
@@ -131,7 +154,10 @@ def ladder_multipliers(task: Task, output: Path, jobs: list[Job], arms: dict, se
             if np.any(np.diff(costs) <= 0):  # measured seconds need not rise with the budget on a busy machine
                 entry[cost_name] = None
                 continue
-            m = compute_multiplier(losses, costs, mine, own)
+            if cost_name == "seconds" and len(machines(standard, runs, seeds)) > 1:  # another machine's seconds
+                entry[cost_name] = None
+                continue
+            m = compute_multiplier(losses, costs, mine, own, confidence=confidence)
             entry[cost_name] = {
                 "estimate": m.estimate,
                 "censored": m.censored,
@@ -148,6 +174,12 @@ def ladder_multipliers(task: Task, output: Path, jobs: list[Job], arms: dict, se
     law = law_check(flops, losses, arms, seeds, task.metric, found)
     found["ladder"] = {"budgets": budgets, "key": task.ladder.key, "losses": losses, "flops": flops, "law": law}
     return found
+
+
+def machines(standard: dict, runs: dict, seeds: list[int]) -> set:
+    """The (CPU, threads, devices) the ladder's and the arm's records name: seconds compare on one only."""
+    records = [standard[b][s][0] for b in standard for s in seeds] + [runs[s][0] for s in seeds]
+    return {(r["provenance"].get("cpu"), r["provenance"].get("threads"), str(r["provenance"].get("devices"))) for r in records}
 
 
 def law_check(flops: dict, losses: dict, arms: dict, seeds: list[int], metric: str, found: dict) -> dict:
@@ -170,7 +202,7 @@ def build_card(protocol: Protocol, spec: str, output: Path, jobs: list[Job]) -> 
     """The card's every number, as a JSON-able dict (scorecard.json)."""
     from scipy import stats
 
-    tasks, versus_standard, versus_control, provenance = [], [], [], {}
+    tasks, versus_standard, versus_control, provenance, commits = [], [], [], {}, set()
     for task in protocol.tasks:
         job = next(j for j in jobs if j.task == task.name and (task.ladder is None or j.budget == task.ladder.reference))
         arms = records_of(output / job.folder)
@@ -180,11 +212,13 @@ def build_card(protocol: Protocol, spec: str, output: Path, jobs: list[Job]) -> 
                 f"{output / job.folder} lacks finished runs of {', '.join(missing)}; run the scorecard command again to finish them."
             )
         check_paired(task, arms)
+        check_finite(task, arms)
         values = {label: values_of(runs, task.metric) for label, runs in arms.items()}
         seeds = sorted(values["standard"])
         control = next((label for label in job.arms if label.startswith("standard~")), None)
         first = arms["standard"][seeds[0]][0]
-        provenance = provenance or first["provenance"]
+        provenance = provenance or arms[VARIANT][seeds[0]][0]["provenance"]  # the runs this card trained
+        commits.update(str(r["provenance"].get("commit")) for runs in arms.values() for r, _ in runs.values())
         floor, floor_label = floor_of(task, first)
         entry = {
             "name": task.name,
@@ -204,15 +238,19 @@ def build_card(protocol: Protocol, spec: str, output: Path, jobs: list[Job]) -> 
             entry["beside"] = {label: float(np.mean(list(values_of(runs, task.beside).values()))) for label, runs in arms.items()}
         d = paired_difference(values[VARIANT], values["standard"], protocol.confidence)
         versus_standard.append(d)
-        entry["versus_standard"] = difference_entry(d, item_interval(arms[VARIANT], arms["standard"], task.metric))
+        entry["versus_standard"] = difference_entry(
+            d, item_interval(arms[VARIANT], arms["standard"], task.metric, protocol.confidence)
+        )
         if control is not None:
             c = paired_difference(values[VARIANT], values[control], protocol.confidence)
             versus_control.append(c)
-            entry["versus_control"] = difference_entry(c, item_interval(arms[VARIANT], arms[control], task.metric))
+            entry["versus_control"] = difference_entry(
+                c, item_interval(arms[VARIANT], arms[control], task.metric, protocol.confidence)
+            )
         else:
             versus_control.append(None)
         if task.ladder is not None:
-            entry["multipliers"] = ladder_multipliers(task, output, jobs, arms, seeds)
+            entry["multipliers"] = ladder_multipliers(task, output, jobs, arms, seeds, protocol.confidence)
         tasks.append(entry)
     family = len(versus_standard)
     for entry, d in zip(tasks, with_holm(versus_standard)):
@@ -234,6 +272,7 @@ def build_card(protocol: Protocol, spec: str, output: Path, jobs: list[Job]) -> 
         # Each folder's compare command: with --report added it rebuilds that folder's tables from its records.
         "commands": {job.folder: job.command(str(output), 1) for job in jobs},
         "provenance": {key: provenance.get(key) for key in ("commit", "dirty", "cpu", "threads", "torch", "lit_attention")},
+        "commits": sorted(commits),
     }
 
 
@@ -256,6 +295,10 @@ def overall(protocol: Protocol, tasks: list[dict]) -> dict:
         control = ladder["multipliers"].get(ladder["control"] or "", {}).get("flops")
         if mine["low_censored"] == "below" or mine["low"] <= 1:
             reasons.append(f"the compute multiplier's lower bound ({mine['text']}) is not above 1")
+        elif control is not None and control["censored"] == "above":  # its estimate is only a bound from below
+            reasons.append(
+                f"the parameter control's multiplier is beyond the ladder ({control['text']}), so whether the variant's lower bound exceeds it cannot be decided"
+            )
         elif control is not None and mine["low"] <= control["estimate"]:
             reasons.append(f"the multiplier's lower bound is not above the parameter control's {control['estimate']:.3g}×")
     worth = not reasons

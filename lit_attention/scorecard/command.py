@@ -23,6 +23,7 @@ from lit_attention.atomic_files import replace_file
 from lit_attention.errors import ConfigError
 
 CARD_JSON, CARD_MD = "scorecard.json", "scorecard.md"
+PLAN_JSON = "scorecard-plan.json"  # written before the first run: which card the folder's runs belong to
 
 
 def parser() -> argparse.ArgumentParser:
@@ -84,11 +85,23 @@ def run(argv: list[str]) -> None:
                 + shlex.join(job.command(str(output), args.parallel))
             )
         return
-    check_card_folder(output, protocol, args.variant)
-    baseline = None if args.baseline is None else check_baseline(Path(args.baseline), protocol, output)
+    earlier = check_card_folder(output, protocol, args.variant)
+    if args.baseline is not None:
+        check_baseline(Path(args.baseline), protocol, output)
+        if earlier and earlier.get("baseline") != args.baseline:
+            began = f"with {earlier['baseline']!r}" if earlier.get("baseline") else "without one"
+            raise ConfigError(
+                f"--baseline {args.baseline!r} differs from the baseline this card began {began}; resume it as it "
+                "began, or give another --output."
+            )
+    given = args.baseline if args.baseline is not None else earlier.get("baseline")  # a resumed card keeps its baseline
+    baseline = None if given is None else check_baseline(Path(given), protocol, output)
     from lit_attention.compare import run as compare
 
     output.mkdir(parents=True, exist_ok=True)
+    plan = {"variant": args.variant, "protocol": {"version": protocol.version, "sha256": protocol.sha256}, "baseline": given}
+    text = json.dumps(plan, indent=2) + "\n"
+    replace_file(output / PLAN_JSON, lambda file: file.write(text.encode("utf-8")))
     if baseline is not None:
         copied = copy_baseline(baseline, output, jobs)
         print(f"scorecard: {copied} standard runs of {baseline} reused, paired by seed", flush=True)
@@ -113,18 +126,22 @@ def write_card(protocol, spec: str, output: Path, jobs, baseline: Path | None = 
     return card
 
 
-def check_card_folder(output: Path, protocol, spec: str) -> None:
-    """A folder holding another protocol's or variant's card is refused: its runs would be mixed."""
-    earlier = output / CARD_JSON
+def check_card_folder(output: Path, protocol, spec: str) -> dict:
+    """A folder begun for another protocol's or variant's card is refused (its runs would be mixed, the other
+    variant's under this one's arm); returns what the folder's plan says ({} for a new folder)."""
+    earlier = output / PLAN_JSON if (output / PLAN_JSON).is_file() else output / CARD_JSON
     if not earlier.is_file():
-        return
+        return {}
     card = json.loads(earlier.read_text(encoding="utf-8"))
+    if earlier.name == CARD_JSON:  # a card written before plans were kept: its baseline as the plan says it
+        card["baseline"] = (card.get("baseline") or {}).get("reused_from")
     if card["protocol"]["sha256"] != protocol.sha256 or card["variant"] != spec:
         raise ConfigError(
             f"--output {str(output)!r} holds the card of {card['variant']!r} under protocol {card['protocol']['version']} "
             f"(sha256 {card['protocol']['sha256'][:12]}); give another folder for {spec!r} under {protocol.version} "
             f"(sha256 {protocol.sha256[:12]})."
         )
+    return card
 
 
 def check_baseline(folder: Path, protocol, output: Path) -> Path:

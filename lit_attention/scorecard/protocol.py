@@ -120,6 +120,12 @@ def load_protocol(name: str) -> Protocol:
             f"{', '.join(ladders) or 'none (no task has a ladder)'}."
         )
     margins = rule.get("margins") or {}
+    unknown(margins, set(margins), f"{where}, rule.margins")
+    for name, margin in margins.items():
+        if not is_number(margin) or margin < 0:
+            raise ConfigError(
+                f"{where}: rule.margins.{name} {margin!r} is invalid; give a number of 0 or more, in the task's loss."
+            )
     stray = sorted(set(margins) - set(names))
     if stray:
         raise ConfigError(f"{where}: rule.margins names {', '.join(stray)}, not a task; valid choices are {', '.join(names)}.")
@@ -136,6 +142,10 @@ def load_protocol(name: str) -> Protocol:
         excluded=dict(raw.get("excluded") or {}),
         source=str(path),
     )
+
+
+def is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def unknown(mapping: dict, known: set[str], where: str) -> None:
@@ -156,8 +166,12 @@ def task_of(entry, index: int, where: str) -> Task:
             raise ConfigError(f"{at} has no {key!r}; a task declares its recipe, metric and floor.")
     if entry["floor"] not in FLOORS:
         raise ConfigError(f"{at}: floor {entry['floor']!r} is invalid; valid choices are {', '.join(FLOORS)}.")
-    if not str(entry["metric"]).startswith("test/"):
-        raise ConfigError(f"{at}: metric {entry['metric']!r} is invalid; give a test metric, such as test/loss.")
+    if not (str(entry["metric"]).startswith("test/") and str(entry["metric"]).endswith("loss")):
+        raise ConfigError(
+            f"{at}: metric {entry['metric']!r} is invalid; a card compares test losses (lower is better): give test/loss."
+        )
+    if entry.get("beside") is not None and not str(entry["beside"]).startswith("test/"):
+        raise ConfigError(f"{at}: beside {entry['beside']!r} is invalid; give a test metric, such as test/acc.")
     settings = entry.get("settings") or {}
     unknown(settings, set(settings), at)  # a mapping of fit keys
     ladder = entry.get("ladder")
@@ -186,4 +200,7 @@ def ladder_of(ladder, at: str) -> Ladder:
         raise ConfigError(f"{at}: the ladder has no key; give the fit key its budgets set, such as trainer.max_steps.")
     scaled = ladder.get("with") or {}
     unknown(scaled, set(scaled), f"{at}, ladder.with")
+    for key, share in scaled.items():
+        if not is_number(share) or not 0 < share <= 1:
+            raise ConfigError(f"{at}: ladder.with.{key} {share!r} is invalid; give a share of the budget, above 0 and at most 1.")
     return Ladder(str(ladder["key"]), tuple(budgets), int(ladder["reference"]), {k: float(v) for k, v in scaled.items()})

@@ -42,6 +42,7 @@ def card_markdown(card: dict) -> str:
                 *difference_cells(task.get("versus_control"))[:3],
             ]
         )
+    level = f"{card['confidence']:.0%}"
     header = [
         "task",
         "metric",
@@ -49,14 +50,14 @@ def card_markdown(card: dict) -> str:
         "standard",
         "floor",
         "difference vs standard",
-        "95% interval (seeds)",
-        "95% interval (seeds and items)",
+        f"{level} interval (seeds)",
+        f"{level} interval (seeds and items)",
         "p (Holm, tasks)",
-        "smallest detectable (80% power)",
+        f"smallest detectable ({card['power']:.0%} power)",
         "verdict",
         "difference vs control",
-        "95% interval (seeds)",
-        "95% interval (seeds and items)",
+        f"{level} interval (seeds)",
+        f"{level} interval (seeds and items)",
     ]
     parts = [
         f"# Scorecard: `{card['variant']}`\n",
@@ -89,11 +90,15 @@ def card_markdown(card: dict) -> str:
                 + (
                     f"; {seconds['text']} in measured training seconds"
                     if seconds
-                    else "; training seconds did not rise with the budget, so no reading in time"
+                    else "; no reading in training seconds (they did not rise with the budget, or the runs ran on different machines)"
                 )
                 + "\n"
             )
         ladder = task["multipliers"]["ladder"]
+        if card["seeds"] < 5:
+            lines.append(
+                f"\nWith {card['seeds']} seeds the multiplier's bootstrap interval holds the truth less often than its level says (5 or more are needed).\n"
+            )
         lines.append(
             f"\nThe training compute `standard` needs to reach the arm's test loss, over what the arm used: read on "
             f"`standard`'s ladder of {ladder['key']} = {', '.join(str(b) for b in ladder['budgets'])} (a monotone fit "

@@ -155,6 +155,8 @@ def compute_multiplier(
         raise ValueError(f"the ladder needs 2 or more budgets in ascending cost, got costs {costs.tolist()}")
     if variant.shape != (seeds, items):
         raise ValueError(f"the variant's losses have shape {variant.shape}, the ladder's seeds and items {(seeds, items)}")
+    if not (np.all(np.isfinite(ladder)) and np.all(np.isfinite(variant)) and np.all(costs > 0) and variant_cost > 0):
+        raise ValueError("every loss must be finite and every cost positive (a diverged run has no place on a ladder)")
     weights = np.ones(items) if weights is None else np.asarray(weights, dtype=float)
     rng = rng if rng is not None else np.random.default_rng(0)
 

@@ -36,12 +36,17 @@ def card_folders(results: Path) -> list[Path]:
 
 
 def arm_records(folder: Path) -> dict[str, dict[int, dict]]:
-    """{arm: {seed: record}} of a compare output, the first version of each run."""
+    """{arm: {seed: record}} of a compare output: in each seed's folder, the record of the highest version_<k>."""
+    newest: dict[Path, tuple[int, Path]] = {}
+    for path in folder.glob("runs/**/version_*/record.json"):
+        k = int(path.parent.name.split("_")[-1])
+        if path.parent.parent not in newest or k > newest[path.parent.parent][0]:
+            newest[path.parent.parent] = (k, path)
     found: dict[str, dict[int, dict]] = {}
-    for path in sorted(folder.glob("runs/**/record.json")):
+    for _, path in sorted(newest.values()):
         record = json.loads(path.read_text(encoding="utf-8"))
         arm = (record.get("settings") or {}).get("arm", record["variant"])
-        found.setdefault(arm, {}).setdefault(int(record["seed"]), record)
+        found.setdefault(arm, {})[int(record["seed"])] = record
     return found
 
 
@@ -87,7 +92,7 @@ def check_card(directory: Path, checker: Checker) -> None:
     card = json.loads((directory / CARD).read_text(encoding="utf-8"))
     for folder in card["commands"]:
         check_section(directory / folder, checker, name=f"{directory.name}/{folder}")
-    results, where = [], directory.name
+    results, controls, where = [], [], directory.name
     for task in card["tasks"]:
         folder = next(
             directory / f for f in card["commands"] if "variant" in arm_records(directory / f) and f.split("/")[0] == task["name"]
@@ -106,6 +111,8 @@ def check_card(directory: Path, checker: Checker) -> None:
             checker.skip(2)  # the interval over seeds and items: a bootstrap
             if side == "versus_standard":
                 results.append((task, r))
+            else:
+                controls.append((task, r))
         first = arms["standard"][min(arms["standard"])]
         if task["floor_label"].startswith("bigram"):
             checker.close(f"{at}, floor", repr(task["floor"]), first["ngram_floors"]["bigram"]["test"])
@@ -123,6 +130,11 @@ def check_card(directory: Path, checker: Checker) -> None:
         checker.text(f"{at}, verdict", task["versus_standard"]["verdict"], stats.verdict(r, "min"))
         detectable = (scipy_stats.t.ppf(1 - level / 2, r.df) + scipy_stats.t.ppf(card["power"], r.df)) * r.error
         checker.close(f"{at}, smallest detectable", repr(task["detectable"]), detectable)
+    stats.correct([r for _, r in controls], [True] * len(controls))
+    for task, r in controls:
+        at = f"{where}, {task['name']}, versus control"
+        checker.close(f"{at}, p (Holm)", repr(task["versus_control"]["p_holm"]), r.p_holm)
+        checker.text(f"{at}, verdict", task["versus_control"]["verdict"], stats.verdict(r, "min"))
     check_rule(card, [(task, stats.verdict(r, "min"), r.mean) for task, r in results], checker)
 
 
@@ -137,7 +149,8 @@ def check_rule(card: dict, verdicts: list, checker: Checker) -> None:
         mine = ladder["multipliers"]["variant"]["flops"]
         control = ladder["multipliers"].get(ladder["control"] or "", {}).get("flops")
         fine &= mine["low_censored"] != "below" and mine["low"] > 1  # the bound itself is a bootstrap: read, not redrawn
-        fine &= control is None or mine["low"] > control["estimate"]
+        # A control censored above the ladder has only a lower bound: the comparison cannot be decided.
+        fine &= control is None or (control["censored"] != "above" and mine["low"] > control["estimate"])
     checker.text(f"{card['variant']}, verdict", str(card["overall"]["worth_more_compute_than_it_costs"]), str(fine))
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 import torch.nn.functional as F
 from torchmetrics import Metric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
+from lit_attention.errors import ConfigError
 from lit_attention.training.tasks.base import TaskModule
 
 
@@ -64,12 +67,20 @@ class ClassificationTask(TaskModule):
 
     Args:
         label_smoothing: label smoothing of the training loss (validation and test use none).
+        monitor: the validation metric that ranks runs (`compare`) and picks the best checkpoint: val/acc, or
+            val/loss (the scorecard compares test losses, so it picks checkpoints by loss too).
     """
 
     monitor, monitor_mode = "val/acc", "max"
+    MONITORS = {"val/acc": "max", "val/loss": "min"}
 
-    def __init__(self, *, label_smoothing: float = 0.0, **optimization) -> None:
+    def __init__(
+        self, *, label_smoothing: float = 0.0, monitor: Literal["val/acc", "val/loss"] = "val/acc", **optimization
+    ) -> None:
         super().__init__(**optimization)
+        if monitor not in self.MONITORS:
+            raise ConfigError(f"monitor {monitor!r} is not available here; valid choices are {', '.join(self.MONITORS)}.")
+        self.monitor, self.monitor_mode = monitor, self.MONITORS[monitor]
 
     def _build_metrics(self, num_classes: int) -> None:
         metrics = classification_metrics(num_classes)

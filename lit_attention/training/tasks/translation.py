@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 import torch.nn.functional as F
 from torchmetrics.text import SacreBLEUScore
 
+from lit_attention.errors import ConfigError
 from lit_attention.modeling import Seq2SeqConfig, Seq2SeqTransformer
 from lit_attention.training.tasks.base import TaskModule, check_length, check_token_ids
 
@@ -32,7 +35,10 @@ class Seq2SeqTranslator(TaskModule):
         bleu_batches: validation batches scored with BLEU after each validation, over all DDP ranks
             together (each scores ceil(bleu_batches / ranks) of its own share); at least 1: val/bleu
             ranks the runs and picks the best checkpoint, equal BLEU broken by the lower val/loss.
+        monitor: val/bleu, or val/loss (the scorecard compares test losses, so it picks checkpoints by loss).
     """
+
+    MONITORS = {"val/bleu": "max", "val/loss": "min"}
 
     monitor, monitor_mode = "val/bleu", "max"
     # Equal BLEU (often 0.0 for several epochs on short sentences) is broken by the lower validation
@@ -46,9 +52,13 @@ class Seq2SeqTranslator(TaskModule):
         label_smoothing: float = 0.1,
         beam_size: int = 4,
         bleu_batches: int = 4,
+        monitor: Literal["val/bleu", "val/loss"] = "val/bleu",
         **optimization,
     ) -> None:
         super().__init__(**optimization)
+        if monitor not in self.MONITORS:
+            raise ConfigError(f"monitor {monitor!r} is not available here; valid choices are {', '.join(self.MONITORS)}.")
+        self.monitor, self.monitor_mode = monitor, self.MONITORS[monitor]
         self.model = self.build_model()
         self.val_bleu, self.test_bleu = SacreBLEUScore(), SacreBLEUScore()
         self._record_model_facts()
