@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Reruns every table of RESULTS.md through `lit-attention compare`, two runs at a time (one CPU thread
 # each), each run's best checkpoint scored on the held-out test split.
-#   bash results/reproduce.sh [SECTION ... | all | second_edition | fourth_edition]
+#   bash results/reproduce.sh [SECTION ... | all | second_edition | fourth_edition | scorecards]
 # all: the third edition's sections (digits_confirm digits_long gpt_ratio_49k gpt_ratio_111k gpt_ratio_197k
 # ratio_trend): 10 fresh seeds (5-14), learning rates extended past every grid edge, the confirmatory
 # comparisons declared with --primary, and 3 runs of each section re-trained to measure reproducibility.
 # second_edition: the earlier sections (vit vit_hard gpt gpt_small gpt_large mqar trend), 5 seeds (0-4).
 # fourth_edition: gpt_scaling, super_mechanism, text_stdlib and gpt_super (RESULTS.md sections 4-7), each
 # declared here before its runs.
+# scorecards: the committed scorecards (results/scorecards/<protocol>/<variant>/), each one command.
 # Each section writes results/<name>/results.{md,csv,png}, timings.csv and every run's record.json
 # (checkpoints and TensorBoard events stay on disk, git-ignored). An interrupted section resumes where
 # it stopped when run again. RESULTS.md states the wall time of each section on the 2-core machine.
@@ -30,6 +31,15 @@ WIDER="standard+12.5%;standard;model.init_args.net.mlp_ratio=4.75"
 # The seven presets the recorded studies ran, named so that a preset added to the registry later does not
 # silently add an arm to these reproductions (--variants all would).
 PRESETS=standard,optimized,efficient,super,identity_query,residual_query,nonlinear_query
+
+# ------------------------------------------------------------------------------------------ scorecards
+
+scorecard_nonlinear_query() {  # lit-attention scorecard under protocol v1 (its six tasks, 5 seeds, the
+                               # language-modelling ladder of 150-1200 steps): nonlinear_query and its baseline,
+                               # one run at a time; resumes where it stopped
+    .venv/bin/lit-attention scorecard --variant nonlinear_query --protocol v1 \
+        --output results/scorecards/v1/nonlinear_query --parallel 1
+}
 
 # ------------------------------------------------------------------------------------ the fourth edition
 
@@ -173,6 +183,7 @@ sections=("${@:-all}")
 case "${sections[0]}" in
     all) sections=(digits_confirm digits_long gpt_ratio_49k gpt_ratio_111k gpt_ratio_197k ratio_trend) ;;
     fourth_edition) sections=(gpt_scaling super_mechanism gpt_super text_stdlib) ;;
+    scorecards) sections=(scorecard_nonlinear_query) ;;
     second_edition) sections=(vit vit_hard gpt gpt_small gpt_large mqar trend) ;;
 esac
 total_start=$SECONDS

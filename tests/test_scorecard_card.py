@@ -206,3 +206,28 @@ def test_the_gpu_protocol_plans_offline_on_a_cpu(in_tmp, capsys):
     assert printed.startswith("Protocol v1-gpu (sha256 ") and "9 compare commands, 75 runs" in printed
     assert "--data.init_args.dataset=Salesforce/wikitext" in printed and "vit_cifar10.yaml" in printed
     assert not (in_tmp / "runs").exists()
+
+
+@pytest.mark.slow  # trains 8 tiny runs twice over: one card killed and resumed, one left alone
+def test_a_card_killed_mid_task_resumes_to_the_card_an_uninterrupted_one_writes(in_tmp):
+    import os
+    import signal
+    import time
+
+    one_task = {**TINY_PROTOCOL, "tasks": [TINY_PROTOCOL["tasks"][1]], "rule": {"margins": {}}}
+    (in_tmp / "one.yaml").write_text(yaml.safe_dump(one_task))
+    words = ["scorecard", "--variant", "optimized", "--protocol", "one.yaml"]
+    assert run_main([*words, "--output", "whole"]) == 0
+    # The same card in a process of its own, SIGKILLed (with its runs) once its first run has finished.
+    command = [sys.executable, "-m", "lit_attention", *words, "--output", "killed"]
+    started = subprocess.Popen(command, cwd=in_tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 240
+    while not list((in_tmp / "killed").rglob("record.json")) and time.monotonic() < deadline and started.poll() is None:
+        time.sleep(0.2)
+    assert started.poll() is None, "the card ended before it could be killed"
+    os.killpg(started.pid, signal.SIGKILL)
+    started.wait(timeout=60)
+    assert not (in_tmp / "killed" / "scorecard.json").exists()
+    assert run_main([*words, "--output", "killed"]) == 0  # the same command resumes it
+    whole, killed = (json.loads((in_tmp / name / "scorecard.json").read_text()) for name in ("whole", "killed"))
+    assert killed["tasks"] == whole["tasks"] and killed["overall"] == whole["overall"]
