@@ -150,6 +150,14 @@ def test_a_tiny_card_says_what_its_runs_say_resumes_and_lends_its_baseline(in_tm
         [sys.executable, "-I", str(script), "misprinted"], cwd=in_tmp, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 1 and "MISMATCH misprinted, recall, versus_standard difference" in done.stdout, done.stdout[-2000:]
+    # benchmarks/scorecard_costs.py: what the card cost, a row per folder, from the same records.
+    costs = Path(__file__).resolve().parents[1] / "benchmarks" / "scorecard_costs.py"
+    done = subprocess.run([sys.executable, str(costs), "card"], cwd=in_tmp, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert [line.split(" | ")[0] for line in done.stdout.splitlines() if line.startswith("| ") and "min" in line] == [
+        f"| {folder}" for folder in card["commands"]
+    ]
+    assert "In all: the baseline's standard runs " in done.stdout
     # A second card reuses this one's standard runs, paired by seed, and trains only its own arms.
     second = ["scorecard", "--variant", "super", "--protocol", "tiny.yaml", "--output", "second", "--baseline", "card"]
     capsys.readouterr()

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lit_attention.recipe_names import recipe_path
+from pathlib import Path
+
+from lit_attention.recipe_names import recipe_path, shipped_name
 from lit_attention.scorecard.protocol import Protocol, Task
 
 VARIANT = "variant"  # the arm label of the variant on every card
@@ -30,6 +32,13 @@ class Job:
         return [*self.argv, "--output", f"{output}/{self.folder}", "--parallel", str(parallel)]
 
 
+def config_path(recipe: str) -> str:
+    """The recipe's file as a path relative to the working folder where a clone's root holds it (so that the
+    reports and the card name it as the committed sections do), else the shipped one's path."""
+    local = Path("recipes") / f"{shipped_name(recipe)}.yaml"
+    return str(local) if local.is_file() else recipe_path(recipe)
+
+
 def fit_arguments(settings: dict) -> list[str]:
     return [f"--{key}={value}" for key, value in settings.items()]
 
@@ -43,7 +52,7 @@ def needs_control(task: Task, spec: str, tolerance: float, settings: dict) -> bo
     (counted on the task's model as its settings build it, on the meta device)."""
     from lit_attention.sweep.planning import non_embedding
 
-    configs, extra = [recipe_path(task.recipe)], fit_arguments(settings)
+    configs, extra = [config_path(task.recipe)], fit_arguments(settings)
     mine = non_embedding(configs, spec, (), (), extra)[0]
     theirs = non_embedding(configs, "standard", (), (), extra)[0]
     return abs(mine - theirs) > tolerance * theirs
@@ -56,7 +65,7 @@ def plan_card(protocol: Protocol, spec: str) -> list[Job]:
         settings = dict(task.settings)
         if task.ladder is not None:
             settings.update(task.ladder.settings_at(task.ladder.reference))
-        base = ["--config", recipe_path(task.recipe), "--seeds", str(protocol.seeds), "--test"]
+        base = ["--config", config_path(task.recipe), "--seeds", str(protocol.seeds), "--test"]
         arms = ["--variants", "standard", "--arm", f"{VARIANT};{spec}"]
         labels = ("standard", VARIANT)
         if needs_control(task, spec, protocol.parameter_match_tolerance, settings):
