@@ -239,3 +239,20 @@ def test_a_card_killed_mid_task_resumes_to_the_card_an_uninterrupted_one_writes(
     assert run_main([*words, "--output", "killed"]) == 0  # the same command resumes it
     whole, killed = (json.loads((in_tmp / name / "scorecard.json").read_text()) for name in ("whole", "killed"))
     assert killed["tasks"] == whole["tasks"] and killed["overall"] == whole["overall"]
+
+
+def test_the_readme_quotes_the_committed_card():
+    """README's scorecard table and multiplier are the committed nonlinear_query card's numbers."""
+    root = Path(__file__).resolve().parents[1]
+    card = json.loads((root / "results" / "scorecards" / "v1" / "nonlinear_query" / "scorecard.json").read_text())
+    readme = (root / "README.md").read_text()
+    for task in card["tasks"]:
+        d = task["versus_standard"]
+        row = (
+            f"| `{task['name']}` | {d['difference']:+.4f} [{d['low']:+.4f}, {d['high']:+.4f}] | ±{task['detectable']:.4f} "
+            f"| {d['verdict']} |"
+        )
+        assert row in readme, row
+    [ladder] = [task for task in card["tasks"] if "multipliers" in task]
+    assert f"compute multiplier is {ladder['multipliers']['variant']['flops']['text']} in training FLOPs" in readme
+    assert card["overall"]["worth_more_compute_than_it_costs"] is False and "not\nshown to be worth more compute" in readme

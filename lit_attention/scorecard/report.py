@@ -63,7 +63,13 @@ def card_markdown(card: dict) -> str:
         f"# Scorecard: `{card['variant']}`\n",
         f"Protocol {protocol['version']} (sha256 {protocol['sha256'][:12]}), {card['seeds']} seeds an arm; "
         f"trained at commit {str(provenance.get('commit'))[:7]}{' (dirty)' if provenance.get('dirty') else ''} "
-        f"on {provenance.get('cpu')} with {provenance.get('threads')} threads (lit-attention {provenance.get('lit_attention')}).\n",
+        f"on {provenance.get('cpu')} with {provenance.get('threads')} threads (lit-attention {provenance.get('lit_attention')})"
+        + (
+            f"; its records come from commits {', '.join(c[:7] for c in card.get('commits', []))}"
+            if len(card.get("commits", [])) > 1
+            else ""
+        )
+        + ".\n",
         baseline_line(card.get("baseline") or {}),
         "Differences are variant − standard (and variant − the parameter-matched control) in each task's test "
         "metric, lower is better; paired over seeds, Holm over the card's tasks; the seeds-and-items interval "
@@ -102,7 +108,9 @@ def card_markdown(card: dict) -> str:
         lines.append(
             f"\nThe training compute `standard` needs to reach the arm's test loss, over what the arm used: read on "
             f"`standard`'s ladder of {ladder['key']} = {', '.join(str(b) for b in ladder['budgets'])} (a monotone fit "
-            "and the monotone cubic in log compute), censored outside it, with a paired bootstrap over seeds.\n"
+            "and the monotone cubic in log compute), censored outside it, with a paired bootstrap over seeds. Training "
+            "seconds are as measured: another process on the machine slows the runs it overlaps, so that reading is "
+            "only as steady as the machine was.\n"
         )
         parts.append("".join(lines))
     overall = card["overall"]
