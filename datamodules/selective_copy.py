@@ -20,8 +20,8 @@ from torch.utils.data import TensorDataset
 
 from lit_attention.errors import ConfigError
 
-from .base import DataModule, check_positive
-from .fingerprints import fingerprint
+from .base import check_positive
+from .generated import GeneratedDataModule
 
 IGNORE_INDEX = -100
 BLANK, SEPARATOR, FIRST_DATA = 0, 1, 2
@@ -44,7 +44,7 @@ def make_selective_copy(
     return torch.from_numpy(sequences[:, :seq_len].copy()), torch.from_numpy(targets)
 
 
-class SelectiveCopyDataModule(DataModule):
+class SelectiveCopyDataModule(GeneratedDataModule):
     """Selective copying.
 
     Args:
@@ -57,6 +57,8 @@ class SelectiveCopyDataModule(DataModule):
         dataset_seed: the data's seed: the three splits come from three independent streams of it, fixed
             whatever the run's seed (which orders the training set).
     """
+
+    kind = "Selective-copy"  # "Selective-copy data are synthetic": what predict is told
 
     def __init__(
         self,
@@ -83,22 +85,6 @@ class SelectiveCopyDataModule(DataModule):
     def model_sizes(self) -> dict[str, int]:
         return {"vocab_size": self.hparams.vocab_size, "max_len": self.hparams.max_len}
 
-    def compute_fingerprints(self) -> dict[str, str | None]:
-        """The generated inputs and targets of each split."""
-        return {
-            name: fingerprint(*data.tensors)
-            for name, data in (("train", self.train_set), ("validation", self.val_set), ("test", self.test_set))
-        }
-
-    def setup(self, stage: str | None = None) -> None:
-        if stage == "predict":
-            raise ConfigError("Selective-copy data are synthetic and have nothing to predict on; use validate or test instead.")
-        if self.train_set is not None:
-            return
+    def generate(self, count: int, rng: np.random.Generator) -> TensorDataset:
         hp = self.hparams
-        streams = (np.random.default_rng(s) for s in np.random.SeedSequence(hp.dataset_seed).spawn(3))
-        sizes = (hp.num_tokens, hp.vocab_size, hp.max_len)
-        self.train_set, self.val_set, self.test_set = (
-            TensorDataset(*make_selective_copy(count, *sizes, rng))
-            for count, rng in zip((hp.num_train, hp.num_val, hp.num_val), streams)
-        )
+        return TensorDataset(*make_selective_copy(count, hp.num_tokens, hp.vocab_size, hp.max_len, rng))

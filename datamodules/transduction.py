@@ -20,9 +20,11 @@ import torch
 
 from lit_attention.errors import ConfigError
 
-from .base import DataModule, check_choice, check_fraction, check_positive
+from .base import check_choice, check_fraction, check_positive
 from .fingerprints import fingerprint
+from .generated import GeneratedDataModule
 from .text_tokenizers import BOS_ID, EOS_ID, PAD_ID
+from .translation import translation_batch
 
 FIRST_DATA = 3  # after pad, bos and eos
 
@@ -50,32 +52,12 @@ def make_transduction(
     return found
 
 
-def pad(rows: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-padded ids (pad 0) and the padding mask (True at padding)."""
-    lengths = torch.tensor([len(row) for row in rows])
-    ids = torch.full((len(rows), int(lengths.max())), PAD_ID, dtype=torch.long)
-    for i, row in enumerate(rows):
-        ids[i, : len(row)] = torch.from_numpy(row)
-    return ids, torch.arange(ids.shape[1])[None, :] >= lengths[:, None]
-
-
 def collate(rows: list[tuple[np.ndarray, np.ndarray]]) -> dict:
     """The translation batch of a list of (source, target) pairs."""
-    src, src_mask = pad([np.append(source, EOS_ID) for source, _ in rows])
-    tgt_in, tgt_mask = pad([np.insert(target, 0, BOS_ID) for _, target in rows])
-    tgt_out, _ = pad([np.append(target, EOS_ID) for _, target in rows])
-    return {
-        "src": src,
-        "src_padding_mask": src_mask,
-        "tgt_in": tgt_in,
-        "tgt_out": tgt_out,
-        "tgt_padding_mask": tgt_mask,
-        "src_padded": bool(src_mask.any()),
-        "tgt_padded": bool(tgt_mask.any()),
-    }
+    return translation_batch([torch.from_numpy(s) for s, _ in rows], [torch.from_numpy(t) for _, t in rows])
 
 
-class TransductionDataModule(DataModule):
+class TransductionDataModule(GeneratedDataModule):
     """Reverse (or sort) the data tokens of a noisy source.
 
     Args:
@@ -89,6 +71,8 @@ class TransductionDataModule(DataModule):
         num_val: examples in the validation set, and as many again in the test set.
         dataset_seed: the data's seed: three independent streams of it make the three splits.
     """
+
+    kind = "Transduction"  # "Transduction data are synthetic": what predict is told
 
     def __init__(
         self,
@@ -140,15 +124,7 @@ class TransductionDataModule(DataModule):
             for name, rows in (("train", self.train_set), ("validation", self.val_set), ("test", self.test_set))
         }
 
-    def setup(self, stage: str | None = None) -> None:
-        if stage == "predict":
-            raise ConfigError("Transduction data are synthetic and have nothing to predict on; use validate or test instead.")
-        if self.train_set is not None:
-            return
+    def generate(self, count: int, rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray]]:
         hp = self.hparams
-        streams = (np.random.default_rng(s) for s in np.random.SeedSequence(hp.dataset_seed).spawn(3))
         vocab = FIRST_DATA + hp.data_tokens + hp.noise_tokens
-        sizes = (hp.task, hp.data_tokens, vocab, hp.min_len, hp.max_len, hp.noise)
-        self.train_set, self.val_set, self.test_set = (
-            make_transduction(count, *sizes, rng) for count, rng in zip((hp.num_train, hp.num_val, hp.num_val), streams)
-        )
+        return make_transduction(count, hp.task, hp.data_tokens, vocab, hp.min_len, hp.max_len, hp.noise, rng)

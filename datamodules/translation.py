@@ -51,6 +51,26 @@ def _pad(sequences: list[torch.Tensor], pad_id: int) -> tuple[torch.Tensor, torc
     return ids, torch.arange(ids.shape[1])[None, :] >= lengths[:, None]
 
 
+def translation_batch(sources: list[torch.Tensor], targets: list[torch.Tensor]) -> dict:
+    """The batch of (source, target) id sequences given without specials: `src` ending with eos, `tgt_in`
+    starting with bos, `tgt_out` ending with eos, each right-padded, with their padding masks."""
+    eos, bos = torch.tensor([EOS_ID]), torch.tensor([BOS_ID])
+    src_ids, src_mask = _pad([torch.cat([s, eos]) for s in sources], PAD_ID)
+    tgt_in, tgt_mask = _pad([torch.cat([bos, t]) for t in targets], PAD_ID)
+    tgt_out, _ = _pad([torch.cat([t, eos]) for t in targets], PAD_ID)
+    # Whether each side has padding, decided here on the host: the model then needs no device read
+    # to drop a mask that marks nothing (modeling/attention.py padding_or_none).
+    return {
+        "src": src_ids,
+        "src_padding_mask": src_mask,
+        "tgt_in": tgt_in,
+        "tgt_out": tgt_out,
+        "tgt_padding_mask": tgt_mask,
+        "src_padded": bool(src_mask.any()),
+        "tgt_padded": bool(tgt_mask.any()),
+    }
+
+
 class TranslationCollate:
     """Rows of {source, target} texts to a padded batch (a class so that DataLoader workers can pickle it);
     `with_texts` adds the source texts (predict)."""
@@ -60,25 +80,12 @@ class TranslationCollate:
         self.with_texts = with_texts
 
     def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
-        eos, bos = torch.tensor([EOS_ID]), torch.tensor([BOS_ID])
         sources = self.tokenizer.encode_batch([row["source"] or "" for row in rows])
         targets = self.tokenizer.encode_batch([row["target"] or "" for row in rows])
-        src = [torch.cat([torch.from_numpy(ids[: self.max_src_len - 1]), eos]) for ids in sources]
-        tgt = [torch.from_numpy(ids[: self.max_tgt_len - 1]) for ids in targets]
-        src_ids, src_mask = _pad(src, PAD_ID)
-        tgt_in, tgt_mask = _pad([torch.cat([bos, t]) for t in tgt], PAD_ID)
-        tgt_out, _ = _pad([torch.cat([t, eos]) for t in tgt], PAD_ID)
-        # Whether each side has padding, decided here on the host: the model then needs no device read
-        # to drop a mask that marks nothing (modeling/attention.py padding_or_none).
-        batch = {
-            "src": src_ids,
-            "src_padding_mask": src_mask,
-            "tgt_in": tgt_in,
-            "tgt_out": tgt_out,
-            "tgt_padding_mask": tgt_mask,
-            "src_padded": bool(src_mask.any()),
-            "tgt_padded": bool(tgt_mask.any()),
-        }
+        batch = translation_batch(
+            [torch.from_numpy(ids[: self.max_src_len - 1]) for ids in sources],
+            [torch.from_numpy(ids[: self.max_tgt_len - 1]) for ids in targets],
+        )
         if self.with_texts:
             batch["texts"] = [row["source"] for row in rows]
         return batch

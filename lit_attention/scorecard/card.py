@@ -138,18 +138,18 @@ def ladder_multipliers(task: Task, output: Path, jobs: list[Job], arms: dict, se
                 "command again to finish them."
             )
     standard = {budget: records_of(folder)["standard"] for budget, folder in folders.items()}
+    ladder = np.array([[float(standard[b][s][0]["test"][task.metric]) for s in seeds] for b in budgets])  # (budgets, seeds)
     found = {}
     for label, runs in arms.items():
         if label == "standard":
             continue
         entry = {}
+        mine = np.array([float(runs[s][0]["test"][task.metric]) for s in seeds])
         for cost_name, cost_of in (
             ("flops", lambda r: float(r["train_flops"])),
             ("seconds", lambda r: float(r["train_seconds"])),
         ):
-            losses = np.array([[float(standard[b][s][0]["test"][task.metric]) for s in seeds] for b in budgets])
             costs = np.array([np.median([cost_of(standard[b][s][0]) for s in seeds]) for b in budgets])
-            mine = np.array([float(runs[s][0]["test"][task.metric]) for s in seeds])
             own = float(np.median([cost_of(runs[s][0]) for s in seeds]))
             if np.any(np.diff(costs) <= 0):  # measured seconds need not rise with the budget on a busy machine
                 entry[cost_name] = None
@@ -157,7 +157,7 @@ def ladder_multipliers(task: Task, output: Path, jobs: list[Job], arms: dict, se
             if cost_name == "seconds" and len(machines(standard, runs, seeds)) > 1:  # another machine's seconds
                 entry[cost_name] = None
                 continue
-            m = compute_multiplier(losses, costs, mine, own, confidence=confidence)
+            m = compute_multiplier(ladder, costs, mine, own, confidence=confidence)
             entry[cost_name] = {
                 "estimate": m.estimate,
                 "censored": m.censored,
@@ -169,7 +169,7 @@ def ladder_multipliers(task: Task, output: Path, jobs: list[Job], arms: dict, se
                 "text": m.text(),
             }
         found[label] = entry
-    losses = {b: float(np.mean([float(standard[b][s][0]["test"][task.metric]) for s in seeds])) for b in budgets}
+    losses = {b: float(np.mean(row)) for b, row in zip(budgets, ladder)}
     flops = {b: float(np.median([float(standard[b][s][0]["train_flops"]) for s in seeds])) for b in budgets}
     law = law_check(flops, losses, arms, seeds, task.metric, found)
     found["ladder"] = {"budgets": budgets, "key": task.ladder.key, "losses": losses, "flops": flops, "law": law}
