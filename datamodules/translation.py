@@ -42,22 +42,30 @@ from .text_tokenizers import (
 )
 
 
-def _pad(sequences: list[torch.Tensor], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad to the longest sequence; returns (ids, padding mask with True at padding)."""
+def _pad(sequences: list[torch.Tensor], before: int | None = None, after: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each sequence between the optional `before` and `after` ids, right-padded to the longest; returns
+    (ids, padding mask with True at padding). One concatenation and one masked write for the whole batch
+    (a batch is built for every step, so a Python loop over its rows is a cost of every run)."""
+    start = int(before is not None)
     lengths = torch.tensor([len(s) for s in sequences])
-    ids = torch.full((len(sequences), int(lengths.max())), pad_id, dtype=torch.long)
-    for row, seq in enumerate(sequences):
-        ids[row, : len(seq)] = seq
-    return ids, torch.arange(ids.shape[1])[None, :] >= lengths[:, None]
+    ends = lengths + start + int(after is not None)
+    ids = torch.full((len(sequences), int(ends.max())), PAD_ID, dtype=torch.long)
+    positions = torch.arange(ids.shape[1])[None, :]
+    # A boolean mask fills row by row, in the order the sequences are concatenated.
+    ids[(positions >= start) & (positions < start + lengths[:, None])] = torch.cat(list(sequences)).long()
+    if before is not None:
+        ids[:, 0] = before
+    if after is not None:
+        ids[torch.arange(len(sequences)), ends - 1] = after
+    return ids, positions >= ends[:, None]
 
 
 def translation_batch(sources: list[torch.Tensor], targets: list[torch.Tensor]) -> dict:
     """The batch of (source, target) id sequences given without specials: `src` ending with eos, `tgt_in`
     starting with bos, `tgt_out` ending with eos, each right-padded, with their padding masks."""
-    eos, bos = torch.tensor([EOS_ID]), torch.tensor([BOS_ID])
-    src_ids, src_mask = _pad([torch.cat([s, eos]) for s in sources], PAD_ID)
-    tgt_in, tgt_mask = _pad([torch.cat([bos, t]) for t in targets], PAD_ID)
-    tgt_out, _ = _pad([torch.cat([t, eos]) for t in targets], PAD_ID)
+    src_ids, src_mask = _pad(sources, after=EOS_ID)
+    tgt_in, tgt_mask = _pad(targets, before=BOS_ID)
+    tgt_out, _ = _pad(targets, after=EOS_ID)
     # Whether each side has padding, decided here on the host: the model then needs no device read
     # to drop a mask that marks nothing (modeling/attention.py padding_or_none).
     return {

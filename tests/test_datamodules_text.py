@@ -280,3 +280,32 @@ def test_worker_processes_give_the_same_batches(tmp_path):
         dm.setup("fit")
     for a, b in zip(in_process.test_dataloader(), with_workers.test_dataloader(), strict=True):
         assert all(torch.equal(a[key], b[key]) for key in ("tokens", "padding_mask", "labels"))
+
+
+def test_translation_batch_writes_each_row_as_the_plain_per_row_layout():
+    """The batch builder writes every row at once (datamodules/translation.py _pad); each row must be what
+    writing the rows one by one gives: the specials around the ids, then padding. Empty and numpy-born rows
+    included (the transduction hands over numpy arrays)."""
+    import numpy as np
+
+    from datamodules.text_tokenizers import PAD_ID
+    from datamodules.translation import translation_batch
+
+    generator = torch.Generator().manual_seed(0)
+    lengths = [(5, 3), (0, 7), (9, 0), (1, 1), (9, 7)]
+    sources = [torch.randint(3, 50, (n,), generator=generator) for n, _ in lengths]
+    targets = [torch.from_numpy(np.arange(3, 3 + m, dtype=np.int64)) for _, m in lengths]
+    batch = translation_batch(sources, targets)
+
+    def by_rows(rows: list[list[int]]) -> torch.Tensor:
+        width = max(len(r) for r in rows)
+        return torch.tensor([r + [PAD_ID] * (width - len(r)) for r in rows])
+
+    src = by_rows([s.tolist() + [EOS_ID] for s in sources])
+    tgt_in = by_rows([[BOS_ID] + t.tolist() for t in targets])
+    tgt_out = by_rows([t.tolist() + [EOS_ID] for t in targets])
+    assert torch.equal(batch["src"], src) and torch.equal(batch["tgt_in"], tgt_in) and torch.equal(batch["tgt_out"], tgt_out)
+    assert torch.equal(batch["src_padding_mask"], src == PAD_ID)
+    assert torch.equal(batch["tgt_padding_mask"], tgt_in == PAD_ID)
+    assert batch["src_padded"] and batch["tgt_padded"]
+    assert batch["src"].dtype == batch["tgt_in"].dtype == torch.long
