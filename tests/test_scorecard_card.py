@@ -77,7 +77,7 @@ def results(folder: Path, metric: str) -> dict[str, dict[int, dict]]:
     return {arm: {int(r["seed"]): r for r in rows if r["arm"] == arm} for arm in {r["arm"] for r in rows}}
 
 
-@pytest.mark.slow  # trains two tiny cards: 16 runs, then 8 beside the first's standard runs
+@pytest.mark.slow  # trains a tiny card (16 runs), a second (8 runs and 2 checks) and the null card (4 runs and 2 checks)
 def test_a_tiny_card_says_what_its_runs_say_resumes_and_lends_its_baseline(in_tmp, capsys):
     from lit_attention.stats.compute_multiplier import compute_multiplier
     from lit_attention.stats.statistics import holm, paired_difference
@@ -164,15 +164,31 @@ def test_a_tiny_card_says_what_its_runs_say_resumes_and_lends_its_baseline(in_tm
     assert run_main(second) == 0
     assert "8 standard runs of card reused, paired by seed" in capsys.readouterr().out  # 2 seeds x 4 folders
     first_runs = {p.parent.relative_to(in_tmp / "card") for p in (in_tmp / "card").rglob("record.json")}
-    mine = {p.parent.relative_to(in_tmp / "second") for p in (in_tmp / "second").rglob("record.json")}
+    mine = {
+        p.parent.relative_to(in_tmp / "second")
+        for p in (in_tmp / "second").rglob("record.json")
+        if "baseline-check" not in p.parts
+    }
     standard = {p for p in mine if p.parts[-3] == "standard" and "standard~" not in str(p)}
     assert standard == {p for p in first_runs if p.parts[-3] == "standard" and "standard~" not in str(p)}
     assert len(mine - standard) == 8  # super and its control, 2 seeds, at the two tasks' budgets: all it trained
     cards = [json.loads((in_tmp / name / "scorecard.json").read_text()) for name in ("card", "second")]
     for a, b in zip(cards[0]["tasks"], cards[1]["tasks"]):
         assert a["means"]["standard"] == b["means"]["standard"]
-    assert cards[1]["baseline"]["reused_from"] == "card" and cards[1]["baseline"]["checked_here"] is False
-    assert "`standard`'s runs were reused from the card in `card`" in (in_tmp / "second" / "scorecard.md").read_text()
+    # Before reusing them, the card re-trained standard's seed-0 run of each task here: on one machine and one
+    # commit, to the last bit.
+    checked = cards[1]["baseline"]
+    assert checked["reused_from"] == "card" and checked["checked_here"] is True and checked["retrained"] is False
+    assert [(row["task"], row["seed"], row["moved"], row["same_data"]) for row in checked["check"]] == [
+        ("lm", 0, 0.0, True),
+        ("recall", 0, 0.0, True),
+    ]
+    assert sorted(str(p.relative_to(in_tmp / "second")) for p in (in_tmp / "second").glob("baseline-check/**/record.json")) == [
+        "baseline-check/lm/trainer.max_steps=4/runs/default/standard/seed_0/version_0/record.json",
+        "baseline-check/recall/runs/default/standard/seed_0/version_0/record.json",
+    ]
+    page = (in_tmp / "second" / "scorecard.md").read_text()
+    assert "`standard`'s runs were reused from the card in `card`" in page and "to the last bit on every task" in page
     # Resumed without --baseline, the card still says where its standard runs came from (its plan keeps it).
     assert run_main(second[:-2]) == 0
     assert json.loads((in_tmp / "second" / "scorecard.json").read_text())["baseline"]["reused_from"] == "card"
@@ -194,6 +210,58 @@ def test_a_tiny_card_says_what_its_runs_say_resumes_and_lends_its_baseline(in_tm
         assert run_main(words) == 2
         assert message in capsys.readouterr().err, words
     assert not (in_tmp / "third").exists()
+
+    # The null card: standard against its own runs of seeds 2-3, by rank, beside the first card's standard runs.
+    capsys.readouterr()
+    assert run_main(["scorecard", "--null", "--protocol", "tiny.yaml", "--output", "null", "--baseline", "card"]) == 0
+    null = json.loads((in_tmp / "null" / "scorecard.json").read_text())
+    assert null["variant"] == "standard" and null["null"] == {"seeds": [2, 3], "paired": "by rank: independent runs"}
+    for task, folder in (("lm", "lm/trainer.max_steps=4"), ("recall", "recall")):
+        entry = next(t for t in null["tasks"] if t["name"] == task)
+        second_stream = results(in_tmp / "null" / f"{folder}@null", "test/loss")
+        assert set(second_stream) == {"standard"} and set(second_stream["standard"]) == {2, 3}
+        values = {s: float(r["test/loss"]) for s, r in second_stream["standard"].items()}
+        first = {s: float(r["test/loss"]) for s, r in results(in_tmp / "card" / folder, "test/loss")["standard"].items()}
+        d = paired_difference({0: values[2], 1: values[3]}, first)
+        assert math.isclose(entry["versus_standard"]["difference"], d.mean, rel_tol=1e-12)
+        assert entry["versus_standard"]["low"] <= 0 <= entry["versus_standard"]["high"]  # independent draws of one model
+        assert "versus_control" not in entry
+    assert "# Scorecard: the null card (`standard` against itself)" in (in_tmp / "null" / "scorecard.md").read_text()
+    done = subprocess.run([sys.executable, "-I", str(script), "null"], cwd=in_tmp, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and " 0 mismatches" in done.stdout, done.stdout[-3000:] + done.stderr
+    for words, message in [
+        (["scorecard", "--null", "--variant", "super"], "--null is the card of standard against itself"),
+        (["scorecard", "--variant", "standard"], "--variant 'standard' is standard itself"),
+        (["scorecard", "--protocol", "tiny.yaml"], "give --variant SPEC"),
+        (["scorecard", "--null", "--protocol", "tiny.yaml", "--output", "card"], "holds the card of 'optimized'"),
+        ([*card_args[:-1], "null"], "holds the null card under protocol tiny-test"),
+    ]:
+        assert run_main(words) == 2
+        assert message in capsys.readouterr().err, words
+
+    # A baseline that moves when re-trained here (its record edited, as another CPU's would differ) is not
+    # reused: nothing is copied and the card trains its own. The check runs are the null card's, already here.
+    from lit_attention.scorecard.baseline import copy_baseline, reuse_baseline
+    from lit_attention.scorecard.plan import plan_card
+    from lit_attention.scorecard.protocol import load_protocol
+    from lit_attention.scorecard.report import baseline_line
+
+    shutil.copytree(in_tmp / "card", in_tmp / "moved")
+    [edited] = (in_tmp / "moved" / "recall").glob("runs/default/standard/seed_0/version_*/record.json")
+    record = json.loads(edited.read_text())
+    record["test"]["test/loss"] += 0.5
+    edited.write_text(json.dumps(record))
+    protocol, jobs = load_protocol("tiny.yaml"), plan_card(load_protocol("tiny.yaml"), "standard", null=True)
+    (in_tmp / "fresh").mkdir()
+    shutil.copytree(in_tmp / "null" / "baseline-check", in_tmp / "fresh" / "baseline-check")
+    entry = reuse_baseline(protocol, jobs, in_tmp / "moved", in_tmp / "fresh")
+    assert entry["retrained"] is True and entry["reused_from"] is None and entry["offered"] == str(in_tmp / "moved")
+    assert [row["task"] for row in entry["check"] if row["moved"] > row["tolerance"]] == ["recall"]
+    assert not [p for p in (in_tmp / "fresh").rglob("record.json") if "baseline-check" not in str(p)]
+    assert "moved when re-trained on this machine (recall by 0.5" in baseline_line(entry)
+    copy_baseline(in_tmp / "moved", in_tmp / "fresh", jobs)  # as an earlier, unchecked start of the card did
+    with pytest.raises(Exception, match="an earlier start of this card copied them in"):
+        reuse_baseline(protocol, jobs, in_tmp / "moved", in_tmp / "fresh")
 
 
 @pytest.mark.slow  # parses the variant and the protocol

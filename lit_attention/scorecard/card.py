@@ -22,7 +22,7 @@ import numpy as np
 
 from lit_attention.errors import ConfigError
 from lit_attention.reports.item_comparisons import matrices, outcomes_of
-from lit_attention.scorecard.plan import VARIANT, Job
+from lit_attention.scorecard.plan import VARIANT, Job, reference_jobs
 from lit_attention.scorecard.protocol import Protocol, Task
 from lit_attention.stats.compute_multiplier import compute_multiplier
 from lit_attention.stats.item_statistics import two_way_bootstrap
@@ -128,8 +128,9 @@ def difference_entry(d, items) -> dict:
 
 def ladder_multipliers(task: Task, output: Path, jobs: list[Job], arms: dict, seeds: list[int], confidence: float) -> dict:
     """The variant's and the control's multipliers on the ladder, in FLOPs and in training seconds."""
-    budgets = sorted(job.budget for job in jobs if job.task == task.name)
-    folders = {job.budget: output / job.folder for job in jobs if job.task == task.name}
+    ladder_jobs = [job for job in jobs if job.task == task.name and not job.null]
+    budgets = sorted(job.budget for job in ladder_jobs)
+    folders = {job.budget: output / job.folder for job in ladder_jobs}
     for budget, folder in folders.items():
         have = set(records_of(folder).get("standard", {}))
         if not set(seeds) <= have:
@@ -203,15 +204,22 @@ def build_card(protocol: Protocol, spec: str, output: Path, jobs: list[Job]) -> 
     from scipy import stats
 
     tasks, versus_standard, versus_control, provenance, commits = [], [], [], {}, set()
+    null_seeds = None
     for task in protocol.tasks:
-        job = next(j for j in jobs if j.task == task.name and (task.ladder is None or j.budget == task.ladder.reference))
+        job, second = reference_jobs(jobs, task)
         arms = records_of(output / job.folder)
-        missing = [label for label in job.arms if len(arms.get(label, {})) < protocol.seeds]
-        if missing:
-            raise ConfigError(
-                f"{output / job.folder} lacks finished runs of {', '.join(missing)}; run the scorecard command again to finish them."
-            )
-        check_paired(task, arms)
+        for folder, found in ((job, arms), *([(second, records_of(output / second.folder))] if second else [])):
+            missing = [label for label in folder.arms if len(found.get(label, {})) < protocol.seeds]
+            if missing:
+                raise ConfigError(
+                    f"{output / folder.folder} lacks finished runs of {', '.join(missing)}; run the scorecard command "
+                    "again to finish them."
+                )
+        if second is not None:  # the null card: standard's second seed stream, by rank, is its `variant`
+            stream = records_of(output / second.folder)["standard"]
+            null_seeds = sorted(stream)
+            arms[VARIANT] = {rank: stream[seed] for rank, seed in enumerate(null_seeds)}
+        check_paired(task, {label: runs for label, runs in arms.items() if not (second and label == VARIANT)})
         check_finite(task, arms)
         values = {label: values_of(runs, task.metric) for label, runs in arms.items()}
         seeds = sorted(values["standard"])
@@ -233,6 +241,8 @@ def build_card(protocol: Protocol, spec: str, output: Path, jobs: list[Job]) -> 
                 label: float(np.median([float(r["train_flops"]) for r, _ in runs.values()])) for label, runs in arms.items()
             },
             "control": control,
+            "folder": job.folder,  # where its arms' records are (and, on the null card, its variant's)
+            "null_folder": second.folder if second else None,
         }
         if task.beside:
             entry["beside"] = {label: float(np.mean(list(values_of(runs, task.beside).values()))) for label, runs in arms.items()}
@@ -263,6 +273,8 @@ def build_card(protocol: Protocol, spec: str, output: Path, jobs: list[Job]) -> 
     return {
         "protocol": {"version": protocol.version, "sha256": protocol.sha256, "source": protocol.source},
         "variant": spec,
+        # On the null card: the seeds of standard's second stream, paired with seeds 0 .. n-1 by rank.
+        "null": None if null_seeds is None else {"seeds": null_seeds, "paired": "by rank: independent runs"},
         "seeds": protocol.seeds,
         "confidence": protocol.confidence,
         "power": protocol.power,

@@ -4,6 +4,7 @@ writes one card.
 
     lit-attention scorecard --variant nonlinear_query --output runs/scorecards/nonlinear_query --parallel 2
     lit-attention scorecard --variant super --dry-run      # the compare commands and their run counts, nothing run
+    lit-attention scorecard --null --baseline runs/scorecards/v1/nonlinear_query   # standard against itself
 
 Each task is one or more `lit-attention compare` runs into folders of their own under --output (plan.py), so
 an interrupted card resumes where it stopped, and `compare --report`, `--verify` and results/recompute.py work
@@ -36,10 +37,15 @@ def parser() -> argparse.ArgumentParser:
     )
     found.add_argument(
         "--variant",
-        required=True,
         metavar="SPEC",
         help="the attention variant: a preset, a preset with "
         "settings ('standard,kv_heads=2') or every axis, as compare's --variants takes one",
+    )
+    found.add_argument(
+        "--null",
+        action="store_true",
+        help="the null card: standard against its own runs on the protocol's next seeds, paired by rank; its "
+        "intervals show each task's noise floor (no --variant, or --variant standard)",
     )
     found.add_argument("--protocol", default="v1", help="a shipped protocol version (v1) or a protocol file (default v1)")
     found.add_argument(
@@ -58,25 +64,46 @@ def parser() -> argparse.ArgumentParser:
     return found
 
 
-def default_output(protocol: str, spec: str) -> Path:
-    return Path("runs") / "scorecards" / Path(protocol).stem / spec.replace("/", "_").replace(",", "+").replace("=", "-")
+def default_output(protocol: str, spec: str, null: bool = False) -> Path:
+    name = "null" if null else spec.replace("/", "_").replace(",", "+").replace("=", "-")
+    return Path("runs") / "scorecards" / Path(protocol).stem / name
+
+
+def card_variant(args) -> str:
+    """The spec the card is of: --variant, or `standard` on the null card; one sentence for a card that would
+    compare standard with itself on the same seeds, or a null card of another variant."""
+    from lit_attention.modeling.variants import resolve_spec
+
+    if args.variant is None and not args.null:
+        raise ConfigError("give --variant SPEC (the attention variant the card is of), or --null for the null card.")
+    spec = args.variant or "standard"
+    name = resolve_spec(spec).name  # a bad spec is one sentence before any work
+    if args.null and name != "standard":
+        raise ConfigError(f"--null is the card of standard against itself, not of --variant {spec!r}; leave --variant out.")
+    if not args.null and name == "standard":
+        raise ConfigError(
+            f"--variant {spec!r} is standard itself: on the same seeds every difference would be 0; give --null for "
+            "standard against its own runs on other seeds."
+        )
+    return spec
 
 
 def run(argv: list[str]) -> None:
-    from lit_attention.modeling.variants import resolve_spec
+    from lit_attention.scorecard.baseline import check_baseline, reuse_baseline
     from lit_attention.scorecard.plan import plan_card, runs_of
     from lit_attention.scorecard.protocol import load_protocol
 
     args = parser().parse_args(argv)
     if args.parallel < 1:
         raise ConfigError(f"--parallel {args.parallel} is invalid; give at least 1.")
-    resolve_spec(args.variant)  # a bad spec is one sentence before any work
+    spec = card_variant(args)
     protocol = load_protocol(args.protocol)
-    output = Path(args.output) if args.output else default_output(args.protocol, args.variant)
-    jobs = plan_card(protocol, args.variant)
+    output = Path(args.output) if args.output else default_output(args.protocol, spec, args.null)
+    jobs = plan_card(protocol, spec, null=args.null)
     if args.dry_run:
+        card = "the null card" if args.null else f"variant {spec!r}"
         print(
-            f"Protocol {protocol.version} (sha256 {protocol.sha256[:12]}), variant {args.variant!r}: "
+            f"Protocol {protocol.version} (sha256 {protocol.sha256[:12]}), {card}: "
             f"{len(jobs)} compare commands, {runs_of(jobs, protocol.seeds)} runs, into {output}/"
         )
         for job in jobs:
@@ -85,7 +112,7 @@ def run(argv: list[str]) -> None:
                 + shlex.join(job.command(str(output), args.parallel))
             )
         return
-    earlier = check_card_folder(output, protocol, args.variant)
+    earlier = check_card_folder(output, protocol, spec, args.null)
     if args.baseline is not None:
         check_baseline(Path(args.baseline), protocol, output)
         if earlier and earlier.get("baseline") != args.baseline:
@@ -99,24 +126,27 @@ def run(argv: list[str]) -> None:
     from lit_attention.compare import run as compare
 
     output.mkdir(parents=True, exist_ok=True)
-    plan = {"variant": args.variant, "protocol": {"version": protocol.version, "sha256": protocol.sha256}, "baseline": given}
+    plan = {
+        "variant": spec,
+        "null": args.null,
+        "protocol": {"version": protocol.version, "sha256": protocol.sha256},
+        "baseline": given,
+    }
     text = json.dumps(plan, indent=2) + "\n"
     replace_file(output / PLAN_JSON, lambda file: file.write(text.encode("utf-8")))
-    if baseline is not None:
-        copied = copy_baseline(baseline, output, jobs)
-        print(f"scorecard: {copied} standard runs of {baseline} reused, paired by seed", flush=True)
+    entry = reuse_baseline(protocol, jobs, baseline, output) if baseline is not None else {"reused_from": None}
     for job in jobs:
         print(f"scorecard: task {job.task}, {job.folder}", flush=True)
         compare(job.command(str(output), args.parallel))
-    write_card(protocol, args.variant, output, jobs, baseline)
+    write_card(protocol, spec, output, jobs, entry)
 
 
-def write_card(protocol, spec: str, output: Path, jobs, baseline: Path | None = None) -> dict:
+def write_card(protocol, spec: str, output: Path, jobs, baseline: dict | None = None) -> dict:
     from lit_attention.scorecard.card import build_card
     from lit_attention.scorecard.report import FIGURE, card_figure, card_markdown
 
     card = build_card(protocol, spec, output, jobs)
-    card["baseline"] = baseline_of(card, baseline)
+    card["baseline"] = baseline or {"reused_from": None}
     text = json.dumps(card, indent=2, sort_keys=True, default=float) + "\n"
     replace_file(output / CARD_JSON, lambda file: file.write(text.encode("utf-8")))
     page = card_markdown(card)
@@ -126,62 +156,22 @@ def write_card(protocol, spec: str, output: Path, jobs, baseline: Path | None = 
     return card
 
 
-def check_card_folder(output: Path, protocol, spec: str) -> dict:
-    """A folder begun for another protocol's or variant's card is refused (its runs would be mixed, the other
-    variant's under this one's arm); returns what the folder's plan says ({} for a new folder)."""
+def check_card_folder(output: Path, protocol, spec: str, null: bool = False) -> dict:
+    """A folder begun for another protocol's or variant's card (or the null card's, or not the null card's) is
+    refused (its runs would be mixed, the other variant's under this one's arm); returns what the folder's plan
+    says ({} for a new folder)."""
     earlier = output / PLAN_JSON if (output / PLAN_JSON).is_file() else output / CARD_JSON
     if not earlier.is_file():
         return {}
     card = json.loads(earlier.read_text(encoding="utf-8"))
     if earlier.name == CARD_JSON:  # a card written before plans were kept: its baseline as the plan says it
         card["baseline"] = (card.get("baseline") or {}).get("reused_from")
-    if card["protocol"]["sha256"] != protocol.sha256 or card["variant"] != spec:
+    was_null = bool(card.get("null"))
+    if card["protocol"]["sha256"] != protocol.sha256 or card["variant"] != spec or was_null != null:
+        theirs, mine = ("the null card" if n else f"the card of {v!r}" for n, v in ((was_null, card["variant"]), (null, spec)))
         raise ConfigError(
-            f"--output {str(output)!r} holds the card of {card['variant']!r} under protocol {card['protocol']['version']} "
-            f"(sha256 {card['protocol']['sha256'][:12]}); give another folder for {spec!r} under {protocol.version} "
+            f"--output {str(output)!r} holds {theirs} under protocol {card['protocol']['version']} "
+            f"(sha256 {card['protocol']['sha256'][:12]}); give another folder for {mine} under {protocol.version} "
             f"(sha256 {protocol.sha256[:12]})."
         )
     return card
-
-
-def check_baseline(folder: Path, protocol, output: Path) -> Path:
-    """An earlier card's folder of the same protocol, not the output itself; one sentence otherwise."""
-    card_file = folder / CARD_JSON
-    if not card_file.is_file():
-        raise ConfigError(f"--baseline {str(folder)!r} holds no {CARD_JSON}; give the folder of a finished card.")
-    card = json.loads(card_file.read_text(encoding="utf-8"))
-    if card["protocol"]["sha256"] != protocol.sha256:
-        raise ConfigError(
-            f"--baseline {str(folder)!r} is a card of protocol {card['protocol']['version']} (sha256 "
-            f"{card['protocol']['sha256'][:12]}), not of {protocol.version} (sha256 {protocol.sha256[:12]}); give a "
-            "card of the same protocol, or train the baseline afresh without --baseline."
-        )
-    if folder.resolve() == output.resolve():
-        raise ConfigError(f"--baseline {str(folder)!r} is the card's own --output; give an earlier card's folder.")
-    return folder
-
-
-def copy_baseline(baseline: Path, output: Path, jobs) -> int:
-    """Copy the baseline card's `standard` runs (their folders: records, per-example outcomes, checkpoints where
-    kept) into the same places under `output`, where no run is yet; compare then finds them finished."""
-    import shutil
-
-    from lit_attention.scorecard.card import records_of
-
-    copied = 0
-    for job in jobs:
-        for _, run in records_of(baseline / job.folder).get("standard", {}).values():
-            target = output / job.folder / run.relative_to(baseline / job.folder)
-            if not target.exists():
-                shutil.copytree(run, target)
-                copied += 1
-    return copied
-
-
-def baseline_of(card: dict, baseline: Path | None) -> dict:
-    """Where the card's standard runs came from: this card's own training, or an earlier card (its folder, and
-    the commit and CPU its records name)."""
-    if baseline is None:
-        return {"reused_from": None}
-    earlier = json.loads((baseline / CARD_JSON).read_text(encoding="utf-8")).get("provenance", {})
-    return {"reused_from": str(baseline), "commit": earlier.get("commit"), "cpu": earlier.get("cpu"), "checked_here": False}

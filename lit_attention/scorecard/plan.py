@@ -6,6 +6,11 @@ work on every one of them).
   arm labelled `variant`, and, where their non-embedding parameters differ by more than the protocol's
   tolerance, `standard` resized to the variant's (compare's `--add-control`, labelled `standard~SPEC`).
 * A ladder's other budgets: `standard` alone, one folder a budget.
+
+The null card (`--null`) has no variant: its `variant` arm is `standard` itself, trained on the protocol's next
+seeds (n .. 2n-1 for n seeds) in a folder of its own beside each task's (`<folder>@null`), and set against
+`standard`'s seeds 0 .. n-1 by rank. The two arms are independent draws of one model, so the card's intervals
+show each task's noise floor.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from lit_attention.recipe_names import recipe_path, shipped_name
 from lit_attention.scorecard.protocol import Protocol, Task
 
 VARIANT = "variant"  # the arm label of the variant on every card
+NULL_STREAM = "@null"  # the suffix of a null card's folders of standard on its second seed stream
 
 
 @dataclass(frozen=True)
@@ -27,6 +33,7 @@ class Job:
     budget: int | None  # a ladder's budget, None for a task without one
     arms: tuple[str, ...]  # the arm labels the folder's results.csv will hold
     argv: tuple[str, ...]  # `lit-attention compare` arguments, without --output and --parallel
+    null: bool = False  # a null card's folder of standard on the second seed stream (its `variant` arm)
 
     def command(self, output: str, parallel: int) -> list[str]:
         return [*self.argv, "--output", f"{output}/{self.folder}", "--parallel", str(parallel)]
@@ -58,23 +65,28 @@ def needs_control(task: Task, spec: str, tolerance: float, settings: dict) -> bo
     return abs(mine - theirs) > tolerance * theirs
 
 
-def plan_card(protocol: Protocol, spec: str) -> list[Job]:
-    """Every compare command of a card for the variant `spec`, in the protocol's task order."""
+def plan_card(protocol: Protocol, spec: str, null: bool = False) -> list[Job]:
+    """Every compare command of a card for the variant `spec` (of the null card, with `null`), in the protocol's
+    task order."""
     jobs = []
     for task in protocol.tasks:
         settings = dict(task.settings)
         if task.ladder is not None:
             settings.update(task.ladder.settings_at(task.ladder.reference))
         base = ["--config", config_path(task.recipe), "--seeds", str(protocol.seeds), "--test"]
-        arms = ["--variants", "standard", "--arm", f"{VARIANT};{spec}"]
-        labels = ("standard", VARIANT)
-        if needs_control(task, spec, protocol.parameter_match_tolerance, settings):
+        arms, labels = ["--variants", "standard"], ("standard",)
+        if not null:
+            arms += ["--arm", f"{VARIANT};{spec}"]
+            labels += (VARIANT,)
+        if not null and needs_control(task, spec, protocol.parameter_match_tolerance, settings):
             arms += ["--add-control", spec]
             labels += (control_label(spec),)
         folder = task.name if task.ladder is None else f"{task.name}/{task.ladder.key}={task.ladder.reference}"
-        jobs.append(
-            Job(task.name, folder, task.ladder and task.ladder.reference, labels, (*base, *arms, *fit_arguments(settings)))
-        )
+        budget = task.ladder and task.ladder.reference
+        jobs.append(Job(task.name, folder, budget, labels, (*base, *arms, *fit_arguments(settings))))
+        if null:  # the same command on the next seeds: standard's second stream, the card's `variant`
+            second = (*base, "--first-seed", str(protocol.seeds), *arms, *fit_arguments(settings))
+            jobs.append(Job(task.name, folder + NULL_STREAM, budget, labels, second, null=True))
         if task.ladder is None:
             continue
         for budget in task.ladder.budgets:
@@ -84,6 +96,13 @@ def plan_card(protocol: Protocol, spec: str) -> list[Job]:
             folder = f"{task.name}/{task.ladder.key}={budget}"
             jobs.append(Job(task.name, folder, budget, ("standard",), (*base, "--variants", "standard", *fit_arguments(at))))
     return jobs
+
+
+def reference_jobs(jobs: list[Job], task: Task) -> tuple[Job, Job | None]:
+    """The task's folder at its budget (its reference budget on a ladder), and a null card's folder of the
+    second seed stream beside it (None on any other card)."""
+    at = [j for j in jobs if j.task == task.name and (task.ladder is None or j.budget == task.ladder.reference)]
+    return next(j for j in at if not j.null), next((j for j in at if j.null), None)
 
 
 def runs_of(jobs: list[Job], seeds: int) -> int:

@@ -59,8 +59,9 @@ def card_markdown(card: dict) -> str:
         f"{level} interval (seeds)",
         f"{level} interval (seeds and items)",
     ]
+    null = card.get("null")
     parts = [
-        f"# Scorecard: `{card['variant']}`\n",
+        "# Scorecard: the null card (`standard` against itself)\n" if null else f"# Scorecard: `{card['variant']}`\n",
         f"Protocol {protocol['version']} (sha256 {protocol['sha256'][:12]}), {card['seeds']} seeds an arm; "
         f"trained at commit {str(provenance.get('commit'))[:7]}{' (dirty)' if provenance.get('dirty') else ''} "
         f"on {provenance.get('cpu')} with {provenance.get('threads')} threads (lit-attention {provenance.get('lit_attention')})"
@@ -71,6 +72,7 @@ def card_markdown(card: dict) -> str:
         )
         + ".\n",
         baseline_line(card.get("baseline") or {}),
+        *([null_line(card)] if null else []),
         "Differences are variant − standard (and variant − the parameter-matched control) in each task's test "
         "metric, lower is better; paired over seeds, Holm over the card's tasks; the seeds-and-items interval "
         "is a two-way bootstrap of the runs' per-example outcomes. A difference inside ± the smallest detectable "
@@ -127,13 +129,42 @@ def card_markdown(card: dict) -> str:
     return "\n".join(parts)
 
 
-def baseline_line(baseline: dict) -> str:
-    if not baseline.get("reused_from"):
-        return "`standard`'s runs were trained for this card.\n"
+def null_line(card: dict) -> str:
+    seeds = card["null"]["seeds"]
     return (
-        f"`standard`'s runs were reused from the card in `{baseline['reused_from']}` (trained at commit "
-        f"{str(baseline.get('commit'))[:7]} on {baseline.get('cpu')}), paired by seed; none was re-trained on this "
-        "machine to check it.\n"
+        f"The null card: its `variant` is `standard` trained on seeds {seeds[0]}–{seeds[-1]}, set against `standard`'s "
+        f"seeds 0–{card['seeds'] - 1} by rank. The two arms are independent draws of one model, so each interval "
+        f"should hold 0 in about {card['confidence']:.0%} of such cards; the width of each shows the task's noise floor, "
+        "and an interval that misses 0 is an error this design makes by chance.\n"
+    )
+
+
+def baseline_line(baseline: dict) -> str:
+    offered = baseline.get("offered") or baseline.get("reused_from")
+    if not offered:
+        return "`standard`'s runs were trained for this card.\n"
+    where = f"the card in `{offered}` (trained at commit {str(baseline.get('commit'))[:7]} on {baseline.get('cpu')})"
+    check = baseline.get("check") or []
+    if baseline.get("retrained"):
+        far = [row for row in check if row["moved"] > row["tolerance"] or not row["same_data"]]
+        moves = ", ".join(f"{row['task']} by {row['moved']:.4g} (margin {row['tolerance']:g})" for row in far)
+        return (
+            f"`standard`'s runs were trained for this card: those of {where} moved when re-trained on this machine "
+            f"({moves}), by more than the protocol's margin, so they were not reused.\n"
+        )
+    if not baseline.get("checked_here"):
+        return f"`standard`'s runs were reused from {where}, paired by seed; none was re-trained on this machine to check it.\n"
+    identical = sum(row["moved"] == 0 for row in check)
+    largest = max(check, key=lambda row: row["moved"])
+    return (
+        f"`standard`'s runs were reused from {where}, paired by seed. Re-trained on this machine to check them, the "
+        f"run of seed {largest['seed']} of each of the {len(check)} tasks gave the same test metric "
+        + (
+            "to the last bit on every task.\n"
+            if identical == len(check)
+            else f"on {identical} of them; the largest move was {largest['moved']:.3g} on {largest['task']} (its margin "
+            f"{largest['tolerance']:g}).\n"
+        )
     )
 
 

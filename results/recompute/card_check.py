@@ -88,16 +88,29 @@ def multiplier(losses: list[float], costs: list[float], loss: float, own: float)
     return math.exp(root) / own, None
 
 
+def task_arms(directory: Path, card: dict, task: dict) -> dict[str, dict[int, dict]]:
+    """{arm: {seed: record}} of the task's folder at its reference budget. On the null card its `variant` is
+    standard's second seed stream (the folder beside it), taken by rank: its k-th seed against standard's."""
+    if "folder" not in task:  # a card written before cards named their folders: the one with a variant arm
+        folder = next(f for f in card["commands"] if "variant" in arm_records(directory / f) and f.split("/")[0] == task["name"])
+        return arm_records(directory / folder)
+    arms = arm_records(directory / task["folder"])
+    if task.get("null_folder"):
+        stream = arm_records(directory / task["null_folder"])["standard"]
+        arms["variant"] = {rank: stream[seed] for rank, seed in enumerate(sorted(stream))}
+    return arms
+
+
 def check_card(directory: Path, checker: Checker) -> None:
     card = json.loads((directory / CARD).read_text(encoding="utf-8"))
     for folder in card["commands"]:
         check_section(directory / folder, checker, name=f"{directory.name}/{folder}")
     results, controls, where = [], [], directory.name
     for task in card["tasks"]:
-        folder = next(
-            directory / f for f in card["commands"] if "variant" in arm_records(directory / f) and f.split("/")[0] == task["name"]
-        )
-        arms = arm_records(folder)
+        arms = task_arms(directory, card, task)
+        if task.get("null_folder"):  # the seeds the null card says its variant's runs had
+            stream = sorted(arm_records(directory / task["null_folder"])["standard"])
+            checker.text(f"{where}, {task['name']}, null seeds", str(card["null"]["seeds"]), str(stream))
         metric = task["metric"]
         values = {arm: {s: r["test"][metric] for s, r in runs.items()} for arm, runs in arms.items()}
         at = f"{where}, {task['name']}"
@@ -122,6 +135,7 @@ def check_card(directory: Path, checker: Checker) -> None:
         checker.text(f"{at}, standard clears its floor", str(task["standard_clears_floor"]), str(mean < task["floor"]))
         if "multipliers" in task:
             check_multipliers(directory, card, task, arms, at, checker)
+    check_baseline_rows(directory, card, checker)
     stats.correct([r for _, r in results], [True] * len(results))
     level = (1 - card["confidence"]) / len(results)
     for task, r in results:
@@ -136,6 +150,21 @@ def check_card(directory: Path, checker: Checker) -> None:
         checker.close(f"{at}, p (Holm)", repr(task["versus_control"]["p_holm"]), r.p_holm)
         checker.text(f"{at}, verdict", task["versus_control"]["verdict"], stats.verdict(r, "min"))
     check_rule(card, [(task, stats.verdict(r, "min"), r.mean) for task, r in results], checker)
+
+
+def check_baseline_rows(directory: Path, card: dict, checker: Checker) -> None:
+    """A reused baseline's re-train check: each re-trained run's test metric (baseline-check/<folder>) and, where
+    the runs were reused, the copied record's, and how far apart they are."""
+    baseline = card.get("baseline") or {}
+    folders = {task["name"]: task.get("folder") for task in card["tasks"]}
+    for row in baseline.get("check", []):
+        at = f"{directory.name}, baseline check, {row['task']}"
+        here = arm_records(directory / "baseline-check" / folders[row["task"]])["standard"][row["seed"]]
+        checker.close(f"{at}, here", repr(row["here"]), here["test"][row["metric"]])
+        if baseline.get("reused_from"):
+            recorded = arm_records(directory / folders[row["task"]])["standard"][row["seed"]]["test"][row["metric"]]
+            checker.close(f"{at}, recorded", repr(row["recorded"]), recorded)
+            checker.close(f"{at}, moved", repr(row["moved"]), abs(here["test"][row["metric"]] - recorded))
 
 
 def check_rule(card: dict, verdicts: list, checker: Checker) -> None:
