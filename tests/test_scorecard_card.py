@@ -229,7 +229,22 @@ def test_a_tiny_card_says_what_its_runs_say_resumes_and_lends_its_baseline(in_tm
     assert "# Scorecard: the null card (`standard` against itself)" in (in_tmp / "null" / "scorecard.md").read_text()
     done = subprocess.run([sys.executable, "-I", str(script), "null"], cwd=in_tmp, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and " 0 mismatches" in done.stdout, done.stdout[-3000:] + done.stderr
+    # --against: the first card beside every card of its protocol in this folder, a row a card, tasks in order.
+    capsys.readouterr()
+    assert run_main([*card_args, "--against", "."]) == 0
+    table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| `")]
+    # This card, then the folders by name: misprinted (a copy of this card), null, second (super).
+    assert [line.split(" | ")[0] for line in table] == [
+        "| `optimized`",
+        "| `optimized`",
+        "| `null: standard, seeds 2-3`",
+        "| `super`",
+    ]
+    lm = next(t for t in null["tasks"] if t["name"] == "lm")["versus_standard"]
+    assert f"{lm['difference']:+.4f} [{lm['low']:+.4f}, {lm['high']:+.4f}]" in table[2].split(" | ")[1]
     for words, message in [
+        ([*card_args, "--against", "nowhere"], "--against 'nowhere' is not a folder"),
+        ([*card_args, "--against", "card"], "--against 'card' holds no card"),
         (["scorecard", "--null", "--variant", "super"], "--null is the card of standard against itself"),
         (["scorecard", "--variant", "standard"], "--variant 'standard' is standard itself"),
         (["scorecard", "--protocol", "tiny.yaml"], "give --variant SPEC"),

@@ -53,6 +53,12 @@ def parser() -> argparse.ArgumentParser:
     )
     found.add_argument("--parallel", type=int, default=1, help="runs at a time within each compare (default 1)")
     found.add_argument(
+        "--against",
+        metavar="DIR",
+        help="after the card, print it beside every card of the same protocol under DIR (results/scorecards/v1), "
+        "one table, tasks in the protocol's order",
+    )
+    found.add_argument(
         "--dry-run", action="store_true", help="print the compare commands and how many runs each trains; run nothing"
     )
     found.add_argument(
@@ -97,6 +103,10 @@ def run(argv: list[str]) -> None:
     if args.parallel < 1:
         raise ConfigError(f"--parallel {args.parallel} is invalid; give at least 1.")
     spec = card_variant(args)
+    if args.against is not None:  # a folder without cards is said before anything trains
+        from lit_attention.scorecard.against import reference_cards
+
+        reference_cards(Path(args.against))
     protocol = load_protocol(args.protocol)
     output = Path(args.output) if args.output else default_output(args.protocol, spec, args.null)
     jobs = plan_card(protocol, spec, null=args.null)
@@ -138,7 +148,11 @@ def run(argv: list[str]) -> None:
     for job in jobs:
         print(f"scorecard: task {job.task}, {job.folder}", flush=True)
         compare(job.command(str(output), args.parallel))
-    write_card(protocol, spec, output, jobs, entry)
+    card = write_card(protocol, spec, output, jobs, entry)
+    if args.against is not None:
+        from lit_attention.scorecard.against import against_table
+
+        print("\n" + against_table(card, output, Path(args.against)), flush=True)
 
 
 def write_card(protocol, spec: str, output: Path, jobs, baseline: dict | None = None) -> dict:
