@@ -159,7 +159,8 @@ def test_a_tiny_card_says_what_its_runs_say_resumes_and_lends_its_baseline(in_tm
     ]
     assert "In all: the baseline's standard runs " in done.stdout
     # A second card reuses this one's standard runs, paired by seed, and trains only its own arms.
-    second = ["scorecard", "--variant", "super", "--protocol", "tiny.yaml", "--output", "second", "--baseline", "card"]
+    second = ["scorecard", "--variant", "super", "--protocol", "tiny.yaml", "--output", "second", "--cheap-check"]
+    second += ["--baseline", "card"]
     capsys.readouterr()
     assert run_main(second) == 0
     assert "8 standard runs of card reused, paired by seed" in capsys.readouterr().out  # 2 seeds x 4 folders
@@ -169,12 +170,23 @@ def test_a_tiny_card_says_what_its_runs_say_resumes_and_lends_its_baseline(in_tm
         for p in (in_tmp / "second").rglob("record.json")
         if "baseline-check" not in p.parts
     }
-    standard = {p for p in mine if p.parts[-3] == "standard" and "standard~" not in str(p)}
+    # --cheap-check: super's two runs at the ladder's budget below the reference (2 steps), beside standard's
+    # two copied there from the ladder's folder.
+    cheap = {p for p in mine if p.parts[:2] == ("lm", "trainer.max_steps=2@variant")}
+    assert sorted(p.parts[-3] for p in cheap) == ["standard", "standard", "super", "super"]
+    standard = {p for p in mine - cheap if p.parts[-3] == "standard" and "standard~" not in str(p)}
     assert standard == {p for p in first_runs if p.parts[-3] == "standard" and "standard~" not in str(p)}
-    assert len(mine - standard) == 8  # super and its control, 2 seeds, at the two tasks' budgets: all it trained
+    assert len(mine - standard - cheap) == 8  # super and its control, 2 seeds, at the two tasks' budgets
     cards = [json.loads((in_tmp / name / "scorecard.json").read_text()) for name in ("card", "second")]
     for a, b in zip(cards[0]["tasks"], cards[1]["tasks"]):
         assert a["means"]["standard"] == b["means"]["standard"]
+    assert cards[0]["cheap"] is None
+    [row] = cards[1]["cheap"]
+    at_two = results(in_tmp / "second" / "lm" / "trainer.max_steps=2@variant", "test/loss")
+    d = paired_difference(*({s: float(r["test/loss"]) for s, r in at_two[arm].items()} for arm in ("variant", "standard")))
+    assert (row["budget"], row["share_of_reference"], row["difference"]) == (2, 0.5, d.mean)
+    assert row["reference_verdict"] == cards[1]["tasks"][0]["versus_standard"]["verdict"]
+    assert "## At cheaper budgets (a trust check, not part of the verdict)" in (in_tmp / "second" / "scorecard.md").read_text()
     # Before reusing them, the card re-trained standard's seed-0 run of each task here: on one machine and one
     # commit, to the last bit.
     checked = cards[1]["baseline"]
@@ -227,7 +239,9 @@ def test_a_tiny_card_says_what_its_runs_say_resumes_and_lends_its_baseline(in_tm
         assert entry["versus_standard"]["low"] <= 0 <= entry["versus_standard"]["high"]  # independent draws of one model
         assert "versus_control" not in entry
     assert "# Scorecard: the null card (`standard` against itself)" in (in_tmp / "null" / "scorecard.md").read_text()
-    done = subprocess.run([sys.executable, "-I", str(script), "null"], cwd=in_tmp, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-I", str(script), "null", "second"], cwd=in_tmp, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0 and " 0 mismatches" in done.stdout, done.stdout[-3000:] + done.stderr
     # --against: the first card beside every card of its protocol in this folder, a row a card, tasks in order.
     capsys.readouterr()

@@ -147,15 +147,20 @@ def copied_earlier(baseline: Path, output: Path, jobs) -> list[Path]:
 def copy_baseline(baseline: Path, output: Path, jobs) -> int:
     """Copy the baseline card's `standard` runs (their folders: records, per-example outcomes, checkpoints where
     kept) into the same places under `output`, where no run is yet; compare then finds them finished."""
+    return sum(copy_standard(baseline / job.folder, output / job.folder) for job in jobs)
+
+
+def copy_standard(source: Path, target: Path) -> int:
+    """Copy the `standard` runs of one compare folder into the same places under another, where no run is yet;
+    returns how many were copied."""
     from lit_attention.scorecard.card import records_of
 
     copied = 0
-    for job in jobs:
-        for _, run in records_of(baseline / job.folder).get("standard", {}).values():
-            target = output / job.folder / run.relative_to(baseline / job.folder)
-            if not target.exists():
-                shutil.copytree(run, target)
-                copied += 1
+    for _, run in records_of(source).get("standard", {}).values():
+        place = target / run.relative_to(source)
+        if not place.exists():
+            shutil.copytree(run, place)
+            copied += 1
     return copied
 
 

@@ -271,6 +271,7 @@ def build_card(protocol: Protocol, spec: str, output: Path, jobs: list[Job]) -> 
     for entry, c in zip([e for e in tasks if "versus_control" in e], with_holm(controls)):
         entry["versus_control"].update(p_holm=c.p_holm, verdict=verdict(c, "min"))
     return {
+        "cheap": cheap_readings(protocol, spec, output, tasks, versus_standard),
         "protocol": {"version": protocol.version, "sha256": protocol.sha256, "source": protocol.source},
         "variant": spec,
         # On the null card: the seeds of standard's second stream, paired with seeds 0 .. n-1 by rank.
@@ -286,6 +287,44 @@ def build_card(protocol: Protocol, spec: str, output: Path, jobs: list[Job]) -> 
         "provenance": {key: provenance.get(key) for key in ("commit", "dirty", "cpu", "threads", "torch", "lit_attention")},
         "commits": sorted(commits),
     }
+
+
+def cheap_readings(protocol: Protocol, spec: str, output: Path, tasks: list[dict], versus_standard: list) -> list[dict] | None:
+    """`--cheap-check`: at each ladder budget below the reference, the variant's difference from standard there
+    and the verdict the card would give with it (Holm over the card's tasks, this budget's p-value in place of
+    the reference budget's), beside the card's own verdict. None where those runs were not trained."""
+    from lit_attention.scorecard.plan import cheap_jobs
+
+    found = []
+    names = [t["name"] for t in tasks]
+    for job in cheap_jobs(protocol, spec):
+        arms = records_of(output / job.folder)
+        if any(len(arms.get(label, {})) < protocol.seeds for label in job.arms):
+            return None
+        task = next(t for t in protocol.tasks if t.name == job.task)
+        d = paired_difference(
+            values_of(arms[VARIANT], task.metric), values_of(arms["standard"], task.metric), protocol.confidence
+        )
+        family = list(versus_standard)
+        family[names.index(job.task)] = d
+        cheap = with_holm(family)[names.index(job.task)]
+        reference = task.ladder.reference
+        found.append(
+            {
+                "task": job.task,
+                "budget": job.budget,
+                "share_of_reference": job.budget / reference,
+                "folder": job.folder,
+                "difference": d.mean,
+                "low": d.low,
+                "high": d.high,
+                "p": d.p,
+                "p_holm": cheap.p_holm,
+                "verdict": verdict(cheap, "min"),
+                "reference_verdict": tasks[names.index(job.task)]["versus_standard"]["verdict"],
+            }
+        )
+    return found or None
 
 
 def overall(protocol: Protocol, tasks: list[dict]) -> dict:

@@ -53,6 +53,13 @@ def parser() -> argparse.ArgumentParser:
     )
     found.add_argument("--parallel", type=int, default=1, help="runs at a time within each compare (default 1)")
     found.add_argument(
+        "--cheap-check",
+        action="store_true",
+        help="also train the variant at the ladder's budgets below the reference (a quarter and a half of it "
+        "under v1), beside standard's runs there: the card then sets the verdict a cheaper card would give "
+        "beside its own (a trust check; the protocol's verdict does not read them)",
+    )
+    found.add_argument(
         "--against",
         metavar="DIR",
         help="after the card, print it beside every card of the same protocol under DIR (results/scorecards/v1), "
@@ -96,7 +103,7 @@ def card_variant(args) -> str:
 
 def run(argv: list[str]) -> None:
     from lit_attention.scorecard.baseline import check_baseline, reuse_baseline
-    from lit_attention.scorecard.plan import plan_card, runs_of
+    from lit_attention.scorecard.plan import CHEAP, plan_card, runs_of
     from lit_attention.scorecard.protocol import load_protocol
 
     args = parser().parse_args(argv)
@@ -148,6 +155,14 @@ def run(argv: list[str]) -> None:
     for job in jobs:
         print(f"scorecard: task {job.task}, {job.folder}", flush=True)
         compare(job.command(str(output), args.parallel))
+    if args.cheap_check and not args.null:
+        from lit_attention.scorecard.baseline import copy_standard
+        from lit_attention.scorecard.plan import cheap_jobs
+
+        for job in cheap_jobs(protocol, spec):
+            copy_standard(output / job.folder.removesuffix(CHEAP), output / job.folder)
+            print(f"scorecard: the cheaper-budget check, {job.folder}", flush=True)
+            compare(job.command(str(output), args.parallel))
     card = write_card(protocol, spec, output, jobs, entry)
     if args.against is not None:
         from lit_attention.scorecard.against import against_table

@@ -24,6 +24,7 @@ from lit_attention.scorecard.protocol import Protocol, Task
 
 VARIANT = "variant"  # the arm label of the variant on every card
 NULL_STREAM = "@null"  # the suffix of a null card's folders of standard on its second seed stream
+CHEAP = "@variant"  # the suffix of the folders of the cheaper-budget check (`--cheap-check`)
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,24 @@ def plan_card(protocol: Protocol, spec: str, null: bool = False) -> list[Job]:
             at = {**task.settings, **task.ladder.settings_at(budget)}
             folder = f"{task.name}/{task.ladder.key}={budget}"
             jobs.append(Job(task.name, folder, budget, ("standard",), (*base, "--variants", "standard", *fit_arguments(at))))
+    return jobs
+
+
+def cheap_jobs(protocol: Protocol, spec: str) -> list[Job]:
+    """`--cheap-check`: the variant at each budget of the multiplier task's ladder below its reference, beside
+    standard's ladder runs of that budget (copied in), so that the verdict a cheaper card would give can be set
+    against the card's own. Not part of the card: the protocol neither trains nor reads them."""
+    task = next((t for t in protocol.tasks if t.name == protocol.multiplier_task and t.ladder is not None), None)
+    if task is None:
+        return []
+    jobs = []
+    for budget in task.ladder.budgets:
+        if budget >= task.ladder.reference:
+            continue
+        at = {**task.settings, **task.ladder.settings_at(budget)}
+        argv = ("--config", config_path(task.recipe), "--seeds", str(protocol.seeds), "--test")
+        argv += ("--variants", "standard", "--arm", f"{VARIANT};{spec}", *fit_arguments(at))
+        jobs.append(Job(task.name, f"{task.name}/{task.ladder.key}={budget}{CHEAP}", budget, ("standard", VARIANT), argv))
     return jobs
 
 

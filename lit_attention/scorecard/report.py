@@ -115,6 +115,8 @@ def card_markdown(card: dict) -> str:
             "only as steady as the machine was.\n"
         )
         parts.append("".join(lines))
+    if card.get("cheap"):
+        parts.append(cheap_section(card))
     overall = card["overall"]
     parts.append(
         "\n## Verdict\n\n"
@@ -127,6 +129,29 @@ def card_markdown(card: dict) -> str:
     if any("multipliers" in task for task in card["tasks"]):
         parts.append(f"\n![ladder]({FIGURE})\n")
     return "\n".join(parts)
+
+
+def cheap_section(card: dict) -> str:
+    """`--cheap-check`: the verdict a card at a cheaper budget would give, beside this card's."""
+    rows = [
+        [
+            f"`{row['task']}` at {row['budget']} ({row['share_of_reference']:.0%} of the reference)",
+            number(row["difference"]),
+            interval(row["low"], row["high"]),
+            p_value(row["p_holm"]),
+            row["verdict"],
+            row["reference_verdict"],
+        ]
+        for row in card["cheap"]
+    ]
+    header = ["budget", "difference vs standard", f"{card['confidence']:.0%} interval (seeds)", "p (Holm, tasks)"]
+    header += ["verdict at this budget", "the card's verdict"]
+    return (
+        "\n## At cheaper budgets (a trust check, not part of the verdict)\n\n"
+        "The variant trained again at the ladder's smaller budgets, beside `standard`'s runs there: the verdict a "
+        "card at that budget would give (Holm over the card's tasks, with this budget's p-value in place of the "
+        "reference budget's), against the card's own.\n\n" + markdown_table(header, rows) + "\n"
+    )
 
 
 def null_line(card: dict) -> str:

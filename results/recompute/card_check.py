@@ -136,6 +136,7 @@ def check_card(directory: Path, checker: Checker) -> None:
         if "multipliers" in task:
             check_multipliers(directory, card, task, arms, at, checker)
     check_baseline_rows(directory, card, checker)
+    check_cheap_rows(directory, card, results, checker)
     stats.correct([r for _, r in results], [True] * len(results))
     level = (1 - card["confidence"]) / len(results)
     for task, r in results:
@@ -150,6 +151,34 @@ def check_card(directory: Path, checker: Checker) -> None:
         checker.close(f"{at}, p (Holm)", repr(task["versus_control"]["p_holm"]), r.p_holm)
         checker.text(f"{at}, verdict", task["versus_control"]["verdict"], stats.verdict(r, "min"))
     check_rule(card, [(task, stats.verdict(r, "min"), r.mean) for task, r in results], checker)
+
+
+def check_cheap_rows(directory: Path, card: dict, results: list, checker: Checker) -> None:
+    """--cheap-check: the variant's difference from standard at a cheaper ladder budget, and the verdict with
+    that budget's p-value in the card's Holm family in place of the reference budget's."""
+    for row in card.get("cheap") or []:
+        at = f"{directory.name}, cheaper budget {row['budget']}"
+        arms = arm_records(directory / row["folder"])
+        metric = next(t["metric"] for t in card["tasks"] if t["name"] == row["task"])
+        values = {arm: {s: r["test"][metric] for s, r in runs.items()} for arm, runs in arms.items()}
+        family = []
+        for task, _ in results:
+            if task["name"] == row["task"]:
+                mine = stats.paired(values["variant"], values["standard"])
+                family.append(mine)
+            else:
+                family.append(stats.paired(*task_values(directory, card, task)))
+        stats.correct(family, [True] * len(family))
+        for column, value in (("difference", mine.mean), ("low", mine.low), ("high", mine.high), ("p", mine.p)):
+            checker.close(f"{at}, {column}", repr(row[column]), value)
+        checker.close(f"{at}, p (Holm)", repr(row["p_holm"]), mine.p_holm)
+        checker.text(f"{at}, verdict", row["verdict"], stats.verdict(mine, "min"))
+
+
+def task_values(directory: Path, card: dict, task: dict) -> tuple[dict, dict]:
+    arms = task_arms(directory, card, task)
+    values = {arm: {s: r["test"][task["metric"]] for s, r in runs.items()} for arm, runs in arms.items()}
+    return values["variant"], values["standard"]
 
 
 def check_baseline_rows(directory: Path, card: dict, checker: Checker) -> None:
