@@ -8,7 +8,9 @@
 # second_edition: the earlier sections (vit vit_hard gpt gpt_small gpt_large mqar trend), 5 seeds (0-4).
 # fourth_edition: gpt_scaling, super_mechanism, text_stdlib and gpt_super (RESULTS.md sections 4-7), each
 # declared here before its runs.
-# scorecards: the committed scorecards (results/scorecards/<protocol>/<variant>/), each one command.
+# scorecards: the committed scorecards (results/scorecards/<protocol>/<variant>/), each one command; then
+# `python -m lit_attention.scorecard.trust results/scorecards/v1 results/gpt_scaling` prints RESULTS.md
+# section 9's tables.
 # Each section writes results/<name>/results.{md,csv,png}, timings.csv and every run's record.json
 # (checkpoints and TensorBoard events stay on disk, git-ignored). An interrupted section resumes where
 # it stopped when run again. RESULTS.md states the wall time of each section on the 2-core machine.
@@ -38,8 +40,28 @@ scorecard_nonlinear_query() {  # lit-attention scorecard under protocol v1 (its 
                                # language-modelling ladder of 150-1200 steps): nonlinear_query and its baseline,
                                # one run at a time; resumes where it stopped
     .venv/bin/lit-attention scorecard --variant nonlinear_query --protocol v1 \
-        --output results/scorecards/v1/nonlinear_query --parallel 1
+        --output results/scorecards/v1/nonlinear_query --parallel 1 --cheap-check
 }
+
+# The reference set (RESULTS.md section 9): every card beside nonlinear_query's standard runs (--baseline
+# re-trains seed 0 of each task here first and reuses them only if they did not move), each with the
+# variant also at a quarter and a half of the ladder's reference budget (--cheap-check).
+BASELINE=results/scorecards/v1/nonlinear_query
+reference_card() {  # reference_card SPEC FOLDER
+    .venv/bin/lit-attention scorecard --variant "$1" --protocol v1 --baseline "$BASELINE" --cheap-check \
+        --output "results/scorecards/v1/$2" --parallel 1
+}
+scorecard_null() {  # standard against its own runs of seeds 5-9, paired by rank: each task's noise floor
+    .venv/bin/lit-attention scorecard --null --protocol v1 --baseline "$BASELINE" --output results/scorecards/v1/null \
+        --parallel 1
+}
+scorecard_optimized() { reference_card optimized optimized; }
+scorecard_efficient() { reference_card efficient efficient; }
+scorecard_super() { reference_card super super; }
+scorecard_identity_query() { reference_card identity_query identity_query; }
+scorecard_residual_query() { reference_card residual_query residual_query; }
+scorecard_gqa_2() { reference_card standard,kv_heads=2 standard+kv_heads-2; }
+scorecard_gqa_1() { reference_card standard,kv_heads=1 standard+kv_heads-1; }
 
 # ------------------------------------------------------------------------------------ the fourth edition
 
@@ -183,7 +205,8 @@ sections=("${@:-all}")
 case "${sections[0]}" in
     all) sections=(digits_confirm digits_long gpt_ratio_49k gpt_ratio_111k gpt_ratio_197k ratio_trend) ;;
     fourth_edition) sections=(gpt_scaling super_mechanism gpt_super text_stdlib) ;;
-    scorecards) sections=(scorecard_nonlinear_query) ;;
+    scorecards) sections=(scorecard_nonlinear_query scorecard_null scorecard_optimized scorecard_residual_query
+        scorecard_identity_query scorecard_super scorecard_efficient scorecard_gqa_2 scorecard_gqa_1) ;;
     second_edition) sections=(vit vit_hard gpt gpt_small gpt_large mqar trend) ;;
 esac
 total_start=$SECONDS

@@ -50,20 +50,26 @@ def multiplier_cell(card: dict) -> str:
 def against_table(card: dict, own: Path, folder: Path) -> str:
     """The markdown table of `card` (written in `own`) beside the cards under `folder` of its protocol, and a line
     per card left out."""
-    sha = card["protocol"]["sha256"]
-    tasks = [t["name"] for t in card["tasks"]]
-    rows, left_out = [], []
     others = [(where, other) for where, other in reference_cards(folder) if where.resolve() != own.resolve()]
-    for where, other in [(own, card), *others]:
+    return cards_table([(own, card), *others])
+
+
+def cards_table(cards: list[tuple[Path, dict]]) -> str:
+    """The table of `cards` (the first one's protocol decides which others are set beside it), in the order given."""
+    first = cards[0][1]
+    sha = first["protocol"]["sha256"]
+    tasks = [t["name"] for t in first["tasks"]]
+    rows, left_out = [], []
+    for where, other in cards:
         if other["protocol"]["sha256"] != sha:
             left_out.append(f"{where.name} (protocol {other['protocol']['version']}, sha256 {other['protocol']['sha256'][:12]})")
             continue
         by_name = {t["name"]: t for t in other["tasks"]}
         rows.append([f"`{card_label(other)}`", *[cell(by_name[t]) for t in tasks], multiplier_cell(other)])
-    level = f"{card['confidence']:.0%}"
+    level = f"{first['confidence']:.0%}"
     header = ["card", *[f"{t}: difference [{level}]" for t in tasks], "compute multiplier (FLOPs)"]
     lines = [
-        f"Protocol {card['protocol']['version']} (sha256 {sha[:12]}): each cell is the variant's test-metric difference "
+        f"Protocol {first['protocol']['version']} (sha256 {sha[:12]}): each cell is the variant's test-metric difference "
         f"from `standard` (lower is better) with its {level} interval over seeds, and its verdict after Holm over the "
         "card's tasks (n.d.: no detectable difference). Rows are in the order of the cards' folders, not ranked.\n",
         markdown_table(header, rows),

@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 
 import markdown_tables as markdown
+import scorecard_section_check as scorecards
 from item_check import item_table
 from printed_numbers import Checker, half_unit, numbers_in
 
@@ -89,6 +90,8 @@ def check_results_md(path: Path, results: Path, checker: Checker) -> None:
                 comparison_table(table, report(results, SECTIONS[number]), first, where, checker)
             elif number in SECTIONS and first == "size":
                 sizes_table(table, results, SECTIONS[number], where, checker)
+            elif number == scorecards.SECTION and first in scorecards.RULES:
+                scorecards.RULES[first](table, results, where, checker)
             elif number in TREND and first == "":
                 trend_table(table, report(results, TREND[number]), results, where, checker)
             else:

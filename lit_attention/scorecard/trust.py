@@ -1,0 +1,234 @@
+"""How far a card's verdict can be trusted, from the reference set's cards (and RESULTS.md section 4's sizes):
+the four checks of RESULTS.md's scorecard section, written as its markdown.
+
+    python -m lit_attention.scorecard.trust results/scorecards/v1 results/gpt_scaling
+
+1. Calibration: on the null card (`standard` against its own second seed stream) how many tasks' intervals
+   hold 0, over seeds and over seeds and items.
+2. Cheap against full: over every card with `--cheap-check` rows, how often the verdict a card at a quarter and
+   at a half of the ladder's reference budget gives is the card's own, with a Wilson interval.
+3. Small against large: in a `compare --scale` sweep, how often each smaller size's verdict on a declared
+   comparison is the largest size's.
+4. The literature: what published work found at scale for what the set covers, and whether the card agrees
+   (by a rule stated for each claim); a claim without its card says so.
+
+Every number here is read from the cards' scorecard.json and the sizes' comparisons.csv, which
+results/recompute.py checks against the records; results/recompute/trust_check.py recounts these.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+from pathlib import Path
+from statistics import NormalDist
+
+from lit_attention.markdown import markdown_table
+
+CARD_JSON = "scorecard.json"
+
+# (claim, source, card folder, rule, the rule in words). Rules: "not worse" (no task worse after Holm),
+# "better on T" (task T's verdict better), "better on the ladder and not worse" (lm_ladder better, no task worse).
+LITERATURE = [
+    (
+        "Removing W_V (`optimized`) loses little against standard attention",
+        "arXiv:2403.01643",
+        "optimized",
+        "not worse",
+    ),
+    ("Removing W_K and W_V (`efficient`) loses little", "arXiv:2403.01643", "efficient", "not worse"),
+    ("Super attention beats standard on vision", "arXiv:2403.01643", "super", "better on vit_digits"),
+    ("W_Q can be the identity (`identity_query`)", "arXiv:2603.13381", "identity_query", "not worse"),
+    ("A residual query X + f(X) does no worse than W_Q", "arXiv:2603.13381", "residual_query", "not worse"),
+    (
+        "The nonlinear query lowers language-modelling loss",
+        "arXiv:2603.13381",
+        "nonlinear_query",
+        "better on lm_ladder",
+    ),
+    (
+        "Grouped-query attention with a few key-value heads comes close to multi-head quality",
+        "Ainslie et al. 2023, arXiv:2305.13245",
+        "standard+kv_heads-2",
+        "not worse",
+    ),
+    (
+        "One key-value head (multi-query) costs only a little quality",
+        "Shazeer 2019, arXiv:1911.02150",
+        "standard+kv_heads-1",
+        "not worse",
+    ),
+    ("SwiGLU beats the GELU MLP at matched parameters", "Shazeer 2020, arXiv:2002.05202", None, "better on lm_ladder"),
+    (
+        "Rotary positions beat learned ones",
+        "Su et al. 2021, arXiv:2104.09864; the GPT-NeoX and Llama reports",
+        None,
+        "better on lm_ladder",
+    ),
+    (
+        "QK-norm is neutral to helpful",
+        "Henry et al. 2020, arXiv:2010.04245; Dehghani et al. 2023, arXiv:2302.05442",
+        None,
+        "not worse",
+    ),
+]
+
+
+def wilson(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson's score interval for a proportion (nan, nan for n = 0)."""
+    if n == 0:
+        return math.nan, math.nan
+    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+    share = successes / n
+    centre = (share + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def cards_in(folder: Path) -> dict[str, dict]:
+    return {path.parent.name: json.loads(path.read_text(encoding="utf-8")) for path in sorted(folder.glob(f"*/{CARD_JSON}"))}
+
+
+def calibration(null: dict) -> dict:
+    rows = []
+    for task in null["tasks"]:
+        d = task["versus_standard"]
+        items = None if d["items_low"] is None else d["items_low"] <= 0 <= d["items_high"]
+        rows.append({"task": task["name"], "difference": d["difference"], "low": d["low"], "high": d["high"]})
+        rows[-1].update(held=d["low"] <= 0 <= d["high"], items_low=d["items_low"], items_high=d["items_high"], items_held=items)
+    return {
+        "rows": rows,
+        "held": sum(r["held"] for r in rows),
+        "items_held": sum(bool(r["items_held"]) for r in rows),
+        "items_of": sum(r["items_held"] is not None for r in rows),
+        "of": len(rows),
+    }
+
+
+def cheap_agreement(cards: dict[str, dict]) -> dict[float, dict]:
+    """{share of the reference budget: {"rows": [(card, verdict there, the card's verdict)], agree, of, low, high}}."""
+    found: dict[float, dict] = {}
+    for name, card in cards.items():
+        for row in card.get("cheap") or []:
+            entry = found.setdefault(row["share_of_reference"], {"rows": []})
+            entry["rows"].append((name, row["verdict"], row["reference_verdict"]))
+    for entry in found.values():
+        entry["agree"] = sum(mine == theirs for _, mine, theirs in entry["rows"])
+        entry["of"] = len(entry["rows"])
+        entry["low"], entry["high"] = wilson(entry["agree"], entry["of"])
+    return dict(sorted(found.items()))
+
+
+def size_verdicts(sweep: Path) -> dict[str, dict[str, str]]:
+    """{size label: {"arm − reference": verdict}} of the declared (primary) comparisons of each size's tuned table."""
+    found = {}
+    for folder in sorted((sweep / "sizes").iterdir(), key=lambda p: int(p.name.split(",")[0].split("=")[1])):
+        with open(folder / "comparisons.csv", newline="", encoding="utf-8") as file:
+            rows = [r for r in csv.DictReader(file) if r["table"] == "tuned" and r["primary"] == "True"]
+        found[folder.name.split(",")[0]] = {f"{r['arm']} − {r['reference']}": r["verdict"] for r in rows}
+    return found
+
+
+def small_against_large(sweep: Path) -> dict[str, dict]:
+    verdicts = size_verdicts(sweep)
+    largest = list(verdicts)[-1]
+    found = {}
+    for size, mine in list(verdicts.items())[:-1]:
+        rows = [(c, mine[c], verdicts[largest][c]) for c in verdicts[largest] if c in mine]
+        agree = sum(a == b for _, a, b in rows)
+        found[size] = {"rows": rows, "agree": agree, "of": len(rows), "largest": largest}
+        found[size]["low"], found[size]["high"] = wilson(agree, len(rows))
+    return found
+
+
+def rule_holds(card: dict, rule: str) -> bool:
+    verdicts = {t["name"]: t["versus_standard"]["verdict"] for t in card["tasks"]}
+    if rule == "not worse":
+        return "worse" not in verdicts.values()
+    task = rule.removeprefix("better on ")
+    return verdicts.get(task) == "better"
+
+
+def literature(cards: dict[str, dict]) -> list[dict]:
+    rows = []
+    for claim, source, folder, rule in LITERATURE:
+        card = cards.get(folder) if folder else None
+        if card is None:
+            said, agrees = "not carded in this edition", None
+        else:
+            said = verdicts_text(card)
+            agrees = rule_holds(card, rule)
+        rows.append({"claim": claim, "source": source, "card": folder, "rule": rule, "card_says": said, "agrees": agrees})
+    return rows
+
+
+def percent(low: float, high: float) -> str:
+    return "n/a" if math.isnan(low) else f"[{low:.0%}, {high:.0%}]"
+
+
+def verdicts_text(card: dict) -> str:
+    """The card's verdicts in a few words: the tasks that are not "no detectable difference", then the rest."""
+    said = [f"{t['versus_standard']['verdict']} on {t['name']}" for t in card["tasks"]]
+    plain = [s for s in said if not s.startswith("no detectable")]
+    return "; ".join(plain + ["no detectable difference " + ("elsewhere" if plain else "on any task")])
+
+
+def trust_markdown(folder: Path, sweep: Path) -> str:
+    from lit_attention.scorecard.against import cards_table, reference_cards
+
+    cards = cards_in(folder)
+    parts = ["**The reference set.**\n\n" + cards_table(reference_cards(folder)) + "\n"]
+    null = next((card for card in cards.values() if card.get("null")), None)
+    if null is not None:
+        c = calibration(null)
+        rows = [
+            [
+                r["task"],
+                f"{r['difference']:+.4f}",
+                f"[{r['low']:+.4f}, {r['high']:+.4f}]",
+                "yes" if r["held"] else "NO",
+                "n/a" if r["items_held"] is None else ("yes" if r["items_held"] else "NO"),
+            ]
+            for r in c["rows"]
+        ]
+        header = ["task (null card)", "difference", "95% interval (seeds)", "holds 0", "holds 0 (seeds and items)"]
+        parts.append(
+            f"**Calibration.** The null card's intervals hold 0 on {c['held']} of {c['of']} tasks over seeds and on "
+            f"{c['items_held']} of {c['items_of']} over seeds and items.\n\n" + markdown_table(header, rows) + "\n"
+        )
+    cheap = cheap_agreement(cards)
+    if cheap:
+        rows = [
+            [f"{share:.0%}", f"{e['agree']} of {e['of']}", percent(e["low"], e["high"]), ", ".join(c for c, _, _ in e["rows"])]
+            for share, e in cheap.items()
+        ]
+        header = ["budget (share of the reference)", "same lm_ladder verdict as the card", "95% interval (Wilson)", "cards"]
+        parts.append("**Cheap against full.**\n\n" + markdown_table(header, rows) + "\n")
+    small = small_against_large(sweep)
+    if small:
+        rows = [[size, f"{e['agree']} of {e['of']}", percent(e["low"], e["high"])] for size, e in small.items()]
+        largest = next(iter(small.values()))["largest"]
+        header = ["size (small against large)", f"same verdict as {largest}", "95% interval (Wilson)"]
+        parts.append(f"**Small against large** ({sweep.name}).\n\n" + markdown_table(header, rows) + "\n")
+    rows = [
+        [r["claim"], r["source"], f"`{r['card']}`" if r["card"] else "-", r["rule"], r["card_says"]]
+        + ["n/a" if r["agrees"] is None else ("agrees" if r["agrees"] else "DISAGREES")]
+        for r in literature(cards)
+    ]
+    header = ["claim at scale", "source", "card", "agreement means", "the card says", "agreement"]
+    parts.append("**The literature at scale.**\n\n" + markdown_table(header, rows) + "\n")
+    return "\n".join(parts)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("cards", type=Path, help="the folder of the reference cards (results/scorecards/v1)")
+    parser.add_argument("sweep", type=Path, help="a compare --scale output with sizes/ (results/gpt_scaling)")
+    args = parser.parse_args()
+    print(trust_markdown(args.cards, args.sweep))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""The trust checks of the reference set (lit_attention/scorecard/trust.py) on cards and sizes written here, and
+RESULTS.md's scorecard section against the committed cards (the generator's own output, and the independent
+recount of results/recompute/ naming a misquoted cell)."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from lit_attention.scorecard.trust import calibration, cheap_agreement, literature, small_against_large, trust_markdown, wilson
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_wilson_matches_its_closed_form_at_known_points():
+    # 5 of 10: the textbook 0.2366 .. 0.7634; 0 of 4 and 4 of 4 stay inside [0, 1] and reach the edge.
+    low, high = wilson(5, 10)
+    assert math.isclose(low, 0.236593, abs_tol=1e-6) and math.isclose(high, 0.763407, abs_tol=1e-6)
+    assert wilson(0, 4)[0] == 0.0 and wilson(4, 4)[1] == 1.0
+    assert all(math.isnan(v) for v in wilson(0, 0))
+
+
+def task(name: str, difference: float, low: float, high: float, verdict: str, items=None) -> dict:
+    items_low, items_high = items or (None, None)
+    d = {"difference": difference, "low": low, "high": high, "verdict": verdict, "items_low": items_low, "items_high": items_high}
+    return {"name": name, "versus_standard": d}
+
+
+def test_calibration_counts_the_intervals_that_hold_zero():
+    null = {"tasks": [task("a", 0.1, -0.1, 0.3, "no detectable difference", (-0.2, 0.4)), task("b", 0.2, 0.05, 0.35, "worse")]}
+    found = calibration(null)
+    assert (found["held"], found["of"], found["items_held"], found["items_of"]) == (1, 2, 1, 1)
+    assert [r["held"] for r in found["rows"]] == [True, False] and found["rows"][1]["items_held"] is None
+
+
+def test_cheap_agreement_is_counted_per_share_of_the_reference_budget():
+    def card(*rows):
+        return {"cheap": [{"share_of_reference": s, "verdict": v, "reference_verdict": r} for s, v, r in rows]}
+
+    cards = {
+        "x": card((0.25, "worse", "worse"), (0.5, "worse", "worse")),
+        "y": card((0.25, "no detectable difference", "worse"), (0.5, "worse", "worse")),
+        "z": {"cheap": None},
+    }
+    found = cheap_agreement(cards)
+    assert list(found) == [0.25, 0.5]
+    assert (found[0.25]["agree"], found[0.25]["of"], found[0.5]["agree"]) == (1, 2, 2)
+    assert (found[0.5]["low"], found[0.5]["high"]) == wilson(2, 2)
+
+
+def test_small_against_large_reads_each_sizes_declared_verdicts(tmp_path):
+    header = "table,metric,arm,reference,primary,verdict\n"
+    sizes = {
+        "dim=8,val_check_interval=2": [
+            "tuned,test/loss,a,standard,True,no detectable difference",
+            "tuned,test/loss,b,standard,True,worse",
+        ],
+        "dim=16,val_check_interval=4": ["tuned,test/loss,a,standard,True,worse", "tuned,test/loss,b,standard,True,worse"],
+        "dim=32,val_check_interval=8": [
+            "tuned,test/loss,a,standard,True,worse",
+            "tuned,test/loss,b,standard,True,worse",
+            "tuned,test/loss,c,standard,False,better",  # exploratory: not a declared verdict
+            "tuned over seeds and test items,test/loss,a,standard,True,better",  # another table
+        ],
+    }
+    for name, rows in sizes.items():
+        (tmp_path / "sizes" / name).mkdir(parents=True)
+        (tmp_path / "sizes" / name / "comparisons.csv").write_text(header + "\n".join(rows) + "\n")
+    found = small_against_large(tmp_path)
+    assert list(found) == ["dim=8", "dim=16"]  # by width, not by name; the largest is the reference
+    assert (found["dim=8"]["agree"], found["dim=8"]["of"], found["dim=16"]["agree"]) == (1, 2, 2)
+    assert found["dim=8"]["largest"] == "dim=32"
+
+
+def test_a_claim_agrees_only_by_its_rule_and_a_missing_card_says_so():
+    cards = {
+        "optimized": {
+            "tasks": [task("lm_ladder", 0.1, 0.05, 0.15, "worse"), task("vit_digits", 0, -1, 1, "no detectable difference")]
+        },
+        "super": {"tasks": [task("lm_ladder", 0.1, 0.05, 0.15, "worse"), task("vit_digits", -0.2, -0.3, -0.1, "better")]},
+    }
+    rows = {row["card"]: row for row in literature(cards)}
+    assert rows["optimized"]["agrees"] is False  # "not worse", and it is worse on the ladder
+    assert rows["super"]["agrees"] is True  # "better on vit_digits"
+    assert rows["efficient"]["agrees"] is None and rows["efficient"]["card_says"] == "not carded in this edition"
+    assert rows["optimized"]["card_says"] == "worse on lm_ladder; no detectable difference elsewhere"
+
+
+def results_section() -> str:
+    text = (ROOT / "RESULTS.md").read_text(encoding="utf-8")
+    start = text.index("\n## 9. ")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def test_results_md_quotes_the_generators_tables_of_the_committed_cards():
+    """RESULTS.md section 9's tables are what `python -m lit_attention.scorecard.trust results/scorecards/v1
+    results/gpt_scaling` prints from the committed cards and sizes (results/reproduce.sh scorecards)."""
+    generated = trust_markdown(ROOT / "results" / "scorecards" / "v1", ROOT / "results" / "gpt_scaling")
+    section = results_section()
+    tables = [line for line in generated.splitlines() if line.startswith("|")]
+    assert tables and all(line in section for line in tables), [line for line in tables if line not in section][:3]
+
+
+@pytest.fixture
+def recompute_modules():
+    modules = str(ROOT / "results" / "recompute")
+    before = set(sys.modules)
+    sys.path.insert(0, modules)
+    try:
+        import printed_numbers
+        import results_md_check
+
+        yield printed_numbers, results_md_check
+    finally:
+        sys.path.remove(modules)
+        for name in set(sys.modules) - before:
+            if modules in (getattr(sys.modules[name], "__file__", "") or ""):
+                del sys.modules[name]
+
+
+@pytest.mark.slow  # checks every table of RESULTS.md against its reports
+def test_a_misquoted_scorecard_cell_of_results_md_is_named(tmp_path, capsys, recompute_modules):
+    printed_numbers, results_md_check = recompute_modules
+    text = (ROOT / "RESULTS.md").read_text(encoding="utf-8")
+    card = json.loads((ROOT / "results/scorecards/v1/nonlinear_query/scorecard.json").read_text())
+    d = next(t for t in card["tasks"] if t["name"] == "lm_ladder")["versus_standard"]
+    cell = f"{d['difference']:+.4f} [{d['low']:+.4f}, {d['high']:+.4f}]"
+    row = next(line for line in results_section().splitlines() if line.startswith("| `nonlinear_query` |"))
+    wrong = row.replace(cell, cell.replace(f"{d['high']:+.4f}", f"{d['high'] + 0.001:+.4f}"), 1)
+    assert wrong != row
+    (tmp_path / "RESULTS.md").write_text(text.replace(row, wrong), encoding="utf-8")
+    checker = printed_numbers.Checker()
+    results_md_check.check_results_md(tmp_path / "RESULTS.md", ROOT / "results", checker)
+    out = capsys.readouterr().out
+    assert checker.total_mismatches == 1, out
+    assert "`nonlinear_query`, lm_ladder" in out
