@@ -268,6 +268,20 @@ def test_a_tiny_card_says_what_its_runs_say_resumes_and_lends_its_baseline(in_tm
         assert run_main(words) == 2
         assert message in capsys.readouterr().err, words
 
+    # A block option against the default block: rotary positions on the variant's arm (QK-norm's few weights are over 1% of this tiny model's, which a card refuses) (the spec stays standard).
+    assert (
+        run_main(["scorecard", "--block", "position=rope", "--protocol", "tiny.yaml", "--output", "qk", "--baseline", "card"])
+        == 0
+    )
+    qk = json.loads((in_tmp / "qk" / "scorecard.json").read_text())
+    assert (qk["variant"], qk["block"], qk["not_offered"]) == ("standard", {"position": "rope"}, [])
+    [variant_run] = (in_tmp / "qk" / "recall").glob("runs/default/variant/standard/seed_0/version_*/record.json")
+    assert json.loads(variant_run.read_text())["config"]["model.init_args.net.position"] == "rope"
+    assert "# Scorecard: `standard with position=rope`" in (in_tmp / "qk" / "scorecard.md").read_text()
+    capsys.readouterr()
+    assert run_main(["scorecard", "--block", "norm=rmsnorm", "--protocol", "tiny.yaml", "--output", "qk"]) == 2
+    assert "holds the card of 'standard+position-rope'" in capsys.readouterr().err
+
     # A baseline that moves when re-trained here (its record edited, as another CPU's would differ) is not
     # reused: nothing is copied and the card trains its own. The check runs are the null card's, already here.
     from lit_attention.scorecard.baseline import copy_baseline, reuse_baseline
@@ -291,6 +305,24 @@ def test_a_tiny_card_says_what_its_runs_say_resumes_and_lends_its_baseline(in_tm
     copy_baseline(in_tmp / "moved", in_tmp / "fresh", jobs)  # as an earlier, unchecked start of the card did
     with pytest.raises(Exception, match="an earlier start of this card copied them in"):
         reuse_baseline(protocol, jobs, in_tmp / "moved", in_tmp / "fresh")
+
+
+@pytest.mark.slow  # plans v1's commands (each model built on the meta device)
+def test_a_block_option_a_family_refuses_leaves_its_tasks_out_of_the_plan(in_tmp, capsys):
+    """No positions at all is the causal GPT's option only: the ViT and the encoder-decoder are left out."""
+    assert run_main(["scorecard", "--block", "position=none", "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    assert "variant 'standard+position-none': 7 compare commands, 55 runs" in printed
+    assert "[vit_digits]" not in printed and "[transduction]" not in printed
+    assert printed.count("--arm 'variant;standard;model.init_args.net.position=none'") == 4  # the GPT's four tasks
+    for words, message in [
+        (["scorecard", "--block", "colour=red", "--dry-run"], "--block 'colour=red' is not KEY=VALUE with KEY one of position"),
+        (["scorecard", "--block", "qk_norm=true", "--block", "qk_norm=false"], "--block qk_norm is given twice"),
+        (["scorecard", "--null", "--block", "qk_norm=true"], "--null is the card of standard against itself, not of --block"),
+    ]:
+        assert run_main(words) == 2
+        assert message in capsys.readouterr().err, words
+    assert not (in_tmp / "runs").exists()
 
 
 @pytest.mark.slow  # parses the variant and the protocol

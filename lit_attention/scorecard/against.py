@@ -34,7 +34,8 @@ def card_label(card: dict) -> str:
     if card.get("null"):
         seeds = card["null"]["seeds"]
         return f"null: standard, seeds {seeds[0]}-{seeds[-1]}"
-    return card["variant"]
+    block = card.get("block") or {}
+    return card["variant"] + "".join(f" with {key}={value}" for key, value in block.items())
 
 
 def cell(task: dict) -> str:

@@ -42,11 +42,17 @@ def check_baseline(folder: Path, protocol, output: Path) -> Path:
     return folder
 
 
+def planned_tasks(protocol, jobs: list[Job]) -> list:
+    """The protocol's tasks the card has commands for (a block option's card leaves some out), in order."""
+    planned = {job.task for job in jobs}
+    return [task for task in protocol.tasks if task.name in planned]
+
+
 def check_jobs(protocol, jobs: list[Job]) -> list[Job]:
     """One compare command a task: its `standard` run of seed 0 at the task's reference budget, as the card
     trains it (the same recipe and settings), into `baseline-check/<the task's folder>`."""
     found = []
-    for task in protocol.tasks:
+    for task in planned_tasks(protocol, jobs):
         job, _ = reference_jobs(jobs, task)
         argv = list(job.argv)
         argv[argv.index("--seeds") + 1] = "1"
@@ -71,7 +77,7 @@ def retrain_check(protocol, jobs: list[Job], baseline: Path, output: Path) -> li
     from lit_attention.scorecard.card import records_of
 
     rows = []
-    for task, check in zip(protocol.tasks, check_jobs(protocol, jobs)):
+    for task, check in zip(planned_tasks(protocol, jobs), check_jobs(protocol, jobs)):
         print(f"scorecard: re-training the baseline's standard run of seed {CHECK_SEED} for {task.name}", flush=True)
         compare(check.command(str(output), 1))
         folder = check.folder.removeprefix(f"{CHECK_FOLDER}/")

@@ -199,13 +199,17 @@ def law_check(flops: dict, losses: dict, arms: dict, seeds: list[int], metric: s
     return {"E": law.E, "A": law.A, "alpha": law.alpha, "converged": law.converged}
 
 
-def build_card(protocol: Protocol, spec: str, output: Path, jobs: list[Job]) -> dict:
+def build_card(protocol: Protocol, spec: str, output: Path, jobs: list[Job], block: dict[str, str] | None = None) -> dict:
     """The card's every number, as a JSON-able dict (scorecard.json)."""
     from scipy import stats
 
     tasks, versus_standard, versus_control, provenance, commits = [], [], [], {}, set()
     null_seeds = None
+    planned = {job.task for job in jobs}
+    not_offered = [task.name for task in protocol.tasks if task.name not in planned]  # the block options' refusals
     for task in protocol.tasks:
+        if task.name not in planned:
+            continue
         job, second = reference_jobs(jobs, task)
         arms = records_of(output / job.folder)
         for folder, found in ((job, arms), *([(second, records_of(output / second.folder))] if second else [])):
@@ -271,7 +275,9 @@ def build_card(protocol: Protocol, spec: str, output: Path, jobs: list[Job]) -> 
     for entry, c in zip([e for e in tasks if "versus_control" in e], with_holm(controls)):
         entry["versus_control"].update(p_holm=c.p_holm, verdict=verdict(c, "min"))
     return {
-        "cheap": cheap_readings(protocol, spec, output, tasks, versus_standard),
+        "cheap": cheap_readings(protocol, spec, output, tasks, versus_standard, block),
+        "block": dict(block or {}),  # the block options of the variant arm (--block), beside its spec
+        "not_offered": not_offered,  # tasks whose model family does not take those options: left out
         "protocol": {"version": protocol.version, "sha256": protocol.sha256, "source": protocol.source},
         "variant": spec,
         # On the null card: the seeds of standard's second stream, paired with seeds 0 .. n-1 by rank.
@@ -289,7 +295,9 @@ def build_card(protocol: Protocol, spec: str, output: Path, jobs: list[Job]) -> 
     }
 
 
-def cheap_readings(protocol: Protocol, spec: str, output: Path, tasks: list[dict], versus_standard: list) -> list[dict] | None:
+def cheap_readings(
+    protocol: Protocol, spec: str, output: Path, tasks: list[dict], versus_standard: list, block: dict | None = None
+) -> list[dict] | None:
     """`--cheap-check`: at each ladder budget below the reference, the variant's difference from standard there
     and the verdict the card would give with it (Holm over the card's tasks, this budget's p-value in place of
     the reference budget's), beside the card's own verdict. None where those runs were not trained."""
@@ -297,7 +305,7 @@ def cheap_readings(protocol: Protocol, spec: str, output: Path, tasks: list[dict
 
     found = []
     names = [t["name"] for t in tasks]
-    for job in cheap_jobs(protocol, spec):
+    for job in cheap_jobs(protocol, spec, block):
         arms = records_of(output / job.folder)
         if any(len(arms.get(label, {})) < protocol.seeds for label in job.arms):
             return None
@@ -352,5 +360,7 @@ def overall(protocol: Protocol, tasks: list[dict]) -> dict:
             )
         elif control is not None and mine["low"] <= control["estimate"]:
             reasons.append(f"the multiplier's lower bound is not above the parameter control's {control['estimate']:.3g}×")
+    elif protocol.multiplier_task:  # left out (its family refuses the block options): the rule cannot be met
+        reasons.append(f"the card has no {protocol.multiplier_task} task, so no compute multiplier to read")
     worth = not reasons
     return {"worth_more_compute_than_it_costs": worth, "reasons": reasons}

@@ -42,6 +42,15 @@ def parser() -> argparse.ArgumentParser:
         "settings ('standard,kv_heads=2') or every axis, as compare's --variants takes one",
     )
     found.add_argument(
+        "--block",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a block option of the variant's arm (position, norm, mlp, qk_norm; e.g. qk_norm=true, "
+        "position=rope), against the default block of standard; repeatable. --variant defaults to standard; "
+        "a task whose model family does not take the option is left out of the card, which says so",
+    )
+    found.add_argument(
         "--null",
         action="store_true",
         help="the null card: standard against its own runs on the protocol's next seeds, paired by rank; its "
@@ -77,9 +86,35 @@ def parser() -> argparse.ArgumentParser:
     return found
 
 
-def default_output(protocol: str, spec: str, null: bool = False) -> Path:
-    name = "null" if null else spec.replace("/", "_").replace(",", "+").replace("=", "-")
-    return Path("runs") / "scorecards" / Path(protocol).stem / name
+def card_name(spec: str, block: dict[str, str], null: bool = False) -> str:
+    """A card's folder name: `null`, the spec (`standard,kv_heads=2` → `standard+kv_heads-2`), and its block
+    options after it (`standard+qk_norm-true`)."""
+    if null:
+        return "null"
+    words = [spec, *(f"{key}={value}" for key, value in block.items())]
+    return "+".join(words).replace("/", "_").replace(",", "+").replace("=", "-")
+
+
+def default_output(protocol: str, spec: str, null: bool = False, block: dict[str, str] | None = None) -> Path:
+    return Path("runs") / "scorecards" / Path(protocol).stem / card_name(spec, block or {}, null)
+
+
+def parse_block(items: list[str]) -> dict[str, str]:
+    """{option: value} of the --block items; one sentence for an unknown option or a malformed item."""
+    from lit_attention.scorecard.plan import BLOCK_OPTIONS
+
+    block: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or key not in BLOCK_OPTIONS or not value:
+            raise ConfigError(
+                f"--block {item!r} is not KEY=VALUE with KEY one of {', '.join(BLOCK_OPTIONS)}; write, say, --block qk_norm=true."
+            )
+        if key in block:
+            raise ConfigError(f"--block {key} is given twice; give each option once.")
+        block[key] = value
+    return block
 
 
 def card_variant(args) -> str:
@@ -87,13 +122,16 @@ def card_variant(args) -> str:
     compare standard with itself on the same seeds, or a null card of another variant."""
     from lit_attention.modeling.variants import resolve_spec
 
-    if args.variant is None and not args.null:
-        raise ConfigError("give --variant SPEC (the attention variant the card is of), or --null for the null card.")
+    if args.variant is None and not args.null and not args.block:
+        raise ConfigError(
+            "give --variant SPEC (the attention variant the card is of), --block KEY=VALUE, or --null for the null card."
+        )
     spec = args.variant or "standard"
     name = resolve_spec(spec).name  # a bad spec is one sentence before any work
-    if args.null and name != "standard":
-        raise ConfigError(f"--null is the card of standard against itself, not of --variant {spec!r}; leave --variant out.")
-    if not args.null and name == "standard":
+    if args.null and (name != "standard" or args.block):
+        given = f"--variant {spec!r}" if name != "standard" else "--block"
+        raise ConfigError(f"--null is the card of standard against itself, not of {given}; leave it out.")
+    if not args.null and name == "standard" and not args.block:
         raise ConfigError(
             f"--variant {spec!r} is standard itself: on the same seeds every difference would be 0; give --null for "
             "standard against its own runs on other seeds."
@@ -110,15 +148,16 @@ def run(argv: list[str]) -> None:
     if args.parallel < 1:
         raise ConfigError(f"--parallel {args.parallel} is invalid; give at least 1.")
     spec = card_variant(args)
+    block = parse_block(args.block)
     if args.against is not None:  # a folder without cards is said before anything trains
         from lit_attention.scorecard.against import reference_cards
 
         reference_cards(Path(args.against))
     protocol = load_protocol(args.protocol)
-    output = Path(args.output) if args.output else default_output(args.protocol, spec, args.null)
-    jobs = plan_card(protocol, spec, null=args.null)
+    output = Path(args.output) if args.output else default_output(args.protocol, spec, args.null, block)
+    jobs = plan_card(protocol, spec, null=args.null, block=block)
     if args.dry_run:
-        card = "the null card" if args.null else f"variant {spec!r}"
+        card = "the null card" if args.null else f"variant {card_name(spec, block)!r}"
         print(
             f"Protocol {protocol.version} (sha256 {protocol.sha256[:12]}), {card}: "
             f"{len(jobs)} compare commands, {runs_of(jobs, protocol.seeds)} runs, into {output}/"
@@ -128,8 +167,16 @@ def run(argv: list[str]) -> None:
                 f"  [{job.task}] {len(job.arms) * protocol.seeds} runs: lit-attention compare "
                 + shlex.join(job.command(str(output), args.parallel))
             )
+        if args.cheap_check and not args.null:
+            from lit_attention.scorecard.plan import cheap_jobs
+
+            for job in cheap_jobs(protocol, spec, block):  # standard's runs there are copied from the ladder
+                print(
+                    f"  [--cheap-check] {protocol.seeds} runs: lit-attention compare "
+                    + shlex.join(job.command(str(output), args.parallel))
+                )
         return
-    earlier = check_card_folder(output, protocol, spec, args.null)
+    earlier = check_card_folder(output, protocol, spec, args.null, block)
     if args.baseline is not None:
         check_baseline(Path(args.baseline), protocol, output)
         if earlier and earlier.get("baseline") != args.baseline:
@@ -146,6 +193,7 @@ def run(argv: list[str]) -> None:
     plan = {
         "variant": spec,
         "null": args.null,
+        "block": block,
         "protocol": {"version": protocol.version, "sha256": protocol.sha256},
         "baseline": given,
     }
@@ -159,22 +207,22 @@ def run(argv: list[str]) -> None:
         from lit_attention.scorecard.baseline import copy_standard
         from lit_attention.scorecard.plan import cheap_jobs
 
-        for job in cheap_jobs(protocol, spec):
+        for job in cheap_jobs(protocol, spec, block):
             copy_standard(output / job.folder.removesuffix(CHEAP), output / job.folder)
             print(f"scorecard: the cheaper-budget check, {job.folder}", flush=True)
             compare(job.command(str(output), args.parallel))
-    card = write_card(protocol, spec, output, jobs, entry)
+    card = write_card(protocol, spec, output, jobs, entry, block)
     if args.against is not None:
         from lit_attention.scorecard.against import against_table
 
         print("\n" + against_table(card, output, Path(args.against)), flush=True)
 
 
-def write_card(protocol, spec: str, output: Path, jobs, baseline: dict | None = None) -> dict:
+def write_card(protocol, spec: str, output: Path, jobs, baseline: dict | None = None, block: dict | None = None) -> dict:
     from lit_attention.scorecard.card import build_card
     from lit_attention.scorecard.report import FIGURE, card_figure, card_markdown
 
-    card = build_card(protocol, spec, output, jobs)
+    card = build_card(protocol, spec, output, jobs, block)
     card["baseline"] = baseline or {"reused_from": None}
     text = json.dumps(card, indent=2, sort_keys=True, default=float) + "\n"
     replace_file(output / CARD_JSON, lambda file: file.write(text.encode("utf-8")))
@@ -185,7 +233,7 @@ def write_card(protocol, spec: str, output: Path, jobs, baseline: dict | None = 
     return card
 
 
-def check_card_folder(output: Path, protocol, spec: str, null: bool = False) -> dict:
+def check_card_folder(output: Path, protocol, spec: str, null: bool = False, block: dict | None = None) -> dict:
     """A folder begun for another protocol's or variant's card (or the null card's, or not the null card's) is
     refused (its runs would be mixed, the other variant's under this one's arm); returns what the folder's plan
     says ({} for a new folder)."""
@@ -195,9 +243,12 @@ def check_card_folder(output: Path, protocol, spec: str, null: bool = False) -> 
     card = json.loads(earlier.read_text(encoding="utf-8"))
     if earlier.name == CARD_JSON:  # a card written before plans were kept: its baseline as the plan says it
         card["baseline"] = (card.get("baseline") or {}).get("reused_from")
-    was_null = bool(card.get("null"))
-    if card["protocol"]["sha256"] != protocol.sha256 or card["variant"] != spec or was_null != null:
-        theirs, mine = ("the null card" if n else f"the card of {v!r}" for n, v in ((was_null, card["variant"]), (null, spec)))
+    was_null, was_block, block = bool(card.get("null")), card.get("block") or {}, block or {}
+    if card["protocol"]["sha256"] != protocol.sha256 or card["variant"] != spec or was_null != null or was_block != block:
+        theirs, mine = (
+            "the null card" if n else f"the card of {card_name(v, b)!r}"
+            for n, v, b in ((was_null, card["variant"], was_block), (null, spec, block))
+        )
         raise ConfigError(
             f"--output {str(output)!r} holds {theirs} under protocol {card['protocol']['version']} "
             f"(sha256 {card['protocol']['sha256'][:12]}); give another folder for {mine} under {protocol.version} "

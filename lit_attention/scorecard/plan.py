@@ -51,35 +51,77 @@ def fit_arguments(settings: dict) -> list[str]:
     return [f"--{key}={value}" for key, value in settings.items()]
 
 
+BLOCK_OPTIONS = ("position", "norm", "mlp", "qk_norm")  # the block's options a card may set (--block KEY=VALUE)
+
+
+def block_arguments(block: dict[str, str]) -> dict[str, str]:
+    """The fit settings of `--block` options: each a field of the model's network (`model.init_args.net.KEY`)."""
+    return {f"model.init_args.net.{key}": value for key, value in block.items()}
+
+
+def variant_arm(spec: str, block: dict[str, str]) -> str:
+    """compare's `--arm` of the card's variant: the spec, and the block options as the arm's own settings."""
+    return ";".join([VARIANT, spec, *(f"{key}={value}" for key, value in block_arguments(block).items())])
+
+
+def offers(task: Task, spec: str, block: dict[str, str], settings: dict) -> bool:
+    """Whether the task's model family takes the block options (ALiBi and no positions are not every family's):
+    its model is built with them on the meta device, and a refusal means it does not."""
+    from lit_attention.errors import ConfigError
+    from lit_attention.sweep.planning import non_embedding
+
+    if not block:
+        return True
+    try:
+        non_embedding([config_path(task.recipe)], spec, (), (), fit_arguments({**settings, **block_arguments(block)}))
+    except ConfigError:
+        return False
+    return True
+
+
 def control_label(spec: str) -> str:
     return f"standard~{spec}"
 
 
-def needs_control(task: Task, spec: str, tolerance: float, settings: dict) -> bool:
-    """Whether the variant's non-embedding parameters differ from `standard`'s by more than `tolerance`
-    (counted on the task's model as its settings build it, on the meta device)."""
+def needs_control(task: Task, spec: str, tolerance: float, settings: dict, block: dict[str, str] | None = None) -> bool:
+    """Whether the variant's non-embedding parameters (with its block options) differ from `standard`'s by more
+    than `tolerance` (counted on the task's model as its settings build it, on the meta device). A block option
+    that needs a control is refused: compare's control matches a variant's width, not a block's."""
+    from lit_attention.errors import ConfigError
     from lit_attention.sweep.planning import non_embedding
 
     configs, extra = [config_path(task.recipe)], fit_arguments(settings)
-    mine = non_embedding(configs, spec, (), (), extra)[0]
     theirs = non_embedding(configs, "standard", (), (), extra)[0]
+    if block:
+        with_block = non_embedding(configs, spec, (), (), fit_arguments({**settings, **block_arguments(block)}))[0]
+        if abs(with_block - non_embedding(configs, spec, (), (), extra)[0]) > tolerance * theirs:
+            options = ", ".join(f"{key}={value}" for key, value in block.items())
+            raise ConfigError(
+                f"--block {options} changes {task.name}'s non-embedding parameters by more than "
+                f"{tolerance:.0%}, and a card has no parameter control for a block option; give another option."
+            )
+    mine = non_embedding(configs, spec, (), (), extra)[0]
     return abs(mine - theirs) > tolerance * theirs
 
 
-def plan_card(protocol: Protocol, spec: str, null: bool = False) -> list[Job]:
-    """Every compare command of a card for the variant `spec` (of the null card, with `null`), in the protocol's
-    task order."""
+def plan_card(protocol: Protocol, spec: str, null: bool = False, block: dict[str, str] | None = None) -> list[Job]:
+    """Every compare command of a card for the variant `spec` with the block options `block` (of the null card,
+    with `null`), in the protocol's task order. A task whose model family does not take the block options has
+    no command: the card leaves it out and says so."""
+    block = block or {}
     jobs = []
     for task in protocol.tasks:
         settings = dict(task.settings)
         if task.ladder is not None:
             settings.update(task.ladder.settings_at(task.ladder.reference))
+        if not offers(task, spec, block, settings):
+            continue
         base = ["--config", config_path(task.recipe), "--seeds", str(protocol.seeds), "--test"]
         arms, labels = ["--variants", "standard"], ("standard",)
         if not null:
-            arms += ["--arm", f"{VARIANT};{spec}"]
+            arms += ["--arm", variant_arm(spec, block)]
             labels += (VARIANT,)
-        if not null and needs_control(task, spec, protocol.parameter_match_tolerance, settings):
+        if not null and needs_control(task, spec, protocol.parameter_match_tolerance, settings, block):
             arms += ["--add-control", spec]
             labels += (control_label(spec),)
         folder = task.name if task.ladder is None else f"{task.name}/{task.ladder.key}={task.ladder.reference}"
@@ -99,12 +141,12 @@ def plan_card(protocol: Protocol, spec: str, null: bool = False) -> list[Job]:
     return jobs
 
 
-def cheap_jobs(protocol: Protocol, spec: str) -> list[Job]:
+def cheap_jobs(protocol: Protocol, spec: str, block: dict[str, str] | None = None) -> list[Job]:
     """`--cheap-check`: the variant at each budget of the multiplier task's ladder below its reference, beside
     standard's ladder runs of that budget (copied in), so that the verdict a cheaper card would give can be set
     against the card's own. Not part of the card: the protocol neither trains nor reads them."""
     task = next((t for t in protocol.tasks if t.name == protocol.multiplier_task and t.ladder is not None), None)
-    if task is None:
+    if task is None or not offers(task, spec, block or {}, {**task.settings, **task.ladder.settings_at(task.ladder.reference)}):
         return []
     jobs = []
     for budget in task.ladder.budgets:
@@ -112,7 +154,7 @@ def cheap_jobs(protocol: Protocol, spec: str) -> list[Job]:
             continue
         at = {**task.settings, **task.ladder.settings_at(budget)}
         argv = ("--config", config_path(task.recipe), "--seeds", str(protocol.seeds), "--test")
-        argv += ("--variants", "standard", "--arm", f"{VARIANT};{spec}", *fit_arguments(at))
+        argv += ("--variants", "standard", "--arm", variant_arm(spec, block or {}), *fit_arguments(at))
         jobs.append(Job(task.name, f"{task.name}/{task.ladder.key}={budget}{CHEAP}", budget, ("standard", VARIANT), argv))
     return jobs
 

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from lit_attention.markdown import markdown_table
+from lit_attention.scorecard.against import card_label
 from lit_attention.reports.tables import interval, p_value
 
 FIGURE = "scorecard.png"
@@ -61,7 +62,8 @@ def card_markdown(card: dict) -> str:
     ]
     null = card.get("null")
     parts = [
-        "# Scorecard: the null card (`standard` against itself)\n" if null else f"# Scorecard: `{card['variant']}`\n",
+        "# Scorecard: the null card (`standard` against itself)\n" if null else f"# Scorecard: `{card_label(card)}`\n",
+        *([not_offered_line(card)] if card.get("not_offered") else []),
         f"Protocol {protocol['version']} (sha256 {protocol['sha256'][:12]}), {card['seeds']} seeds an arm; "
         f"trained at commit {str(provenance.get('commit'))[:7]}{' (dirty)' if provenance.get('dirty') else ''} "
         f"on {provenance.get('cpu')} with {provenance.get('threads')} threads (lit-attention {provenance.get('lit_attention')})"
@@ -151,6 +153,13 @@ def cheap_section(card: dict) -> str:
         "The variant trained again at the ladder's smaller budgets, beside `standard`'s runs there: the verdict a "
         "card at that budget would give (Holm over the card's tasks, with this budget's p-value in place of the "
         "reference budget's), against the card's own.\n\n" + markdown_table(header, rows) + "\n"
+    )
+
+
+def not_offered_line(card: dict) -> str:
+    return (
+        f"Left out: {', '.join(card['not_offered'])}, whose model family does not take "
+        f"{', '.join(f'{k}={v}' for k, v in card['block'].items())}; Holm runs over the card's other tasks.\n"
     )
 
 

@@ -60,17 +60,22 @@ LITERATURE = [
         "standard+kv_heads-1",
         "not worse",
     ),
-    ("SwiGLU beats the GELU MLP at matched parameters", "Shazeer 2020, arXiv:2002.05202", None, "better on lm_ladder"),
+    (
+        "SwiGLU beats the GELU MLP at matched parameters",
+        "Shazeer 2020, arXiv:2002.05202",
+        "standard+mlp-swiglu",
+        "better on lm_ladder",
+    ),
     (
         "Rotary positions beat learned ones",
         "Su et al. 2021, arXiv:2104.09864; the GPT-NeoX and Llama reports",
-        None,
+        "standard+position-rope",
         "better on lm_ladder",
     ),
     (
         "QK-norm is neutral to helpful",
         "Henry et al. 2020, arXiv:2010.04245; Dehghani et al. 2023, arXiv:2302.05442",
-        None,
+        "standard+qk_norm-true",
         "not worse",
     ),
 ]

@@ -203,6 +203,7 @@ def check_rule(card: dict, verdicts: list, checker: Checker) -> None:
     fine = all(not (v == "worse" and mean > margins.get(task["name"], 0.0)) for task, v, mean in verdicts)
     fine &= all(task["standard_clears_floor"] for task in card["tasks"])
     ladder = next((t for t in card["tasks"] if t["name"] == card["rule"]["multiplier_task"]), None)
+    fine &= ladder is not None or not card["rule"]["multiplier_task"]  # a card without its ladder cannot pass
     if ladder is not None:
         mine = ladder["multipliers"]["variant"]["flops"]
         control = ladder["multipliers"].get(ladder["control"] or "", {}).get("flops")

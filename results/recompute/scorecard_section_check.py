@@ -32,7 +32,7 @@ def cards(results: Path) -> dict[str, dict]:
     found = {}
     for path in sorted((results / "scorecards" / "v1").glob("*/scorecard.json")):
         card = json.loads(path.read_text(encoding="utf-8"))
-        label = card["variant"]
+        label = card["variant"] + "".join(f" with {key}={value}" for key, value in (card.get("block") or {}).items())
         if card.get("null"):
             seeds = card["null"]["seeds"]
             label = f"null: standard, seeds {seeds[0]}-{seeds[-1]}"
