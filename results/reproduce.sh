@@ -62,6 +62,16 @@ scorecard_identity_query() { reference_card identity_query identity_query; }
 scorecard_residual_query() { reference_card residual_query residual_query; }
 scorecard_gqa_2() { reference_card standard,kv_heads=2 standard+kv_heads-2; }
 scorecard_gqa_1() { reference_card standard,kv_heads=1 standard+kv_heads-1; }
+block_card() {  # block_card KEY=VALUE FOLDER: a block option of standard against the default block
+    .venv/bin/lit-attention scorecard --block "$1" --protocol v1 --baseline "$BASELINE" --cheap-check \
+        --output "results/scorecards/v1/$2" --parallel 1
+}
+scorecard_qk_norm() { block_card qk_norm=true standard+qk_norm-true; }
+scorecard_rope() { block_card position=rope standard+position-rope; }
+scorecard_alibi() { block_card position=alibi standard+position-alibi; }
+scorecard_no_positions() { block_card position=none standard+position-none; }
+scorecard_rmsnorm() { block_card norm=rmsnorm standard+norm-rmsnorm; }
+scorecard_swiglu() { block_card mlp=swiglu standard+mlp-swiglu; }
 
 # ------------------------------------------------------------------------------------ the fourth edition
 
@@ -206,7 +216,8 @@ case "${sections[0]}" in
     all) sections=(digits_confirm digits_long gpt_ratio_49k gpt_ratio_111k gpt_ratio_197k ratio_trend) ;;
     fourth_edition) sections=(gpt_scaling super_mechanism gpt_super text_stdlib) ;;
     scorecards) sections=(scorecard_nonlinear_query scorecard_null scorecard_optimized scorecard_residual_query
-        scorecard_identity_query scorecard_super scorecard_efficient scorecard_gqa_2 scorecard_gqa_1) ;;
+        scorecard_identity_query scorecard_super scorecard_efficient scorecard_gqa_2 scorecard_gqa_1
+        scorecard_qk_norm scorecard_rope scorecard_alibi scorecard_no_positions scorecard_rmsnorm scorecard_swiglu) ;;
     second_edition) sections=(vit vit_hard gpt gpt_small gpt_large mqar trend) ;;
 esac
 total_start=$SECONDS

@@ -178,9 +178,11 @@ def ladder_multipliers(task: Task, output: Path, jobs: list[Job], arms: dict, se
 
 
 def machines(standard: dict, runs: dict, seeds: list[int]) -> set:
-    """The (CPU, threads, devices) the ladder's and the arm's records name: seconds compare on one only."""
+    """The (CPU, threads, devices, commit) the ladder's and the arm's records name: seconds compare within one
+    only. The commit stands for the session: runs reused from an earlier card were timed under another load
+    (the null card, standard against itself with a reused ladder, read 2.16x in seconds and 0.98x in FLOPs)."""
     records = [standard[b][s][0] for b in standard for s in seeds] + [runs[s][0] for s in seeds]
-    return {(r["provenance"].get("cpu"), r["provenance"].get("threads"), str(r["provenance"].get("devices"))) for r in records}
+    return {tuple(str(r["provenance"].get(key)) for key in ("cpu", "threads", "devices", "commit")) for r in records}
 
 
 def law_check(flops: dict, losses: dict, arms: dict, seeds: list[int], metric: str, found: dict) -> dict:

@@ -100,7 +100,8 @@ def card_markdown(card: dict) -> str:
                 + (
                     f"; {seconds['text']} in measured training seconds"
                     if seconds
-                    else "; no reading in training seconds (they did not rise with the budget, or the runs ran on different machines)"
+                    else "; no reading in training seconds (they did not rise with the budget, or the runs were trained on "
+                    "different machines or at different commits, under loads that need not match)"
                 )
                 + "\n"
             )
