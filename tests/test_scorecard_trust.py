@@ -83,10 +83,14 @@ def test_a_claim_agrees_only_by_its_rule_and_a_missing_card_says_so():
         },
         "super": {"tasks": [task("lm_ladder", 0.1, 0.05, 0.15, "worse"), task("vit_digits", -0.2, -0.3, -0.1, "better")]},
     }
+    cards["nonlinear_query"] = {"tasks": [task("lm_ladder", 0, -1, 1, "no detectable difference")]}
+    cards["identity_query"] = {"tasks": [task("lm_ladder", 0, -1, 1, "no detectable difference")]}
     rows = {row["card"]: row for row in literature(cards)}
-    assert rows["optimized"]["agrees"] is False  # "not worse", and it is worse on the ladder
-    assert rows["super"]["agrees"] is True  # "better on vit_digits"
-    assert rows["efficient"]["agrees"] is None and rows["efficient"]["card_says"] == "not carded in this edition"
+    assert rows["optimized"]["agreement"] == "disagrees"  # "not worse", and it is worse on the ladder
+    assert rows["super"]["agreement"] == "agrees"  # "better on vit_digits"
+    assert rows["nonlinear_query"]["agreement"] == "not shown"  # "better on lm_ladder", and no detectable difference
+    assert rows["identity_query"]["agreement"] == "consistent"  # "not worse", and nothing detectably worse
+    assert rows["efficient"]["agreement"] == "n/a" and rows["efficient"]["card_says"] == "not carded in this edition"
     assert rows["optimized"]["card_says"] == "worse on lm_ladder; no detectable difference elsewhere"
 
 

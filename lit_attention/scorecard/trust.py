@@ -148,12 +148,15 @@ def small_against_large(sweep: Path) -> dict[str, dict]:
     return found
 
 
-def rule_holds(card: dict, rule: str) -> bool:
+def agreement(card: dict, rule: str) -> str:
+    """A claim's rule read on its card. "not worse": disagrees where any task is worse after Holm, else
+    consistent (no detectable harm is not shown equivalence). "better on T": agrees where T is better, disagrees
+    where it is worse, else not shown."""
     verdicts = {t["name"]: t["versus_standard"]["verdict"] for t in card["tasks"]}
     if rule == "not worse":
-        return "worse" not in verdicts.values()
-    task = rule.removeprefix("better on ")
-    return verdicts.get(task) == "better"
+        return "disagrees" if "worse" in verdicts.values() else "consistent"
+    found = verdicts.get(rule.removeprefix("better on "))
+    return {"better": "agrees", "worse": "disagrees"}.get(found, "not shown")
 
 
 def literature(cards: dict[str, dict]) -> list[dict]:
@@ -161,11 +164,10 @@ def literature(cards: dict[str, dict]) -> list[dict]:
     for claim, source, folder, rule in LITERATURE:
         card = cards.get(folder) if folder else None
         if card is None:
-            said, agrees = "not carded in this edition", None
+            said, found = "not carded in this edition", "n/a"
         else:
-            said = verdicts_text(card)
-            agrees = rule_holds(card, rule)
-        rows.append({"claim": claim, "source": source, "card": folder, "rule": rule, "card_says": said, "agrees": agrees})
+            said, found = verdicts_text(card), agreement(card, rule)
+        rows.append({"claim": claim, "source": source, "card": folder, "rule": rule, "card_says": said, "agreement": found})
     return rows
 
 
@@ -218,8 +220,7 @@ def trust_markdown(folder: Path, sweep: Path) -> str:
         header = ["size (small against large)", f"same verdict as {largest}", "95% interval (Wilson)"]
         parts.append(f"**Small against large** ({sweep.name}).\n\n" + markdown_table(header, rows) + "\n")
     rows = [
-        [r["claim"], r["source"], f"`{r['card']}`" if r["card"] else "-", r["rule"], r["card_says"]]
-        + ["n/a" if r["agrees"] is None else ("agrees" if r["agrees"] else "DISAGREES")]
+        [r["claim"], r["source"], f"`{r['card']}`" if r["card"] else "-", r["rule"], r["card_says"], r["agreement"]]
         for r in literature(cards)
     ]
     header = ["claim at scale", "source", "card", "agreement means", "the card says", "agreement"]
