@@ -25,7 +25,8 @@ def costs(card: Path) -> tuple[list[list[str]], dict]:
         for path in sorted((card / folder).glob("runs/**/record.json")):
             record = json.loads(path.read_text())
             arm = (record.get("settings") or {}).get("arm", record["variant"])
-            side = "standard" if arm == "standard" else "card"
+            # A null card's second seed stream (`<folder>@null`) is its own runs, though their arm is standard.
+            side = "standard" if arm == "standard" and not folder.endswith("@null") else "card"
             walls[side].append(record["wall_seconds"])
             fixed.append(record["wall_seconds"] - record["train_seconds"])
             provenance = record["provenance"]
