@@ -58,7 +58,7 @@ def parser() -> argparse.ArgumentParser:
     )
     found.add_argument("--protocol", default="v1", help="a shipped protocol version (v1) or a protocol file (default v1)")
     found.add_argument(
-        "--output", metavar="DIR", help="where the card and its runs go (default runs/scorecards/<protocol>/<variant>)"
+        "--output", metavar="DIR", help="where the card and its runs go (default runs/scorecards/<protocol>/<card>)"
     )
     found.add_argument("--parallel", type=int, default=1, help="runs at a time within each compare (default 1)")
     found.add_argument(
@@ -80,8 +80,9 @@ def parser() -> argparse.ArgumentParser:
     found.add_argument(
         "--baseline",
         metavar="CARD",
-        help="reuse the standard runs of an earlier card of the same protocol (its folder): they are copied in, "
-        "paired by seed, and only this variant's runs are trained",
+        help="reuse the standard runs of an earlier card of the same protocol (its folder): seed 0 of each task is "
+        "re-trained here first, and only if none moved past its task's margin are they copied in, paired by seed, "
+        "so that only this variant's runs are trained",
     )
     return found
 
