@@ -318,6 +318,11 @@ def test_a_block_option_a_family_refuses_leaves_its_tasks_out_of_the_plan(in_tmp
     for words, message in [
         (["scorecard", "--block", "colour=red", "--dry-run"], "--block 'colour=red' is not KEY=VALUE with KEY one of position"),
         (["scorecard", "--block", "qk_norm=true", "--block", "qk_norm=false"], "--block qk_norm is given twice"),
+        (
+            ["scorecard", "--block", "qk_norm=maybe"],
+            "--block qk_norm=maybe is not a value any model family offers; give one of false, true.",
+        ),
+        (["scorecard", "--block", "position=sinusoid"], "give one of learned, rope, alibi, none."),
         (["scorecard", "--null", "--block", "qk_norm=true"], "--null is the card of standard against itself, not of --block"),
     ]:
         assert run_main(words) == 2

@@ -63,7 +63,8 @@ def variant_settings() -> dict[str, str]:
     return {name: rule for name, rule in VARIANT_SETTINGS.items() if name in spec_fields}
 
 
-def _label(value) -> str:
+def option_label(value) -> str:
+    """A value as a fit argument and the table write it (booleans lower-case)."""
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
@@ -74,7 +75,7 @@ def _cell(config_class, name: str) -> str:
     if values is None:
         return "—"
     default = next(f.default for f in fields(config_class) if f.name == name)
-    return ", ".join(f"**{_label(v)}**" if v == default else _label(v) for v in values)
+    return ", ".join(f"**{option_label(v)}**" if v == default else option_label(v) for v in values)
 
 
 def block_options_table() -> str:

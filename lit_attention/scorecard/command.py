@@ -114,8 +114,19 @@ def parse_block(items: list[str]) -> dict[str, str]:
             )
         if key in block:
             raise ConfigError(f"--block {key} is given twice; give each option once.")
+        offered = option_labels(key)
+        if value not in offered:
+            raise ConfigError(f"--block {key}={value} is not a value any model family offers; give one of {', '.join(offered)}.")
         block[key] = value
     return block
+
+
+def option_labels(key: str) -> list[str]:
+    """Every value some model family offers for the block option `key`, as a fit argument writes it."""
+    from lit_attention.modeling.block_options import FAMILIES, option_label, option_values
+
+    labels = [option_label(v) for config_class in FAMILIES.values() for v in option_values(config_class, key) or ()]
+    return list(dict.fromkeys(labels))
 
 
 def card_variant(args) -> str:
