@@ -75,6 +75,7 @@ def offers(task: Task, spec: str, block: dict[str, str], settings: dict) -> bool
     try:
         non_embedding([config_path(task.recipe)], spec, (), (), fit_arguments({**settings, **block_arguments(block)}))
     except ConfigError:
+        non_embedding([config_path(task.recipe)], spec, (), (), fit_arguments(settings))  # its own fault says so here
         return False
     return True
 
