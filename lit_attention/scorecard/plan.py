@@ -93,15 +93,15 @@ def needs_control(task: Task, spec: str, tolerance: float, settings: dict, block
 
     configs, extra = [config_path(task.recipe)], fit_arguments(settings)
     theirs = non_embedding(configs, "standard", (), (), extra)[0]
+    mine = non_embedding(configs, spec, (), (), extra)[0]
     if block:
         with_block = non_embedding(configs, spec, (), (), fit_arguments({**settings, **block_arguments(block)}))[0]
-        if abs(with_block - non_embedding(configs, spec, (), (), extra)[0]) > tolerance * theirs:
+        if abs(with_block - mine) > tolerance * theirs:
             options = ", ".join(f"{key}={value}" for key, value in block.items())
             raise ConfigError(
                 f"--block {options} changes {task.name}'s non-embedding parameters by more than "
                 f"{tolerance:.0%}, and a card has no parameter control for a block option; give another option."
             )
-    mine = non_embedding(configs, spec, (), (), extra)[0]
     return abs(mine - theirs) > tolerance * theirs
 
 

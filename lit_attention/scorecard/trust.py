@@ -20,14 +20,11 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import math
 from pathlib import Path
 from statistics import NormalDist
 
 from lit_attention.markdown import markdown_table
-
-CARD_JSON = "scorecard.json"
 
 # (claim, source, card folder, rule, the rule in words). Rules: "not worse" (no task worse after Holm),
 # "better on T" (task T's verdict better), "better on the ladder and not worse" (lm_ladder better, no task worse).
@@ -90,10 +87,6 @@ def wilson(successes: int, n: int, confidence: float = 0.95) -> tuple[float, flo
     centre = (share + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def cards_in(folder: Path) -> dict[str, dict]:
-    return {path.parent.name: json.loads(path.read_text(encoding="utf-8")) for path in sorted(folder.glob(f"*/{CARD_JSON}"))}
 
 
 def calibration(null: dict) -> dict:
@@ -185,8 +178,9 @@ def verdicts_text(card: dict) -> str:
 def trust_markdown(folder: Path, sweep: Path) -> str:
     from lit_attention.scorecard.against import cards_table, reference_cards
 
-    cards = cards_in(folder)
-    parts = ["**The reference set.**\n\n" + cards_table(reference_cards(folder)) + "\n"]
+    found = reference_cards(folder)  # read once: the table, and the checks by folder name
+    cards = {where.name: card for where, card in found}
+    parts = ["**The reference set.**\n\n" + cards_table(found) + "\n"]
     null = next((card for card in cards.values() if card.get("null")), None)
     if null is not None:
         c = calibration(null)
