@@ -456,6 +456,7 @@ def test_devices_zero_is_refused(tmp_path, capsys):
         ("gpt_stdlib", ["--model.net.num_heads=16", "--model.net.position=rope"], "position=rope needs an even head width"),
     ],
 )
+@pytest.mark.slow  # parses a command line with Lightning (0.6 s on CI)
 def test_an_attention_option_the_model_cannot_take_is_refused_before_the_data(recipe, options, words, tmp_path, capsys):
     recipe = str(ROOT / f"recipes/quickstart/{recipe}.yaml")
     sentence = refused(["fit", "--config", recipe, *TINY, "--run.root", str(tmp_path / "runs"), *options], capsys)

@@ -134,6 +134,7 @@ def test_parameter_matched_control_is_within_one_percent(tmp_path):
     assert counts["control"]["attention"] > counts["efficient"]["attention"]  # the MLP, not attention, gave way
 
 
+@pytest.mark.slow  # about 0.8 s of CPU: plans and builds models
 def test_block_options_are_grid_axes_planned_named_and_built(tmp_path):
     from torch import nn
 
@@ -178,6 +179,7 @@ def test_a_block_option_axis_is_tuned_and_paired_like_any_other(tmp_path):
     assert {row["point"] for row in rows} == {"norm=layernorm", "norm=rmsnorm"}
 
 
+@pytest.mark.slow  # about 1 s of CPU: several models built and counted
 def test_parameter_matching_widens_a_swiglu_mlp_and_refuses_a_fixed_width():
     from lit_attention.errors import ConfigError
 

@@ -5,6 +5,8 @@ through `compare` too; MLflow's file store without MLFLOW_ALLOW_FILE_STORE is on
 
 from __future__ import annotations
 
+import collections
+import time
 from pathlib import Path
 
 import pytest
@@ -85,6 +87,8 @@ def wandb_records(path: Path) -> list:
             at += block - at % block
             continue
         length, kind = int.from_bytes(data[at + 4 : at + 6], "little"), data[at + 6]
+        if at + 7 + length > len(data):  # a chunk still being written
+            break
         pending += data[at + 7 : at + 7 + length]
         at += 7 + length
         if kind in (1, 4):  # full, or the last chunk of a record
@@ -93,6 +97,18 @@ def wandb_records(path: Path) -> list:
             found.append(record)
             pending = b""
     return found
+
+
+def finished_wandb_records(path: Path, deadline_s: float = 60.0) -> list:
+    """The records once the run's exit record is on disk. W&B 0.31's separate writer process (wandb-core) may
+    still be writing after `wandb.finish()` returns: a CI run read the file before its run record was there."""
+    start = time.monotonic()
+    while True:
+        records = wandb_records(path)
+        if any(r.WhichOneof("record_type") == "exit" for r in records):
+            return records
+        assert time.monotonic() - start < deadline_s, f"{path} has no exit record after {deadline_s:.0f} s"
+        time.sleep(0.2)
 
 
 @pytest.mark.slow  # trains a run
@@ -105,9 +121,9 @@ def test_an_offline_wandb_run_is_named_after_the_run_with_its_labels_metrics_and
 
     wandb_module.finish()  # the run's records are flushed when it ends (in a user's process: at exit)
     [log] = (in_tmp / "wb" / "wandb").glob("offline-run-*/run-*.wandb")
-    records = wandb_records(log)
-    [name] = {r.run.display_name for r in records if r.WhichOneof("record_type") == "run"}
-    assert name == RUN
+    records = finished_wandb_records(log)
+    names = {r.run.display_name for r in records if r.WhichOneof("record_type") == "run"}
+    assert names == {RUN}, collections.Counter(r.WhichOneof("record_type") for r in records)  # what the log held
     config = {item.key: item.value_json for r in records if r.HasField("config") for item in r.config.update}
     assert (config["variant"], config["seed"], config["recipe"]) == ('"super"', "0", '"quickstart/vit_digits"')
     logged = {item.key or "/".join(item.nested_key) for r in records if r.HasField("history") for item in r.history.item}

@@ -152,6 +152,7 @@ def test_rope_scores_depend_only_on_relative_positions_and_alibi_adds_its_bias()
 # ---------------------------------------------------------------- guarantees over every combination
 
 
+@pytest.mark.slow  # every combination of the block's options: about 1 s of CPU
 @torch.no_grad()  # forward guarantees: autograd's bookkeeping would only cost time
 def test_every_combination_fused_equals_reference_is_causal_and_ignores_padding():
     """Every preset (kv_heads 1 and 2 where allowed) × position × qk_norm, bidirectional and causal."""
@@ -184,6 +185,7 @@ def gpt(variant: str, position: str, qk_norm: bool) -> GPT:
     return randomised(GPT(config, replace(resolve_spec(variant), value_mix_init="normal")))
 
 
+@pytest.mark.slow  # every combination of the block's options: about 1 s of CPU
 @torch.no_grad()  # forward guarantees: autograd's bookkeeping would only cost time
 def test_every_combination_decodes_from_the_cache_as_it_recomputes():
     """GPT level: chunked cached logits equal the full forward; left-padded prompts of different lengths
@@ -214,6 +216,7 @@ def test_every_combination_decodes_from_the_cache_as_it_recomputes():
             )
 
 
+@pytest.mark.slow  # every combination of the block's options: about 1 s of CPU
 @torch.no_grad()  # forward guarantees: autograd's bookkeeping would only cost time
 def test_encoders_ignore_padding_and_seq2seq_decodes_from_the_cache_with_every_position():
     torch.manual_seed(3)
