@@ -50,6 +50,26 @@ def test_cheap_agreement_is_counted_per_share_of_the_reference_budget():
     assert list(found) == [0.25, 0.5]
     assert (found[0.25]["agree"], found[0.25]["of"], found[0.5]["agree"]) == (1, 2, 2)
     assert (found[0.5]["low"], found[0.5]["high"]) == wilson(2, 2)
+    # Chance: at 25% the cheap column is half worse, half n.d., the full one all worse, so 1/2 agree by chance;
+    # the observed 1 of 2 is no better, and flagged. At 50% both columns are all worse: chance is 1 too.
+    assert (found[0.25]["chance"], found[0.25]["flagged"]) == (0.5, True)
+    assert (found[0.5]["chance"], found[0.5]["flagged"]) == (1.0, True)
+
+
+def test_chance_agreement_is_cohens_expected_agreement():
+    from lit_attention.scorecard.trust import chance_agreement
+
+    # Cheap verdicts (better, better, n.d., n.d.) against full (better, n.d., n.d., worse): shares 1/2 and 1/4 for
+    # better, 1/2 and 1/2 for n.d., 0 and 1/4 for worse; expected agreement 1/8 + 1/4 = 3/8.
+    pairs = [("better", "better"), ("better", "n.d."), ("n.d.", "n.d."), ("n.d.", "worse")]
+    assert chance_agreement(pairs) == 3 / 8
+    found = cheap_agreement(
+        {
+            str(i): {"cheap": [{"share_of_reference": 0.25, "verdict": a, "reference_verdict": b}]}
+            for i, (a, b) in enumerate(pairs)
+        }
+    )
+    assert (found[0.25]["agree"], found[0.25]["flagged"]) == (2, False)  # 1/2 agree, above 3/8
 
 
 def test_small_against_large_reads_each_sizes_declared_verdicts(tmp_path):

@@ -6,7 +6,8 @@ the four checks of RESULTS.md's scorecard section, written as its markdown.
 1. Calibration: on the null card (`standard` against its own second seed stream) how many tasks' intervals
    hold 0, over seeds and over seeds and items.
 2. Cheap against full: over every card with `--cheap-check` rows, how often the verdict a card at a quarter and
-   at a half of the ladder's reference budget gives is the card's own, with a Wilson interval.
+   at a half of the ladder's reference budget gives is the card's own, with a Wilson interval, beside the
+   agreement chance would give (Cohen's); a budget no better than chance is flagged.
 3. Small against large: in a `compare --scale` sweep, how often each smaller size's verdict on a declared
    comparison is the largest size's.
 4. The literature: what published work found at scale for what the set covers, and whether the card agrees
@@ -116,7 +117,18 @@ def cheap_agreement(cards: dict[str, dict]) -> dict[float, dict]:
         entry["agree"] = sum(mine == theirs for _, mine, theirs in entry["rows"])
         entry["of"] = len(entry["rows"])
         entry["low"], entry["high"] = wilson(entry["agree"], entry["of"])
+        entry["chance"] = chance_agreement([(mine, theirs) for _, mine, theirs in entry["rows"]])
+        entry["flagged"] = entry["agree"] / entry["of"] <= entry["chance"]
     return dict(sorted(found.items()))
+
+
+def chance_agreement(pairs: list[tuple[str, str]]) -> float:
+    """The agreement two verdicts would reach if the cheap one told nothing of the full one: the sum over verdicts
+    of the product of their shares in each column (Cohen's expected agreement). A budget whose agreement is no
+    higher than this disagrees as often as chance would, and is flagged for the next protocol version."""
+    n = len(pairs)
+    verdicts = {v for pair in pairs for v in pair}
+    return sum(sum(a == v for a, _ in pairs) * sum(b == v for _, b in pairs) for v in verdicts) / (n * n)
 
 
 def size_verdicts(sweep: Path) -> dict[str, dict[str, str]]:
@@ -202,10 +214,18 @@ def trust_markdown(folder: Path, sweep: Path) -> str:
     cheap = cheap_agreement(cards)
     if cheap:
         rows = [
-            [f"{share:.0%}", f"{e['agree']} of {e['of']}", percent(e["low"], e["high"]), ", ".join(c for c, _, _ in e["rows"])]
+            [
+                f"{share:.0%}",
+                f"{e['agree']} of {e['of']}",
+                percent(e["low"], e["high"]),
+                f"{e['chance']:.0%}",
+                "flagged" if e["flagged"] else "no",
+                ", ".join(c for c, _, _ in e["rows"]),
+            ]
             for share, e in cheap.items()
         ]
-        header = ["budget (share of the reference)", "same lm_ladder verdict as the card", "95% interval (Wilson)", "cards"]
+        header = ["budget (share of the reference)", "same lm_ladder verdict as the card", "95% interval (Wilson)"]
+        header += ["chance agreement", "no better than chance", "cards"]
         parts.append("**Cheap against full.**\n\n" + markdown_table(header, rows) + "\n")
     small = small_against_large(sweep)
     if small:

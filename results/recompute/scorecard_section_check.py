@@ -7,7 +7,8 @@ Its tables, by their first header:
   cell a task's difference from standard, its interval and its verdict, and the multiplier's text;
 - `task (null card)`: each interval of the null card, and whether it holds 0;
 - `budget (share of the reference)`: how many cards' cheaper-budget verdicts are their own, with Wilson's
-  interval;
+  interval, the agreement chance would give (Cohen's: the sum over verdicts of the two columns' shares
+  multiplied) and whether the count is no better than it;
 - `size (small against large)`: how many of a size's declared verdicts are the largest size's;
 - `claim at scale`: each claim's agreement with its card by the rule the row states ("not worse": disagrees
   where a task is worse, else consistent; "better on T": agrees, disagrees, or not shown where T has no
@@ -99,17 +100,22 @@ def proportion_cells(where: str, row: dict, count: str, interval: str, agree: in
 
 
 def check_cheap(table: list[dict], results: Path, where: str, checker: Checker) -> None:
-    by_share: dict[str, list[tuple[str, bool]]] = {}
+    by_share: dict[str, list[tuple[str, bool, tuple[str, str]]]] = {}
     for name, card in cards(results).items():
         for row in card.get("cheap") or []:
             same = row["verdict"] == row["reference_verdict"]
-            by_share.setdefault(f"{row['share_of_reference']:.0%}", []).append((name, same))
+            pair = (row["verdict"], row["reference_verdict"])
+            by_share.setdefault(f"{row['share_of_reference']:.0%}", []).append((name, same, pair))
     for row in table:
         rows = by_share.get(row["budget (share of the reference)"], [])
         at = f"{where}, {row['budget (share of the reference)']}"
-        proportion_cells(
-            at, row, "same lm_ladder verdict as the card", "95% interval (Wilson)", sum(s for _, s in rows), len(rows), checker
-        )
+        agree = sum(same for _, same, _ in rows)
+        proportion_cells(at, row, "same lm_ladder verdict as the card", "95% interval (Wilson)", agree, len(rows), checker)
+        pairs = [pair for _, _, pair in rows]
+        verdicts = {v for pair in pairs for v in pair}
+        chance = sum(sum(a == v for a, _ in pairs) * sum(b == v for _, b in pairs) for v in verdicts) / len(pairs) ** 2
+        checker.text(f"{at}, chance", row["chance agreement"], f"{chance:.0%}")
+        checker.text(f"{at}, flag", row["no better than chance"], "flagged" if agree / len(rows) <= chance else "no")
 
 
 def size_verdicts(results: Path) -> dict[str, dict[str, str]]:
