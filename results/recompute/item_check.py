@@ -106,8 +106,9 @@ def sign_flip_p(d: np.ndarray, w: np.ndarray, rng: np.random.Generator) -> tuple
         return stats.sign_flip(x)
     observed = abs(x.mean())
     tolerance = 1e-9 * np.abs(x).sum() / x.size
-    flips = rng.choice([-1.0, 1.0], size=(SIGN_FLIPS, x.size))
-    hits = int(np.count_nonzero(np.abs(flips @ x / x.size) >= observed - tolerance))
+    # A flip's sum is x.sum() minus twice the flipped items' sum: drawn as bits, several times faster than signs.
+    flipped = rng.integers(0, 2, size=(SIGN_FLIPS, x.size), dtype=np.int8).astype(float)
+    hits = int(np.count_nonzero(np.abs((x.sum() - 2 * (flipped @ x)) / x.size) >= observed - tolerance))
     return (hits + 1) / (SIGN_FLIPS + 1), True
 
 
