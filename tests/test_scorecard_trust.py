@@ -112,6 +112,17 @@ def test_a_claim_agrees_only_by_its_rule_and_a_missing_card_says_so():
     assert rows["identity_query"]["agreement"] == "consistent"  # "not worse", and nothing detectably worse
     assert rows["efficient"]["agreement"] == "n/a" and rows["efficient"]["card_says"] == "not carded in this edition"
     assert rows["optimized"]["card_says"] == "worse on lm_ladder; no detectable difference elsewhere"
+    # By task: "not worse" claims (optimized, identity_query) read every task of their card, "better on T" claims
+    # (super, nonlinear_query) read T. The ladder is read 3 times and contradicted once (optimized is worse there):
+    # were each claim true, 1 - 0.975^3 = 7.3% of such sets would contradict it at least once, so no flag.
+    from lit_attention.scorecard.trust import literature_by_task
+
+    by_task = {row["task"]: row for row in literature_by_task(cards)}
+    assert [(r["task"], r["claims"], r["contradicted"]) for r in by_task.values()] == [("lm_ladder", 3, 1), ("vit_digits", 2, 0)]
+    assert math.isclose(by_task["lm_ladder"]["p"], 1 - 0.975**3) and not by_task["lm_ladder"]["flagged"]
+    cards["identity_query"]["tasks"][0] = task("lm_ladder", 0.1, 0.05, 0.15, "worse")  # two of three: 0.18%, flagged
+    by_task = {row["task"]: row for row in literature_by_task(cards)}
+    assert math.isclose(by_task["lm_ladder"]["p"], 3 * 0.025**2 * 0.975 + 0.025**3) and by_task["lm_ladder"]["flagged"]
 
 
 def results_section() -> str:
@@ -162,3 +173,10 @@ def test_a_misquoted_scorecard_cell_of_results_md_is_named(tmp_path, capsys, rec
     out = capsys.readouterr().out
     assert checker.total_mismatches == 1, out
     assert "`nonlinear_query`, lm_ladder" in out
+    # A flag the counts do not give, in the by-task table of the literature, is named too.
+    row = next(line for line in results_section().splitlines() if line.startswith("| lm_ladder | ") and line.endswith("| no |"))
+    (tmp_path / "RESULTS.md").write_text(text.replace(row, row.replace("| no |", "| flagged |")), encoding="utf-8")
+    checker = printed_numbers.Checker()
+    results_md_check.check_results_md(tmp_path / "RESULTS.md", ROOT / "results", checker)
+    out = capsys.readouterr().out
+    assert checker.total_mismatches == 1 and "lm_ladder, flag" in out, out

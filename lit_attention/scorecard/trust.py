@@ -11,7 +11,8 @@ the four checks of RESULTS.md's scorecard section, written as its markdown.
 3. Small against large: in a `compare --scale` sweep, how often each smaller size's verdict on a declared
    comparison is the largest size's.
 4. The literature: what published work found at scale for what the set covers, and whether the card agrees
-   (by a rule stated for each claim); a claim without its card says so.
+   (by a rule stated for each claim); a claim without its card says so. Per task, how many claims it
+   contradicts against how many chance would; a task past chance is flagged.
 
 Every number here is read from the cards' scorecard.json and the sizes' comparisons.csv, which
 results/recompute.py checks against the records; results/recompute/trust_check.py recounts these.
@@ -176,6 +177,39 @@ def literature(cards: dict[str, dict]) -> list[dict]:
     return rows
 
 
+# If a claim held here too, a task's verdict of "worse" on its card would be a false positive of a two-sided 5% test
+# in one direction: at most 2.5% (Holm over the card's tasks makes it rarer still).
+FALSE_WORSE = 0.025
+
+
+def literature_by_task(cards: dict[str, dict]) -> list[dict]:
+    """Per task, in the protocol's order: how many carded claims read it ("not worse" reads every task, "better on
+    T" reads T), how many of them it contradicts (its verdict is worse), and the chance of at least that many if
+    every claim held here (binomial, FALSE_WORSE each). A task contradicting the literature more often than that
+    (p < 0.05) is flagged for the next protocol version."""
+    counts: dict[str, list[int]] = {}
+    for _, _, folder, rule in LITERATURE:
+        card = cards.get(folder)
+        if card is None:
+            continue
+        verdicts = {t["name"]: t["versus_standard"]["verdict"] for t in card["tasks"]}
+        read = list(verdicts) if rule == "not worse" else [rule.removeprefix("better on ")]
+        for name in read:
+            entry = counts.setdefault(name, [0, 0])
+            entry[0] += 1
+            entry[1] += verdicts.get(name) == "worse"
+    rows = []
+    for name, (n, k) in counts.items():
+        p = binomial_tail(k, n, FALSE_WORSE)
+        rows.append({"task": name, "claims": n, "contradicted": k, "p": p, "flagged": p < 0.05})
+    return rows
+
+
+def binomial_tail(k: int, n: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p)."""
+    return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1))
+
+
 def percent(low: float, high: float) -> str:
     return "n/a" if math.isnan(low) else f"[{low:.0%}, {high:.0%}]"
 
@@ -239,6 +273,16 @@ def trust_markdown(folder: Path, sweep: Path) -> str:
     ]
     header = ["claim at scale", "source", "card", "agreement means", "the card says", "agreement"]
     parts.append("**The literature at scale.**\n\n" + markdown_table(header, rows) + "\n")
+    rows = [
+        [r["task"], str(r["claims"]), str(r["contradicted"]), f"{r['p']:.3f}", "flagged" if r["flagged"] else "no"]
+        for r in literature_by_task(cards)
+    ]
+    header = ["task (literature)", "carded claims it reads", "it contradicts", "chance of as many (p)", "flag"]
+    parts.append(
+        f"**The literature, by task.** Were every claim true here too, a verdict of worse would be a false positive "
+        f"(at most {FALSE_WORSE:.1%} a claim); a task that contradicts more claims than that would (p < 0.05) is "
+        "flagged.\n\n" + markdown_table(header, rows) + "\n"
+    )
     return "\n".join(parts)
 
 

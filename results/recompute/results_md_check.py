@@ -90,6 +90,9 @@ def check_results_md(path: Path, results: Path, checker: Checker) -> None:
                 comparison_table(table, report(results, SECTIONS[number]), first, where, checker)
             elif number in SECTIONS and first == "size":
                 sizes_table(table, results, SECTIONS[number], where, checker)
+            elif number == scorecards.SECTION and first == "task (literature)":  # reads the claim table beside it
+                claims = next(t for t in markdown.tables(text) if t and "claim at scale" in t[0])
+                scorecards.check_literature_by_task(table, claims, results, where, checker)
             elif number == scorecards.SECTION and first in scorecards.RULES:
                 scorecards.RULES[first](table, results, where, checker)
             elif number in TREND and first == "":

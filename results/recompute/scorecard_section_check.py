@@ -12,7 +12,9 @@ Its tables, by their first header:
 - `size (small against large)`: how many of a size's declared verdicts are the largest size's;
 - `claim at scale`: each claim's agreement with its card by the rule the row states ("not worse": disagrees
   where a task is worse, else consistent; "better on T": agrees, disagrees, or not shown where T has no
-  detectable difference).
+  detectable difference);
+- `task (literature)`: per task, the carded claims of that table that read it and those it contradicts (its
+  verdict is worse), the binomial chance of as many were each claim true here (2.5% a claim), and the flag.
 """
 
 from __future__ import annotations
@@ -140,11 +142,15 @@ def check_small_large(table: list[dict], results: Path, where: str, checker: Che
         )
 
 
-def check_literature(table: list[dict], results: Path, where: str, checker: Checker) -> None:
-    by_folder = {
+def cards_by_folder(results: Path) -> dict[str, dict]:
+    return {
         path.parent.name: json.loads(path.read_text(encoding="utf-8"))
         for path in (results / "scorecards" / "v1").glob("*/scorecard.json")
     }
+
+
+def check_literature(table: list[dict], results: Path, where: str, checker: Checker) -> None:
+    by_folder = cards_by_folder(results)
     for row in table:
         folder = row["card"].strip("`")
         card = by_folder.get(folder)
@@ -160,6 +166,36 @@ def check_literature(table: list[dict], results: Path, where: str, checker: Chec
             found = verdicts.get(rule.removeprefix("better on "))
             expected = {"better": "agrees", "worse": "disagrees"}.get(found, "not shown")
         checker.text(at, row["agreement"], expected)
+
+
+FALSE_WORSE = 0.025  # the most a false "worse" happens on a task, were a claim true here too
+
+
+def check_literature_by_task(table: list[dict], claims: list[dict], results: Path, where: str, checker: Checker) -> None:
+    """Each task's count of the carded claims it reads and contradicts, from `claims` (the section's claim table,
+    checked by check_literature) and the cards; the binomial chance of as many contradictions, and the flag at
+    p < 0.05."""
+    by_folder = cards_by_folder(results)
+    counts: dict[str, list[int]] = {}
+    for claim in claims:
+        card = by_folder.get(claim["card"].strip("`"))
+        if card is None:
+            continue
+        verdicts = {t["name"]: t["versus_standard"]["verdict"] for t in card["tasks"]}
+        rule = claim["agreement means"]
+        for name in list(verdicts) if rule == "not worse" else [rule.removeprefix("better on ")]:
+            n_k = counts.setdefault(name, [0, 0])
+            n_k[0], n_k[1] = n_k[0] + 1, n_k[1] + (verdicts.get(name) == "worse")
+    for row in table:
+        n, k = counts.get(row["task (literature)"], [0, 0])
+        at = f"{where}, {row['task (literature)']}"
+        checker.text(f"{at}, claims", row["carded claims it reads"], str(n))
+        checker.text(f"{at}, contradicted", row["it contradicts"], str(k))
+        p = sum(math.comb(n, i) * FALSE_WORSE**i * (1 - FALSE_WORSE) ** (n - i) for i in range(k, n + 1))
+        close_numbers(f"{at}, p", row["chance of as many (p)"], [p], 3, checker)
+        checker.text(f"{at}, flag", row["flag"], "flagged" if p < 0.05 else "no")
+    if {row["task (literature)"] for row in table} != counts.keys():
+        checker.mismatch(where, "its tasks", f"the tasks the carded claims read: {sorted(counts)}")
 
 
 RULES = {
