@@ -148,6 +148,33 @@ def test_training_flops_follow_the_hand_formula():
         assert module.flops_of((tokens[:, :-1], tokens[:, 1:])) == expected, (mlp, hidden)
 
 
+def test_flops_are_counted_with_every_position_of_every_family():
+    """A task counts a step's FLOPs on a meta-device copy of its model (tasks/base.py, flops_of), at the first
+    training batch of every fit: each position option must run there. ALiBi's float mask asked autocast about the
+    meta device, which torch refuses, so every fit with ALiBi failed at its first batch (the ALiBi reference card
+    found it). Positions add no matrix products: the GPT's count is the hand formula's for each."""
+    from lit_attention.training.tasks import Seq2SeqTranslator, TextClassifier
+
+    d, depth, batch, length = TINY["dim"], 2, 4, 5
+    tokens = torch.arange(batch * (length + 1)).remainder(VOCAB - 3).add(3).view(batch, length + 1)
+    padding = torch.zeros(batch, length, dtype=torch.bool)
+    padding[0, -2:] = True  # one padded row: the masks of the encoders are built, as on real text
+    weights = depth * 6 * d * d * 2 + d * VOCAB  # 4 d² of attention and 8 d² of the GELU MLP, and the head
+    for position in family_options(GPTConfig)["position"]:
+        module = CausalLanguageModel(net=dict(vocab_size=VOCAB, max_len=LENGTH, depth=depth, **TINY, position=position))
+        expected = 6 * batch * length * weights + 12 * batch * length * length * d * depth
+        assert module.flops_of((tokens[:, :-1], tokens[:, 1:])) == expected, position
+    for position in family_options(TextEncoderConfig)["position"]:
+        net = dict(vocab_size=VOCAB, max_len=LENGTH, num_classes=3, pad_id=0, depth=depth, **TINY, position=position)
+        text = {"tokens": tokens[:, :-1], "padding_mask": padding, "padded": True, "labels": torch.zeros(batch).long()}
+        assert TextClassifier(net=net).flops_of(text) > 0, position
+    for position in family_options(Seq2SeqConfig)["position"]:
+        net = dict(vocab_size=VOCAB, max_src_len=LENGTH, max_tgt_len=LENGTH, pad_id=0, bos_id=1, eos_id=2, **TINY)
+        pair = {"src": tokens[:, :-1], "tgt_in": tokens[:, :-1], "src_padding_mask": padding, "tgt_padding_mask": padding}
+        translator = Seq2SeqTranslator(net=dict(net, encoder_depth=1, decoder_depth=1, position=position))
+        assert translator.flops_of(pair) > 0, position
+
+
 def test_the_option_cases_meet_every_value_with_every_preset():
     """What the compile, DDP and inspect guarantees rely on: read from the configs, none written out here."""
     met = options_met(option_cases())

@@ -15,8 +15,10 @@ import torch
 
 def compute_dtype(x: torch.Tensor) -> torch.dtype:
     """The dtype attention computes in for activations `x`: autocast's where it is on for x's device
-    (bf16-mixed), else x's own."""
+    (bf16-mixed), else x's own. The meta device (where a task counts FLOPs) has no autocast to ask."""
     device = x.device.type
+    if not torch.amp.is_autocast_available(device):
+        return x.dtype
     return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x.dtype
 
 
