@@ -268,19 +268,20 @@ def test_a_tiny_card_says_what_its_runs_say_resumes_and_lends_its_baseline(in_tm
         assert run_main(words) == 2
         assert message in capsys.readouterr().err, words
 
-    # A block option against the default block: rotary positions on the variant's arm (QK-norm's few weights are over 1% of this tiny model's, which a card refuses) (the spec stays standard).
+    # A block option against the default block: ALiBi on the variant's arm, the spec staying standard. (QK-norm's few
+    # weights are over 1% of this tiny model's, which a card refuses; ALiBi is the option no shipped recipe fits.)
     assert (
-        run_main(["scorecard", "--block", "position=rope", "--protocol", "tiny.yaml", "--output", "qk", "--baseline", "card"])
+        run_main(["scorecard", "--block", "position=alibi", "--protocol", "tiny.yaml", "--output", "qk", "--baseline", "card"])
         == 0
     )
     qk = json.loads((in_tmp / "qk" / "scorecard.json").read_text())
-    assert (qk["variant"], qk["block"], qk["not_offered"]) == ("standard", {"position": "rope"}, [])
+    assert (qk["variant"], qk["block"], qk["not_offered"]) == ("standard", {"position": "alibi"}, [])
     [variant_run] = (in_tmp / "qk" / "recall").glob("runs/default/variant/standard/seed_0/version_*/record.json")
-    assert json.loads(variant_run.read_text())["config"]["model.init_args.net.position"] == "rope"
-    assert "# Scorecard: `standard with position=rope`" in (in_tmp / "qk" / "scorecard.md").read_text()
+    assert json.loads(variant_run.read_text())["config"]["model.init_args.net.position"] == "alibi"
+    assert "# Scorecard: `standard with position=alibi`" in (in_tmp / "qk" / "scorecard.md").read_text()
     capsys.readouterr()
     assert run_main(["scorecard", "--block", "norm=rmsnorm", "--protocol", "tiny.yaml", "--output", "qk"]) == 2
-    assert "holds the card of 'standard+position-rope'" in capsys.readouterr().err
+    assert "holds the card of 'standard+position-alibi'" in capsys.readouterr().err
 
     # A baseline that moves when re-trained here (its record edited, as another CPU's would differ) is not
     # reused: nothing is copied and the card trains its own. The check runs are the null card's, already here.
