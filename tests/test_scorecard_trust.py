@@ -182,3 +182,28 @@ def test_a_misquoted_scorecard_cell_of_results_md_is_named(tmp_path, capsys, rec
     results_md_check.check_results_md(tmp_path / "RESULTS.md", ROOT / "results", checker)
     out = capsys.readouterr().out
     assert checker.total_mismatches == 1 and "lm_ladder, flag" in out, out
+
+
+def test_a_card_that_left_a_task_out_says_not_offered_in_its_column_of_the_protocols_order():
+    """A block option some family refuses (ALiBi: the ViT) leaves its task out of the card; beside the reference
+    set its cell says so, and the columns stay in the protocol's order whichever card comes first."""
+    from lit_attention.scorecard.against import cards_table
+
+    def card(variant: str, block: dict, *tasks: dict) -> dict:
+        return {
+            "protocol": {"sha256": "ab" * 32, "version": "v1"},
+            "confidence": 0.95,
+            "variant": variant,
+            "block": block,
+            "tasks": list(tasks),
+        }
+
+    nd = "no detectable difference"
+    full = card("optimized", {}, task("lm", 0.1, 0.05, 0.15, "worse"), task("vit", 0, -1, 1, nd), task("seq", 0, -1, 1, nd))
+    alibi = card("standard", {"position": "alibi"}, task("lm", -0.1, -0.2, -0.05, "better"), task("seq", 1, 0.5, 1.5, "worse"))
+    for order in ([alibi, full], [full, alibi]):
+        table = cards_table([(Path(c["variant"]), c) for c in order])
+        header = next(line for line in table.splitlines() if line.startswith("| card |"))
+        assert [h.split(":")[0] for h in header.strip("| ").split(" | ")[1:-1]] == ["lm", "vit", "seq"]
+        row = next(line for line in table.splitlines() if line.startswith("| `standard with position=alibi` |"))
+        assert row.split(" | ")[2] == "not offered" and row.split(" | ")[3].endswith("worse")

@@ -55,18 +55,34 @@ def against_table(card: dict, own: Path, folder: Path) -> str:
     return cards_table([(own, card), *others])
 
 
+def protocol_tasks(lists: list[list[str]]) -> list[str]:
+    """Every card's tasks in the protocol's order. A card of a block option some family refuses lacks those tasks
+    (its not_offered); each card keeps the protocol's order, so a task missing so far goes right after the task
+    it follows in the card that has it."""
+    merged: list[str] = []
+    for names in sorted(lists, key=len, reverse=True):
+        for i, name in enumerate(names):
+            if name not in merged:
+                merged.insert(merged.index(names[i - 1]) + 1 if i else 0, name)
+    return merged
+
+
 def cards_table(cards: list[tuple[Path, dict]]) -> str:
     """The table of `cards` (the first one's protocol decides which others are set beside it), in the order given."""
     first = cards[0][1]
     sha = first["protocol"]["sha256"]
-    tasks = [t["name"] for t in first["tasks"]]
-    rows, left_out = [], []
-    for where, other in cards:
-        if other["protocol"]["sha256"] != sha:
-            left_out.append(f"{where.name} (protocol {other['protocol']['version']}, sha256 {other['protocol']['sha256'][:12]})")
-            continue
+    same = [(where, other) for where, other in cards if other["protocol"]["sha256"] == sha]
+    left_out = [
+        f"{where.name} (protocol {other['protocol']['version']}, sha256 {other['protocol']['sha256'][:12]})"
+        for where, other in cards
+        if other["protocol"]["sha256"] != sha
+    ]
+    tasks = protocol_tasks([[t["name"] for t in other["tasks"]] for _, other in same])
+    rows = []
+    for _, other in same:
         by_name = {t["name"]: t for t in other["tasks"]}
-        rows.append([f"`{card_label(other)}`", *[cell(by_name[t]) for t in tasks], multiplier_cell(other)])
+        cells = [cell(by_name[t]) if t in by_name else "not offered" for t in tasks]
+        rows.append([f"`{card_label(other)}`", *cells, multiplier_cell(other)])
     level = f"{first['confidence']:.0%}"
     header = ["card", *[f"{t}: difference [{level}]" for t in tasks], "compute multiplier (FLOPs)"]
     lines = [

@@ -73,6 +73,10 @@ def check_cards_table(table: list[dict], results: Path, where: str, checker: Che
             d = task["versus_standard"]
             close_numbers(f"{where}, {row['card']}, {task['name']}", cell, [d["difference"], d["low"], d["high"]], 4, checker)
             checker.text(f"{where}, {row['card']}, {task['name']} verdict", cell.split("]")[-1], MARK[d["verdict"]])
+        names = {task["name"] for task in card["tasks"]}
+        for column in row:  # a task the card left out (its family refuses the block option) says so
+            if column.endswith(": difference [95%]") and column.split(":")[0] not in names:
+                checker.text(f"{where}, {row['card']}, {column.split(':')[0]}", row[column], "not offered")
         ladder = next((t for t in card["tasks"] if "multipliers" in t), None)
         if ladder is not None:
             written = ladder["multipliers"]["variant"]["flops"]["text"]
