@@ -112,6 +112,17 @@ def test_a_claim_agrees_only_by_its_rule_and_a_missing_card_says_so():
     assert rows["identity_query"]["agreement"] == "consistent"  # "not worse", and nothing detectably worse
     assert rows["efficient"]["agreement"] == "n/a" and rows["efficient"]["card_says"] == "not carded in this edition"
     assert rows["optimized"]["card_says"] == "worse on lm_ladder; no detectable difference elsewhere"
+    # "not worse on lm_ladder" reads the ladder alone: ALiBi worse on recall still is consistent with a claim
+    # about language modelling, and no positions worse on the ladder disagrees.
+    worse_recall = task("mqar_4", 0.2, 0.1, 0.3, "worse")
+    alibi = {"tasks": [task("lm_ladder", -0.1, -0.2, -0.05, "better"), worse_recall]}
+    none = {"tasks": [task("lm_ladder", 0.3, 0.2, 0.4, "worse"), task("mqar_4", 0, -1, 1, "no detectable difference")]}
+    read = {row["card"]: row for row in literature({"standard+position-alibi": alibi, "standard+position-none": none})}
+    assert read["standard+position-alibi"]["rule"] == "not worse on lm_ladder"
+    assert (read["standard+position-alibi"]["agreement"], read["standard+position-none"]["agreement"]) == (
+        "consistent",
+        "disagrees",
+    )
     # By task: "not worse" claims (optimized, identity_query) read every task of their card, "better on T" claims
     # (super, nonlinear_query) read T. The ladder is read 3 times and contradicted once (optimized is worse there):
     # were each claim true, 1 - 0.975^3 = 7.3% of such sets would contradict it at least once, so no flag.

@@ -10,9 +10,9 @@ Its tables, by their first header:
   interval, the agreement chance would give (Cohen's: the sum over verdicts of the two columns' shares
   multiplied) and whether the count is no better than it;
 - `size (small against large)`: how many of a size's declared verdicts are the largest size's;
-- `claim at scale`: each claim's agreement with its card by the rule the row states ("not worse": disagrees
-  where a task is worse, else consistent; "better on T": agrees, disagrees, or not shown where T has no
-  detectable difference);
+- `claim at scale`: each claim's agreement with its card by the rule the row states ("not worse", on every
+  task or "on T": disagrees where a task it reads is worse, else consistent; "better on T": agrees, disagrees,
+  or not shown where T has no detectable difference);
 - `task (literature)`: per task, the carded claims of that table that read it and those it contradicts (its
   verdict is worse), the binomial chance of as many were each claim true here (2.5% a claim), and the flag.
 """
@@ -164,12 +164,17 @@ def check_literature(table: list[dict], results: Path, where: str, checker: Chec
             continue
         verdicts = {t["name"]: t["versus_standard"]["verdict"] for t in card["tasks"]}
         rule = row["agreement means"]
-        if rule == "not worse":  # no detectable harm is consistent with the claim, not a proof of it
-            expected = "disagrees" if "worse" in verdicts.values() else "consistent"
+        read = [verdicts.get(name) for name in tasks_read(rule, verdicts)]
+        if rule.startswith("not worse"):  # no detectable harm is consistent with the claim, not a proof of it
+            expected = "disagrees" if "worse" in read else "consistent" if None not in read else "not shown"
         else:
-            found = verdicts.get(rule.removeprefix("better on "))
-            expected = {"better": "agrees", "worse": "disagrees"}.get(found, "not shown")
+            expected = {"better": "agrees", "worse": "disagrees"}.get(read[0], "not shown")
         checker.text(at, row["agreement"], expected)
+
+
+def tasks_read(rule: str, verdicts: dict[str, str]) -> list[str]:
+    """ "not worse" reads every task of the card; "not worse on T" and "better on T" read T."""
+    return list(verdicts) if rule == "not worse" else [rule.split(" on ", 1)[1]]
 
 
 FALSE_WORSE = 0.025  # the most a false "worse" happens on a task, were a claim true here too
@@ -187,7 +192,7 @@ def check_literature_by_task(table: list[dict], claims: list[dict], results: Pat
             continue
         verdicts = {t["name"]: t["versus_standard"]["verdict"] for t in card["tasks"]}
         rule = claim["agreement means"]
-        for name in list(verdicts) if rule == "not worse" else [rule.removeprefix("better on ")]:
+        for name in tasks_read(rule, verdicts):
             n_k = counts.setdefault(name, [0, 0])
             n_k[0], n_k[1] = n_k[0] + 1, n_k[1] + (verdicts.get(name) == "worse")
     for row in table:
