@@ -148,6 +148,7 @@ def test_training_flops_follow_the_hand_formula():
         assert module.flops_of((tokens[:, :-1], tokens[:, 1:])) == expected, (mlp, hidden)
 
 
+@pytest.mark.slow  # builds eleven tasks and counts a step of each: about 1 s of CPU
 def test_flops_are_counted_with_every_position_of_every_family():
     """A task counts a step's FLOPs on a meta-device copy of its model (tasks/base.py, flops_of), at the first
     training batch of every fit: each position option must run there. ALiBi's float mask asked autocast about the
