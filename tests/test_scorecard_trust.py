@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from lit_attention.scorecard.trust import calibration, cheap_agreement, literature, small_against_large, trust_markdown, wilson
+from lit_attention.scorecard.trust import calibration, cheap_agreement, literature, literature_by_task, small_against_large
+from lit_attention.scorecard.trust import trust_markdown, wilson
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -123,11 +124,13 @@ def test_a_claim_agrees_only_by_its_rule_and_a_missing_card_says_so():
         "consistent",
         "disagrees",
     )
+    # A card that left the claim's task out neither shows the claim nor counts as reading the task.
+    no_ladder = {"standard+position-none": {"tasks": [worse_recall]}}
+    assert next(r for r in literature(no_ladder) if r["card"] == "standard+position-none")["agreement"] == "not shown"
+    assert literature_by_task(no_ladder) == []
     # By task: "not worse" claims (optimized, identity_query) read every task of their card, "better on T" claims
     # (super, nonlinear_query) read T. The ladder is read 3 times and contradicted once (optimized is worse there):
     # were each claim true, 1 - 0.975^3 = 7.3% of such sets would contradict it at least once, so no flag.
-    from lit_attention.scorecard.trust import literature_by_task
-
     by_task = {row["task"]: row for row in literature_by_task(cards)}
     assert [(r["task"], r["claims"], r["contradicted"]) for r in by_task.values()] == [("lm_ladder", 3, 1), ("vit_digits", 2, 0)]
     assert math.isclose(by_task["lm_ladder"]["p"], 1 - 0.975**3) and not by_task["lm_ladder"]["flagged"]

@@ -207,22 +207,25 @@ FALSE_WORSE = 0.025
 
 def literature_by_task(cards: dict[str, dict]) -> list[dict]:
     """Per task, in the protocol's order: how many carded claims read it ("not worse" reads every task, "better on
-    T" and "not worse on T" read T), how many of them it contradicts (its verdict is worse), and the chance of at
-    least that many if every claim held here (binomial, FALSE_WORSE each). A task contradicting the literature more
-    often than that (p < 0.05) is flagged for the next protocol version."""
+    T" and "not worse on T" read T; a task the card left out is not read), how many of them it contradicts (its
+    verdict is worse), and the chance of at least that many if every claim held here (binomial, FALSE_WORSE
+    each). A task contradicting the literature more often than that (p < 0.05) is flagged for the next protocol
+    version."""
+    from lit_attention.scorecard.against import protocol_tasks
+
     counts: dict[str, list[int]] = {}
     for _, _, folder, rule in LITERATURE:
         card = cards.get(folder)
         if card is None:
             continue
         verdicts = {t["name"]: t["versus_standard"]["verdict"] for t in card["tasks"]}
-        read = rule_tasks(rule, verdicts)
-        for name in read:
+        for name in (name for name in rule_tasks(rule, verdicts) if name in verdicts):
             entry = counts.setdefault(name, [0, 0])
             entry[0] += 1
-            entry[1] += verdicts.get(name) == "worse"
+            entry[1] += verdicts[name] == "worse"
+    order = protocol_tasks([[t["name"] for t in card["tasks"]] for card in cards.values()])
     rows = []
-    for name, (n, k) in counts.items():
+    for name, (n, k) in sorted(counts.items(), key=lambda item: order.index(item[0])):
         p = binomial_tail(k, n, FALSE_WORSE)
         rows.append({"task": name, "claims": n, "contradicted": k, "p": p, "flagged": p < 0.05})
     return rows
