@@ -27,6 +27,7 @@ from pathlib import Path
 from statistics import NormalDist
 
 from lit_attention.markdown import markdown_table
+from lit_attention.scorecard.against import cards_table, protocol_tasks, reference_cards
 
 # (claim, source, card folder, rule). Rules: "not worse" (no task worse after Holm), "not worse on T" (task T not
 # worse: a claim about one kind of task), "better on T" (task T's verdict better).
@@ -176,11 +177,16 @@ def agreement(card: dict, rule: str) -> str:
     """A claim's rule read on its card. "not worse" (on every task it reads): disagrees where one is worse after
     Holm, else consistent (no detectable harm is not shown equivalence). "better on T": agrees where T is better,
     disagrees where it is worse, else not shown. A task the card left out is not shown."""
-    verdicts = {t["name"]: t["versus_standard"]["verdict"] for t in card["tasks"]}
+    verdicts = task_verdicts(card)
     read = [verdicts.get(name) for name in rule_tasks(rule, verdicts)]
     if rule.startswith("not worse"):
         return "disagrees" if "worse" in read else "consistent" if None not in read else "not shown"
     return {"better": "agrees", "worse": "disagrees"}.get(read[0], "not shown")
+
+
+def task_verdicts(card: dict) -> dict[str, str]:
+    """{task: its verdict against standard} of a card, in the protocol's order."""
+    return {t["name"]: t["versus_standard"]["verdict"] for t in card["tasks"]}
 
 
 def rule_tasks(rule: str, verdicts: dict[str, str]) -> list[str]:
@@ -211,14 +217,12 @@ def literature_by_task(cards: dict[str, dict]) -> list[dict]:
     verdict is worse), and the chance of at least that many if every claim held here (binomial, FALSE_WORSE
     each). A task contradicting the literature more often than that (p < 0.05) is flagged for the next protocol
     version."""
-    from lit_attention.scorecard.against import protocol_tasks
-
     counts: dict[str, list[int]] = {}
     for _, _, folder, rule in LITERATURE:
         card = cards.get(folder)
         if card is None:
             continue
-        verdicts = {t["name"]: t["versus_standard"]["verdict"] for t in card["tasks"]}
+        verdicts = task_verdicts(card)
         for name in (name for name in rule_tasks(rule, verdicts) if name in verdicts):
             entry = counts.setdefault(name, [0, 0])
             entry[0] += 1
@@ -248,8 +252,6 @@ def verdicts_text(card: dict) -> str:
 
 
 def trust_markdown(folder: Path, sweep: Path) -> str:
-    from lit_attention.scorecard.against import cards_table, reference_cards
-
     found = reference_cards(folder)  # read once: the table, and the checks by folder name
     cards = {where.name: card for where, card in found}
     parts = ["**The reference set.**\n\n" + cards_table(found) + "\n"]

@@ -32,11 +32,22 @@ SWEEP = "gpt_scaling"  # the scaled sweep the small-against-large table reads
 MARK = {"better": "better", "worse": "worse", "no detectable difference": "n.d."}
 
 
+def cards_by_folder(results: Path) -> dict[str, dict]:
+    """{folder name: its scorecard.json} of results/scorecards/v1/*, by name."""
+    return {
+        path.parent.name: json.loads(path.read_text(encoding="utf-8"))
+        for path in sorted((results / "scorecards" / "v1").glob("*/scorecard.json"))
+    }
+
+
+def task_verdicts(card: dict) -> dict[str, str]:
+    return {t["name"]: t["versus_standard"]["verdict"] for t in card["tasks"]}
+
+
 def cards(results: Path) -> dict[str, dict]:
     """{the row label RESULTS.md gives a card: its scorecard.json} of results/scorecards/v1/*."""
     found = {}
-    for path in sorted((results / "scorecards" / "v1").glob("*/scorecard.json")):
-        card = json.loads(path.read_text(encoding="utf-8"))
+    for card in cards_by_folder(results).values():
         label = card["variant"] + "".join(f" with {key}={value}" for key, value in (card.get("block") or {}).items())
         if card.get("null"):
             seeds = card["null"]["seeds"]
@@ -146,13 +157,6 @@ def check_small_large(table: list[dict], results: Path, where: str, checker: Che
         )
 
 
-def cards_by_folder(results: Path) -> dict[str, dict]:
-    return {
-        path.parent.name: json.loads(path.read_text(encoding="utf-8"))
-        for path in (results / "scorecards" / "v1").glob("*/scorecard.json")
-    }
-
-
 def check_literature(table: list[dict], results: Path, where: str, checker: Checker) -> None:
     by_folder = cards_by_folder(results)
     for row in table:
@@ -162,7 +166,7 @@ def check_literature(table: list[dict], results: Path, where: str, checker: Chec
         if card is None:
             checker.text(at, row["agreement"], "n/a")
             continue
-        verdicts = {t["name"]: t["versus_standard"]["verdict"] for t in card["tasks"]}
+        verdicts = task_verdicts(card)
         rule = row["agreement means"]
         read = [verdicts.get(name) for name in tasks_read(rule, verdicts)]
         if rule.startswith("not worse"):  # no detectable harm is consistent with the claim, not a proof of it
@@ -190,11 +194,11 @@ def check_literature_by_task(table: list[dict], claims: list[dict], results: Pat
         card = by_folder.get(claim["card"].strip("`"))
         if card is None:
             continue
-        verdicts = {t["name"]: t["versus_standard"]["verdict"] for t in card["tasks"]}
+        verdicts = task_verdicts(card)
         rule = claim["agreement means"]
         for name in (name for name in tasks_read(rule, verdicts) if name in verdicts):  # a left-out task is not read
             n_k = counts.setdefault(name, [0, 0])
-            n_k[0], n_k[1] = n_k[0] + 1, n_k[1] + (verdicts.get(name) == "worse")
+            n_k[0], n_k[1] = n_k[0] + 1, n_k[1] + (verdicts[name] == "worse")
     for row in table:
         n, k = counts.get(row["task (literature)"], [0, 0])
         at = f"{where}, {row['task (literature)']}"
