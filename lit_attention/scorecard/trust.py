@@ -302,7 +302,7 @@ def trust_markdown(folder: Path, sweep: Path) -> str:
     header = ["claim at scale", "source", "card", "agreement means", "the card says", "agreement"]
     parts.append("**The literature at scale.**\n\n" + markdown_table(header, rows) + "\n")
     rows = [
-        [r["task"], str(r["claims"]), str(r["contradicted"]), f"{r['p']:.3f}", "flagged" if r["flagged"] else "no"]
+        [r["task"], str(r["claims"]), str(r["contradicted"]), f"{r['p']:.4f}", "flagged" if r["flagged"] else "no"]
         for r in literature_by_task(cards)
     ]
     header = ["task (literature)", "carded claims it reads", "it contradicts", "chance of as many (p)", "flag"]
