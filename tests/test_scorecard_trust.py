@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from lit_attention.scorecard.trust import calibration, cheap_agreement, literature, literature_by_task, small_against_large
-from lit_attention.scorecard.trust import trust_markdown, wilson
+from lit_attention.scorecard.trust import literature_by_task_table, trust_markdown, wilson
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -152,6 +152,14 @@ def test_results_md_quotes_the_generators_tables_of_the_committed_cards():
     section = results_section()
     tables = [line for line in generated.splitlines() if line.startswith("|")]
     assert tables and all(line in section for line in tables), [line for line in tables if line not in section][:3]
+
+
+def test_the_by_task_chance_keeps_three_significant_figures_however_small():
+    # Four "not worse" claims all contradicted on the ladder: p = 0.025^4, which four decimals printed as 0.0000.
+    worse = {"tasks": [task("lm_ladder", 0.1, 0.05, 0.15, "worse")]}
+    cards = {name: worse for name in ("optimized", "efficient", "identity_query", "residual_query")}
+    row = literature_by_task_table(cards).splitlines()[2]
+    assert row == f"| lm_ladder | 4 | 4 | {0.025**4:.3g} | flagged |" == "| lm_ladder | 4 | 4 | 3.91e-07 | flagged |"
 
 
 @pytest.fixture

@@ -301,17 +301,22 @@ def trust_markdown(folder: Path, sweep: Path) -> str:
     ]
     header = ["claim at scale", "source", "card", "agreement means", "the card says", "agreement"]
     parts.append("**The literature at scale.**\n\n" + markdown_table(header, rows) + "\n")
-    rows = [
-        [r["task"], str(r["claims"]), str(r["contradicted"]), f"{r['p']:.4f}", "flagged" if r["flagged"] else "no"]
-        for r in literature_by_task(cards)
-    ]
-    header = ["task (literature)", "carded claims it reads", "it contradicts", "chance of as many (p)", "flag"]
     parts.append(
         f"**The literature, by task.** Were every claim true here too, a verdict of worse would be a false positive "
         f"(at most {FALSE_WORSE:.1%} a claim); a task that contradicts more claims than that would (p < 0.05) is "
-        "flagged.\n\n" + markdown_table(header, rows) + "\n"
+        "flagged.\n\n" + literature_by_task_table(cards) + "\n"
     )
     return "\n".join(parts)
+
+
+def literature_by_task_table(cards: dict[str, dict]) -> str:
+    # p to 3 significant figures: four decimals printed a chance of 1e-05 as 0.0000, a chance of none
+    rows = [
+        [r["task"], str(r["claims"]), str(r["contradicted"]), f"{r['p']:.3g}", "flagged" if r["flagged"] else "no"]
+        for r in literature_by_task(cards)
+    ]
+    header = ["task (literature)", "carded claims it reads", "it contradicts", "chance of as many (p)", "flag"]
+    return markdown_table(header, rows)
 
 
 def main() -> None:

@@ -205,7 +205,7 @@ def check_literature_by_task(table: list[dict], claims: list[dict], results: Pat
         checker.text(f"{at}, claims", row["carded claims it reads"], str(n))
         checker.text(f"{at}, contradicted", row["it contradicts"], str(k))
         p = sum(math.comb(n, i) * FALSE_WORSE**i * (1 - FALSE_WORSE) ** (n - i) for i in range(k, n + 1))
-        close_numbers(f"{at}, p", row["chance of as many (p)"], [p], 4, checker)
+        checker.text(f"{at}, p", row["chance of as many (p)"], f"{p:.3g}")  # 3 significant figures, as trust.py prints it
         checker.text(f"{at}, flag", row["flag"], "flagged" if p < 0.05 else "no")
     if {row["task (literature)"] for row in table} != counts.keys():
         checker.mismatch(where, "its tasks", f"the tasks the carded claims read: {sorted(counts)}")
