@@ -51,7 +51,7 @@ class Multiplier:
     resamples: int
 
     def text(self) -> str:
-        """ "1.83× [1.41×, 2.60×]", with "< 0.5×" or "> 4×" where a number is censored."""
+        """ "1.83× [1.41×, 2.6×]" (3 significant figures, trailing zeros dropped), with "< 0.5×" or "> 4×" where a number is censored."""
         return (
             f"{shown(self.estimate, self.censored)} "
             f"[{shown(self.low, self.low_censored)}, {shown(self.high, self.high_censored)}]"
