@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from lit_attention.stats.compute_multiplier import compute_multiplier, cost_to_reach, non_increasing
+from lit_attention.stats.compute_multiplier import compute_multiplier, cost_to_reach, non_increasing, shown
 
 COSTS = np.array([1.0, 2.0, 4.0, 8.0])  # a ladder of 4 budgets over 8x, as protocol v1's
 REFERENCE = 2.0  # the variant's budget C_0
@@ -108,6 +108,12 @@ def test_a_null_variant_holds_one_and_the_numbers_print():
     card = compute_multiplier(ladder, COSTS, variant, REFERENCE, resamples=500, rng=rng)
     assert card.covers(1.0) and card.low < 1.0 < card.high
     assert card.text() == f"{card.estimate:.3g}× [{card.low:.3g}×, {card.high:.3g}×]"
+
+
+def test_a_bound_just_past_one_is_never_printed_as_one():
+    # v1's rule reads whether the lower bound is above 1: at three figures 1.0005 printed "1×", which reads as
+    # a bound touching 1. It keeps the digits that show its side of 1; other numbers keep three figures.
+    assert [shown(v, None) for v in (1.0005, 0.9996, 1.0, 1.23, 0.812)] == ["1.0005×", "0.9996×", "1×", "1.23×", "0.812×"]
 
 
 def test_bad_shapes_are_refused():

@@ -65,7 +65,17 @@ class Multiplier:
 
 
 def shown(value: float, censored: str | None) -> str:
-    return {"below": f"< {value:.3g}×", "above": f"> {value:.3g}×"}.get(censored, f"{value:.3g}×")
+    return {"below": f"< {value:.3g}×", "above": f"> {value:.3g}×"}.get(censored, f"{figures(value)}×")
+
+
+def figures(value: float) -> str:
+    """Three significant figures, or as many more (up to 6) as keep a value other than 1 from printing as 1:
+    the rule asks whether a bound is above 1, and "1×" for 1.0005 would say it touches it."""
+    for digits in range(3, 7):
+        text = f"{value:.{digits}g}"
+        if value == 1 or float(text) != 1:
+            return text
+    return text
 
 
 def non_increasing(curves: np.ndarray) -> np.ndarray:
